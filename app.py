@@ -1,0 +1,62 @@
+"""Whestboard: the WhestBench explorer and leaderboard.
+
+``python app.py`` serves the embedded data on http://127.0.0.1:8050;
+``gunicorn app:server`` serves the same app in production.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import dash
+from flask import jsonify
+
+from components import runtime
+from components.shell import layout
+
+UNDER_GUNICORN = "gunicorn" in os.path.basename(sys.argv[0]) or "gunicorn" in sys.modules
+
+
+def create_app() -> dash.Dash:
+    """Build the Dash app with every page under ``pages/`` registered."""
+    app = dash.Dash(
+        __name__,
+        use_pages=True,
+        title="Whestboard",
+        suppress_callback_exceptions=True,
+        background_callback_manager=runtime.background_callback_manager(),
+        update_title=None,
+    )
+    app.layout = layout
+    runtime.cache.init_app(app.server, config=runtime.cache_config())
+    app.server.config["WHESTBOARD_UNDER_GUNICORN"] = UNDER_GUNICORN
+    _register_health(app)
+    return app
+
+
+def _register_health(app: dash.Dash) -> None:
+    @app.server.route("/healthz")
+    def healthz():
+        from whestboard.health import check
+
+        report = check()
+        return jsonify(report), (200 if report["ok"] else 503)
+
+
+app = create_app()
+server = app.server
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Serve Whestboard locally.")
+    parser.add_argument("--host", default=os.environ.get("WHESTBOARD_HOST", "127.0.0.1"))
+    parser.add_argument("--port", type=int, default=int(os.environ.get("WHESTBOARD_PORT", "8050")))
+    parser.add_argument("--debug", action="store_true")
+    args = parser.parse_args(argv)
+    app.run(host=args.host, port=args.port, debug=args.debug)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""Home: every served dataset, its round and how fine an error its reference resolves."""
+
+from __future__ import annotations
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import html
+
+from components.format import integer, sci
+from whestboard import registry
+from whestboard.rounds import ALL_ROUNDS
+
+dash.register_page(__name__, path="/", name="Home", order=0, title="Whestboard")
+
+NOISE_HELP = (
+    "Noise floor = mean avg_variance / N_ref: the MSE the reference's own sampling error adds. "
+    "Differences below it cannot be resolved with this data."
+)
+MCB_HELP = "MC@B: the expected final-layer MSE of spending the whole budget on Monte Carlo sampling."
+
+
+def _dataset_rows() -> list:
+    rows = []
+    for r in registry.dataset_overview():
+        partial = "" if r["declared_n_mlps"] in (None, r["n_mlps"]) else f" of {r['declared_n_mlps']}"
+        ratio = r["mc_at_bm"] / r["noise_floor"] if r["mc_at_bm"] and r["noise_floor"] else None
+        rows.append(
+            html.Tr(
+                [
+                    html.Td(dbc.NavLink(r["key"], href=f"/explorer?dataset={r['key']}", className="p-0")),
+                    html.Td(r["round"] or "custom"),
+                    html.Td(r["shape"]),
+                    html.Td(sci(r["budget"])),
+                    html.Td(f"{r['n_mlps']}{partial}"),
+                    html.Td(integer(r["n_samples"])),
+                    html.Td(sci(r["noise_floor"])),
+                    html.Td(sci(r["mc_at_bm"])),
+                    html.Td(sci(ratio, 2) + "x" if ratio else "—"),
+                    html.Td(r["format"], className="text-muted small"),
+                ],
+                className="dataset-row",
+            )
+        )
+    return rows
+
+
+def _datasets_table() -> dbc.Table:
+    header = html.Thead(
+        html.Tr(
+            [
+                html.Th("Dataset"),
+                html.Th("Round"),
+                html.Th("Width x depth"),
+                html.Th("Budget B"),
+                html.Th("MLPs"),
+                html.Th("Reference samples"),
+                html.Th("Noise floor", title=NOISE_HELP),
+                html.Th("MC@B", title=MCB_HELP),
+                html.Th("MC@B / floor", title="How many times above the noise floor MC@B sits."),
+                html.Th("Format"),
+            ]
+        )
+    )
+    return dbc.Table([header, html.Tbody(_dataset_rows())], hover=True, size="sm", id="datasets-table")
+
+
+def _rounds_table() -> dbc.Table:
+    header = html.Thead(
+        html.Tr([html.Th(h) for h in ("Round", "Width x depth", "Budget B", "Residual time", "Wall cap",
+                                      "FLOPs per MC sample", "MC samples at B")])
+    )
+    body = [
+        html.Tr(
+            [
+                html.Td(r.tag),
+                html.Td(r.shape_label),
+                html.Td(sci(r.budget)),
+                html.Td(r.residual_rule),
+                html.Td(f"{r.wall_time_limit_s:g} s"),
+                html.Td(integer(r.mc_flops_per_sample)),
+                html.Td(f"{r.mc_samples_at_budget:,.1f}"),
+            ]
+        )
+        for r in ALL_ROUNDS.values()
+    ]
+    return dbc.Table([header, html.Tbody(body)], size="sm", id="rounds-table")
+
+
+def _broken_alerts() -> list:
+    return [
+        dbc.Alert(f"Could not open {b.path}: {b.reason}", color="warning", className="py-2")
+        for b in registry.broken_datasets()
+    ]
+
+
+def layout(**_query) -> html.Div:
+    return html.Div(
+        [
+            html.H2("Datasets"),
+            html.P(
+                "Each dataset's reference was baked by Monte Carlo; an error measured against it is only "
+                "meaningful above its noise floor. " + MCB_HELP,
+                className="text-muted",
+            ),
+            *_broken_alerts(),
+            _datasets_table(),
+            html.H4("Rounds", className="mt-4"),
+            html.P("Rulebooks straight from whestbench.budget.ROUNDS.", className="text-muted small"),
+            _rounds_table(),
+        ]
+    )

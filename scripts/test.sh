@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Install everything the test suite needs on a fresh Debian machine, then run it.
+# Usage: ./scripts/test.sh [pytest args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+need=()
+[ -x /usr/bin/chromium ] || need+=(chromium)
+command -v redis-server >/dev/null || need+=(redis-server)
+if ((${#need[@]})); then
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
+.venv/bin/ruff check .
+exec .venv/bin/python -m pytest "$@"

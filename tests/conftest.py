@@ -1,0 +1,111 @@
+"""Shared fixtures: a live app server and a headless Chromium that fails on console errors."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("WHESTBOARD_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    import requests
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"app exited early with code {proc.returncode}")
+        try:
+            if requests.get(url, timeout=2).status_code < 500:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"app did not answer {url} within {timeout}s")
+
+
+@pytest.fixture(scope="session")
+def state_dir(tmp_path_factory) -> Path:
+    """A private state folder so tests never touch the developer's store or caches."""
+    return tmp_path_factory.mktemp("state")
+
+
+@pytest.fixture(scope="session")
+def live_server(state_dir):
+    """``python app.py`` on a free port, serving the embedded data; yields its base URL."""
+    port = _free_port()
+    env = dict(os.environ, WHESTBOARD_STATE_DIR=str(state_dir), PYTHONUNBUFFERED="1")
+    log = open(state_dir / "server.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "app.py", "--port", str(port)], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for(base + "/healthz", proc)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (apt-get install -y chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+class ConsoleWatcher:
+    """Collects console errors, page errors and failed Dash callbacks."""
+
+    def __init__(self, page) -> None:
+        self.errors: list[str] = []
+        page.on("console", lambda m: self.errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        page.on(
+            "response",
+            lambda r: self.errors.append(f"HTTP {r.status} {r.url}")
+            if r.status >= 500 or (r.status >= 400 and "_dash" in r.url)
+            else None,
+        )
+
+
+@pytest.fixture()
+def page(browser, live_server):
+    """A fresh page; the test fails afterwards if anything was logged as an error."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+    watcher = ConsoleWatcher(pg)
+    pg.base_url = live_server
+    yield pg
+    # Dash reports callback exceptions in its dev-tools error list as well.
+    context.close()
+    assert not watcher.errors, "browser reported errors:\n" + "\n".join(watcher.errors)

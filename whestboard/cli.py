@@ -1,0 +1,47 @@
+"""Command-line entry point: ``python -m whestboard <command> ...``.
+
+Each command lives in its own module exposing ``add_arguments(parser)`` and
+``run(args) -> int``; this file only lists them, so commands stay independent.
+Errors a user can fix are printed as one line naming what to change, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "bake": ("whestboard.cli_bake", "bake a compact dataset (seeds + Monte Carlo ground truth)"),
+    "datasets": ("whestboard.cli_datasets", "list the datasets the app would serve"),
+}
+
+
+class UserError(Exception):
+    """An error caused by the user's input; printed without a traceback."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m whestboard", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (module_name, help_text) in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(p)
+        p.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._module.run(args) or 0)
+    except (UserError, ValueError, KeyError, FileNotFoundError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"error: {message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; re-run the same command to resume", file=sys.stderr)
+        return 130

@@ -1,0 +1,154 @@
+"""Which datasets the app serves, opened once per process.
+
+The embedded datasets under ``data/`` plus every directory listed in
+``WHESTBOARD_DATASETS`` (separated by ``os.pathsep``), so a participant who
+downloaded the official mini or full split just points the app at it.
+A directory that cannot be read is reported with its reason, never fatal.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from whestboard import compact
+from whestboard.datasets import Dataset, DatasetError, open_dataset
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def data_dir() -> Path:
+    """Embedded data folder; ``WHESTBOARD_DATA_DIR`` overrides it (tests use this)."""
+    return Path(os.environ.get("WHESTBOARD_DATA_DIR") or REPO_ROOT / "data")
+
+
+class DatasetNotFound(KeyError):
+    """No dataset with that key is served."""
+
+
+@dataclass(frozen=True)
+class Broken:
+    key: str
+    path: Path
+    reason: str
+
+
+def _looks_like_dataset(path: Path) -> bool:
+    return compact.is_compact_dir(path) or (path / "metadata.json").is_file()
+
+
+def candidate_paths() -> list[Path]:
+    """Embedded dataset folders first (sorted), then the user's, in the order given."""
+    paths: list[Path] = []
+    root = data_dir()
+    if root.is_dir():
+        paths += sorted(p for p in root.iterdir() if p.is_dir() and _looks_like_dataset(p))
+    for raw in os.environ.get("WHESTBOARD_DATASETS", "").split(os.pathsep):
+        if raw.strip():
+            paths.append(Path(raw.strip()).expanduser())
+    return paths
+
+
+def _unique_key(path: Path, taken: set[str]) -> str:
+    key = path.name or "dataset"
+    n = 2
+    while key in taken:
+        key = f"{path.name}-{n}"
+        n += 1
+    return key
+
+
+def _fingerprint(path: Path) -> tuple:
+    """Changes when a bake adds MLPs, so a long-running app notices new ones."""
+    mlps = path / compact.MLP_DIR
+    try:
+        return (path.stat().st_mtime_ns, mlps.stat().st_mtime_ns if mlps.is_dir() else 0)
+    except OSError:
+        return (0, 0)
+
+
+_lock = threading.Lock()
+_opened: dict[Path, tuple[tuple, Dataset | Broken]] = {}
+
+
+def _open_all() -> tuple[dict[str, Dataset], list[Broken]]:
+    found: dict[str, Dataset] = {}
+    broken: list[Broken] = []
+    taken: set[str] = set()
+    with _lock:
+        for path in candidate_paths():
+            key = _unique_key(path, taken)
+            taken.add(key)
+            fp = _fingerprint(path)
+            cached = _opened.get(path)
+            if cached is None or cached[0] != fp or getattr(cached[1], "key", None) not in (None, key):
+                try:
+                    entry: Dataset | Broken = open_dataset(path, key=key)
+                except (DatasetError, OSError) as exc:
+                    entry = Broken(key, path, str(exc))
+                _opened[path] = (fp, entry)
+            entry = _opened[path][1]
+            if isinstance(entry, Broken):
+                broken.append(entry)
+            else:
+                found[key] = entry
+    return found, broken
+
+
+def datasets() -> dict[str, Dataset]:
+    """Every readable dataset, keyed by folder name."""
+    return _open_all()[0]
+
+
+def broken_datasets() -> list[Broken]:
+    return _open_all()[1]
+
+
+def get_dataset(key: str) -> Dataset:
+    found = datasets()
+    if key not in found:
+        known = ", ".join(found) or "none"
+        raise DatasetNotFound(f"no dataset {key!r}; available: {known}")
+    return found[key]
+
+
+def datasets_for_round(tag: str) -> list[Dataset]:
+    return [d for d in datasets().values() if d.info.round_tag == tag]
+
+
+def default_dataset_key(round_tag: str | None = None) -> str | None:
+    """The first dataset of the round (or of any round) — what a bare URL shows."""
+    for key, ds in datasets().items():
+        if round_tag is None or ds.info.round_tag == round_tag:
+            return key
+    return None
+
+
+def dataset_overview() -> list[dict]:
+    """One plain dict per served dataset: what the home page and CLI list."""
+    rows = []
+    for key, ds in datasets().items():
+        info = ds.info
+        rnd = info.round
+        rows.append(
+            {
+                "key": key,
+                "path": str(info.path),
+                "format": info.format,
+                "round": info.round_tag,
+                "shape": info.shape_label,
+                "width": info.width,
+                "depth": info.depth,
+                "budget": rnd.budget if rnd else None,
+                "n_mlps": info.n_mlps,
+                "declared_n_mlps": info.declared_n_mlps,
+                "n_samples": info.n_samples,
+                "mean_avg_variance": ds.mean_avg_variance,
+                "noise_floor": ds.noise_floor,
+                "mc_at_bm": ds.mc_at_bm(),
+                "mc_samples_at_budget": rnd.mc_samples_at_budget if rnd else None,
+            }
+        )
+    return rows
