@@ -1,0 +1,443 @@
+"""The submissions store: every graded submission and, optionally, its per-MLP results.
+
+Tables live on ``whestboard.db.Base`` so they share the app's engine: an SQLite
+file (WAL) by default, any SQLAlchemy URL through ``WHESTBOARD_DATABASE_URL``.
+
+Writes are upserts keyed by the submission id and happen in one transaction, so
+an import is all-or-nothing and importing the same file twice changes nothing.
+Every write that changes a row bumps a revision counter; readers in any worker
+cache what they computed from the store under that revision, so 10,000
+submissions are read from the database once per change, not once per request.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime
+
+import pandas as pd
+from sqlalchemy import (
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    delete,
+    select,
+    update,
+)
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from whestboard import db
+
+STATUSES = ("graded", "failed")
+REVISION_KEY = "submissions_revision"
+SEEDED_KEY = "submissions_seeded"
+_IN_CHUNK = 500  # ids per IN (...) clause: well under SQLite's and PostgreSQL's parameter limits
+
+
+class SubmissionRow(db.Base):
+    """One graded (or failed) submission, as the leaderboard shows it."""
+
+    __tablename__ = "submissions"
+
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    team: Mapped[str] = mapped_column(String(200), index=True)
+    round_tag: Mapped[str] = mapped_column(String(32), index=True)
+    submitted_at: Mapped[datetime] = mapped_column(DateTime(timezone=False))  # UTC
+    status: Mapped[str] = mapped_column(String(16))
+    mean_flops_used: Mapped[float | None] = mapped_column(Float, nullable=True)
+    final_layer_mse: Mapped[float | None] = mapped_column(Float, nullable=True)
+    adjusted_score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    mean_multiplier: Mapped[float | None] = mapped_column(Float, nullable=True)
+    n_failed_mlps: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    whestbench_version: Mapped[str] = mapped_column(String(64))
+    flopscope_version: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    n_mlps: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    mean_effective_compute: Mapped[float | None] = mapped_column(Float, nullable=True)
+    dataset: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    mean_avg_variance: Mapped[float | None] = mapped_column(Float, nullable=True)
+    estimator: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    source: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
+class SubmissionMLPRow(db.Base):
+    """One MLP's result inside a submission: what bootstrap and paired tests need."""
+
+    __tablename__ = "submission_mlp_results"
+
+    submission_id: Mapped[str] = mapped_column(
+        String(200), ForeignKey("submissions.id", ondelete="CASCADE"), primary_key=True
+    )
+    mlp_index: Mapped[int] = mapped_column(Integer, primary_key=True)
+    mlp_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    final_layer_mse: Mapped[float] = mapped_column(Float)
+    adjusted_score: Mapped[float] = mapped_column(Float)
+    flops_used: Mapped[float | None] = mapped_column(Float, nullable=True)
+    effective_compute: Mapped[float | None] = mapped_column(Float, nullable=True)
+    multiplier: Mapped[float | None] = mapped_column(Float, nullable=True)
+    failed: Mapped[bool] = mapped_column(Boolean, default=False)
+    avg_variance: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class StoreMeta(db.Base):
+    """Small key/value counters: the revision readers cache under, the seeded flag."""
+
+    __tablename__ = "whestboard_store_meta"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[int] = mapped_column(Integer, default=0)
+
+
+# ---------------------------------------------------------------------------
+# plain records (what import produces and export writes)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A submission as validated plain data; field names are the import schema's."""
+
+    submission_id: str
+    team: str
+    round: str
+    submitted_at: datetime
+    status: str
+    whestbench_version: str
+    mean_flops_used: float | None = None
+    final_layer_mse: float | None = None
+    adjusted_score: float | None = None
+    mean_multiplier: float | None = None
+    n_failed_mlps: int | None = None
+    flopscope_version: str | None = None
+    n_mlps: int | None = None
+    mean_effective_compute: float | None = None
+    dataset: str | None = None
+    mean_avg_variance: float | None = None
+    estimator: str | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class MLPResult:
+    """One MLP's graded result; field names are the per-MLP import schema's."""
+
+    submission_id: str
+    mlp_index: int
+    final_layer_mse: float
+    adjusted_score: float
+    failed: bool = False
+    mlp_name: str | None = None
+    flops_used: float | None = None
+    effective_compute: float | None = None
+    multiplier: float | None = None
+    avg_variance: float | None = None
+
+
+SUBMISSION_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Submission))
+MLP_RESULT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(MLPResult))
+
+# import-schema name -> column on SubmissionRow (the only two that differ)
+_RENAMED = {"submission_id": "id", "round": "round_tag"}
+
+
+def _row_values(sub: Submission) -> dict:
+    values = {_RENAMED.get(k, k): v for k, v in asdict(sub).items()}
+    values["submitted_at"] = to_utc_naive(sub.submitted_at)
+    return values
+
+
+def _mlp_values(res: MLPResult) -> dict:
+    return asdict(res)
+
+
+def to_utc_naive(moment: datetime) -> datetime:
+    """Stored times are naive UTC, so SQLite and PostgreSQL hold identical values."""
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment
+
+
+@dataclass
+class UpsertReport:
+    """What a write did, by submission id."""
+
+    inserted: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.inserted or self.updated)
+
+    def summary(self) -> str:
+        return f"{len(self.inserted)} added, {len(self.updated)} updated, {len(self.unchanged)} unchanged"
+
+
+# ---------------------------------------------------------------------------
+# writes
+# ---------------------------------------------------------------------------
+
+
+def upsert(
+    submissions: Sequence[Submission],
+    mlp_results: Iterable[MLPResult] = (),
+    *,
+    url: str | None = None,
+) -> UpsertReport:
+    """Insert or update every submission (and replace the per-MLP rows given) in one transaction.
+
+    A submission whose stored row and per-MLP rows already equal the new ones is
+    left untouched, so a repeated import reports everything unchanged and does
+    not bump the revision.
+    """
+    by_sub: dict[str, list[MLPResult]] = {}
+    for res in mlp_results:
+        by_sub.setdefault(res.submission_id, []).append(res)
+    report = UpsertReport()
+    with db.session(url) as s:
+        existing = _existing_rows(s, [sub.submission_id for sub in submissions])
+        existing_mlps = _existing_mlp_rows(s, [sid for sid in by_sub if sid in existing])
+        new_rows, new_mlps = [], []
+        for sub in submissions:
+            values = _row_values(sub)
+            mlps = [_mlp_values(r) for r in sorted(by_sub.get(sub.submission_id, []), key=lambda r: r.mlp_index)]
+            old = existing.get(sub.submission_id)
+            if old is None:
+                new_rows.append(values)
+                new_mlps += mlps
+                report.inserted.append(sub.submission_id)
+                continue
+            row_same = _same(old, values)
+            mlps_same = sub.submission_id not in by_sub or existing_mlps.get(sub.submission_id, []) == mlps
+            if row_same and mlps_same:
+                report.unchanged.append(sub.submission_id)
+                continue
+            if not row_same:
+                s.execute(update(SubmissionRow).where(SubmissionRow.id == sub.submission_id).values(**values))
+            if not mlps_same:
+                s.execute(delete(SubmissionMLPRow).where(SubmissionMLPRow.submission_id == sub.submission_id))
+                new_mlps += mlps
+            report.updated.append(sub.submission_id)
+        if new_rows:
+            s.execute(SubmissionRow.__table__.insert(), new_rows)
+        if new_mlps:
+            s.execute(SubmissionMLPRow.__table__.insert(), new_mlps)
+        if report.changed:
+            _bump(s, REVISION_KEY)
+    return report
+
+
+def _same(old: dict, new: dict) -> bool:
+    return all(_equal(old.get(k), v) for k, v in new.items())
+
+
+def _equal(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+def _existing_rows(s: Session, ids: Sequence[str]) -> dict[str, dict]:
+    cols = [c for c in SubmissionRow.__table__.columns]
+    out: dict[str, dict] = {}
+    for chunk in _chunks(list(ids)):
+        for row in s.execute(select(*cols).where(SubmissionRow.id.in_(chunk))).mappings():
+            out[row["id"]] = dict(row)
+    return out
+
+
+def _existing_mlp_rows(s: Session, ids: Sequence[str]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    cols = [getattr(SubmissionMLPRow, name) for name in MLP_RESULT_FIELDS]
+    for chunk in _chunks(list(ids)):
+        query = (
+            select(*cols)
+            .where(SubmissionMLPRow.submission_id.in_(chunk))
+            .order_by(SubmissionMLPRow.submission_id, SubmissionMLPRow.mlp_index)
+        )
+        for row in s.execute(query).mappings():
+            out.setdefault(row["submission_id"], []).append(dict(row))
+    return out
+
+
+def _chunks(items: list, size: int = _IN_CHUNK) -> Iterable[list]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _bump(s: Session, key: str) -> None:
+    meta = s.get(StoreMeta, key)
+    if meta is None:
+        s.add(StoreMeta(key=key, value=1))
+    else:
+        meta.value = int(meta.value) + 1
+
+
+EDITABLE_FIELDS = ("team", "status", "submitted_at", "estimator")
+
+
+def edit(submission_id: str, changes: dict, *, url: str | None = None) -> bool:
+    """Change a few descriptive fields of one submission; False if it does not exist.
+
+    Scores are not editable: a wrong score is fixed by re-importing the graded
+    file, so every number on the board still comes from a grader's output.
+    """
+    unknown = sorted(set(changes) - set(EDITABLE_FIELDS))
+    if unknown:
+        raise ValueError(f"cannot edit {', '.join(unknown)}; editable fields: {', '.join(EDITABLE_FIELDS)}")
+    values = dict(changes)
+    if "status" in values and values["status"] not in STATUSES:
+        raise ValueError(f"status must be one of {', '.join(STATUSES)}, not {values['status']!r}")
+    if "team" in values and not str(values["team"]).strip():
+        raise ValueError("team must not be empty")
+    if "submitted_at" in values:
+        values["submitted_at"] = to_utc_naive(values["submitted_at"])
+    with db.session(url) as s:
+        row = s.get(SubmissionRow, submission_id)
+        if row is None:
+            return False
+        for key, value in values.items():
+            setattr(row, key, value)
+        _bump(s, REVISION_KEY)
+    return True
+
+
+def delete_submission(submission_id: str, *, url: str | None = None) -> bool:
+    """Remove one submission and its per-MLP rows; False if there was none."""
+    with db.session(url) as s:
+        s.execute(delete(SubmissionMLPRow).where(SubmissionMLPRow.submission_id == submission_id))
+        gone = s.execute(delete(SubmissionRow).where(SubmissionRow.id == submission_id)).rowcount
+        if gone:
+            _bump(s, REVISION_KEY)
+    return bool(gone)
+
+
+def mark_seeded(*, url: str | None = None) -> bool:
+    """Record that the shipped data was offered once; True only for the caller that set it."""
+    with db.session(url) as s:
+        if s.get(StoreMeta, SEEDED_KEY) is not None:
+            return False
+        s.add(StoreMeta(key=SEEDED_KEY, value=1))
+    return True
+
+
+# ---------------------------------------------------------------------------
+# reads
+# ---------------------------------------------------------------------------
+
+
+def revision(*, url: str | None = None) -> int:
+    """Increases with every change; what caches of derived data are keyed by."""
+    with db.session(url) as s:
+        meta = s.get(StoreMeta, REVISION_KEY)
+        return int(meta.value) if meta else 0
+
+
+def count(*, url: str | None = None) -> int:
+    from sqlalchemy import func
+
+    with db.session(url) as s:
+        return int(s.execute(select(func.count()).select_from(SubmissionRow)).scalar_one())
+
+
+def was_seeded(*, url: str | None = None) -> bool:
+    with db.session(url) as s:
+        return s.get(StoreMeta, SEEDED_KEY) is not None
+
+
+SUBMISSION_COLUMNS = list(SUBMISSION_FIELDS)
+
+
+def frame(*, round_tag: str | None = None, url: str | None = None) -> pd.DataFrame:
+    """Every submission (of one round) as a DataFrame in the import schema's columns."""
+    table = SubmissionRow.__table__
+    query = select(table)
+    if round_tag is not None:
+        query = query.where(table.c.round_tag == round_tag)
+    query = query.order_by(table.c.submitted_at, table.c.id)
+    with db.session(url) as s:
+        rows = s.execute(query).mappings().all()
+    df = pd.DataFrame([dict(r) for r in rows], columns=[c.name for c in table.columns])
+    df = df.rename(columns={v: k for k, v in _RENAMED.items()})[SUBMISSION_COLUMNS]
+    df["submitted_at"] = pd.to_datetime(df["submitted_at"], utc=True)
+    for col in ("mean_flops_used", "final_layer_mse", "adjusted_score", "mean_multiplier",
+                "mean_effective_compute", "mean_avg_variance"):
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
+    for col in ("n_failed_mlps", "n_mlps"):
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
+    return df
+
+
+def mlp_frame(submission_ids: Sequence[str] | None = None, *, url: str | None = None) -> pd.DataFrame:
+    """Per-MLP results (of the given submissions, or all) in the per-MLP schema's columns."""
+    table = SubmissionMLPRow.__table__
+    cols = [table.c[name] for name in MLP_RESULT_FIELDS]
+    parts: list[dict] = []
+    with db.session(url) as s:
+        if submission_ids is None:
+            query = select(*cols).order_by(table.c.submission_id, table.c.mlp_index)
+            parts = [dict(r) for r in s.execute(query).mappings()]
+        else:
+            for chunk in _chunks(list(submission_ids)):
+                query = select(*cols).where(table.c.submission_id.in_(chunk))
+                parts += [dict(r) for r in s.execute(query).mappings()]
+    df = pd.DataFrame(parts, columns=list(MLP_RESULT_FIELDS))
+    for col in ("final_layer_mse", "adjusted_score", "flops_used", "effective_compute", "multiplier", "avg_variance"):
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
+    df["mlp_index"] = df["mlp_index"].astype(int)
+    df["failed"] = df["failed"].astype(bool)
+    return df.sort_values(["submission_id", "mlp_index"], ignore_index=True)
+
+
+def ids_with_mlp_results(*, url: str | None = None) -> set[str]:
+    table = SubmissionMLPRow.__table__
+    with db.session(url) as s:
+        return set(s.execute(select(table.c.submission_id).distinct()).scalars())
+
+
+def get(submission_id: str, *, url: str | None = None) -> Submission | None:
+    with db.session(url) as s:
+        row = s.get(SubmissionRow, submission_id)
+        if row is None:
+            return None
+        values = {k: getattr(row, _RENAMED.get(k, k)) for k in SUBMISSION_FIELDS}
+    values["submitted_at"] = values["submitted_at"].replace(tzinfo=UTC)
+    return Submission(**values)
+
+
+# ---------------------------------------------------------------------------
+# per-process cache of derived data, keyed by (url, revision)
+# ---------------------------------------------------------------------------
+
+_cache_lock = threading.Lock()
+_cached: dict[tuple, object] = {}
+
+
+def cached(name: str, compute, *, url: str | None = None):
+    """``compute()`` once per store revision and process: a cheap revision read per call.
+
+    Pages call this so that a page view with 10,000 submissions costs one
+    integer query, not a table scan, until an organizer changes something.
+    """
+    key = (url or db_url(), revision(url=url), name)
+    with _cache_lock:
+        if key in _cached:
+            return _cached[key]
+    value = compute()
+    with _cache_lock:
+        stale = [k for k in _cached if k[0] == key[0] and k[2] == name and k[1] != key[1]]
+        for k in stale:
+            del _cached[k]
+        _cached[key] = value
+    return value
+
+
+def db_url() -> str:
+    from whestboard import settings
+
+    return settings.database_url()
