@@ -15,6 +15,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "bake": ("whestboard.cli_bake", "bake a compact dataset (seeds + Monte Carlo ground truth)"),
     "datasets": ("whestboard.cli_datasets", "list the datasets the app would serve"),
+    "score": ("whestboard.cli_score", "score an estimator on a dataset's MLPs exactly as the grader would"),
 }
 
 
