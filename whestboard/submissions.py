@@ -394,6 +394,24 @@ def mlp_frame(submission_ids: Sequence[str] | None = None, *, url: str | None = 
     return df.sort_values(["submission_id", "mlp_index"], ignore_index=True)
 
 
+def mlp_variance_summary(*, url: str | None = None) -> pd.Series:
+    """Mean per-MLP avg_variance of each submission whose per-MLP variances are all known.
+
+    Aggregated in SQL so the leaderboard never pulls every per-MLP row.
+    """
+    from sqlalchemy import func
+
+    t = SubmissionMLPRow.__table__
+    query = (
+        select(t.c.submission_id, func.avg(t.c.avg_variance), func.count(t.c.avg_variance), func.count())
+        .group_by(t.c.submission_id)
+    )
+    with db.session(url) as s:
+        rows = s.execute(query).all()
+    return pd.Series({sid: float(mean) for sid, mean, known, total in rows if known == total and mean is not None},
+                     dtype=float)
+
+
 def ids_with_mlp_results(*, url: str | None = None) -> set[str]:
     table = SubmissionMLPRow.__table__
     with db.session(url) as s:

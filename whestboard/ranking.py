@@ -1,0 +1,285 @@
+"""Rankings organizers can trust: best per team, bootstrap intervals, paired tests.
+
+* Each team is ranked by its best graded submission (lowest adjusted score,
+  the earliest one on a tie).
+* The 95% interval of a mean score comes from resampling the submission's
+  MLPs with replacement (percentile bootstrap): how much the score would move
+  on another draw of MLPs like these.
+* "Indistinguishable from the leader" is a paired test on the MLPs both
+  submissions were scored on (matched by dataset and MLP index): a sign-flip
+  permutation test of the mean per-MLP score difference, exact up to 16 shared
+  MLPs. Pairing matters: MLPs differ far more from each other than two good
+  estimators differ on one MLP, so unpaired intervals overlap long after a
+  paired test can tell the two apart.
+
+Every random draw uses a fixed seed, so a page shows the same numbers on
+every load.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+CONFIDENCE = 0.95
+ALPHA = 1.0 - CONFIDENCE
+BOOTSTRAP_DRAWS = 4000
+PERMUTATION_DRAWS = 20000
+EXACT_PERMUTATION_MAX_N = 16
+SEED = 20260501
+
+VERDICT_LEADER = "leader"
+VERDICT_TIED = "indistinguishable"
+VERDICT_BEHIND = "behind"
+VERDICT_NO_MLPS = "no per-MLP results"
+VERDICT_NO_SHARED = "no shared MLPs"
+
+
+def bootstrap_interval(scores: np.ndarray, *, draws: int = BOOTSTRAP_DRAWS, seed: int = SEED) -> tuple[float, float]:
+    """95% percentile-bootstrap interval of the mean of ``scores`` (MLPs resampled)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.size == 0:
+        return float("nan"), float("nan")
+    if scores.size == 1:
+        return float(scores[0]), float(scores[0])
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, scores.size, size=(draws, scores.size))
+    means = scores[picks].mean(axis=1)
+    low, high = np.quantile(means, [ALPHA / 2, 1 - ALPHA / 2])
+    return float(low), float(high)
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """A submission against the leader on their shared MLPs."""
+
+    n_shared: int
+    mean_difference: float  # this submission's mean score minus the leader's, on shared MLPs
+    p_value: float
+
+    @property
+    def indistinguishable(self) -> bool:
+        return self.n_shared > 0 and self.p_value >= ALPHA
+
+
+def sign_flip_p_value(differences: np.ndarray, *, draws: int = PERMUTATION_DRAWS, seed: int = SEED) -> float:
+    """Two-sided p-value that the mean paired difference is zero (differences symmetric about 0).
+
+    Exact over all 2^n sign patterns for n <= 16, else ``draws`` random patterns
+    (plus the observed one, so p is never 0).
+    """
+    d = np.asarray(differences, dtype=np.float64)
+    n = d.size
+    if n == 0:
+        return float("nan")
+    observed = abs(d.mean())
+    if observed == 0.0:
+        return 1.0
+    scale = np.abs(d).max()
+    d = d / scale
+    observed = abs(d.mean())
+    tolerance = 1e-12 * max(observed, 1e-300)
+    if n <= EXACT_PERMUTATION_MAX_N:
+        signs = _all_sign_patterns(n)
+        stats = np.abs(signs @ d) / n
+        return float(np.mean(stats >= observed - tolerance))
+    rng = np.random.default_rng(seed)
+    signs = rng.choice((1.0, -1.0), size=(draws, n))
+    stats = np.abs(signs @ d) / n
+    return float((np.sum(stats >= observed - tolerance) + 1) / (draws + 1))
+
+
+@lru_cache(maxsize=EXACT_PERMUTATION_MAX_N + 1)
+def _all_sign_patterns(n: int) -> np.ndarray:
+    bits = (np.arange(2**n)[:, None] >> np.arange(n)) & 1
+    return (1.0 - 2.0 * bits).astype(np.float64)
+
+
+def paired_comparison(mine: pd.Series, leader: pd.Series) -> PairedComparison:
+    """Compare two per-MLP score series indexed by the MLP's pairing key."""
+    shared = mine.index.intersection(leader.index)
+    if len(shared) == 0:
+        return PairedComparison(0, float("nan"), float("nan"))
+    diff = mine.loc[shared].to_numpy(np.float64) - leader.loc[shared].to_numpy(np.float64)
+    return PairedComparison(len(shared), float(diff.mean()), sign_flip_p_value(diff))
+
+
+def best_per_team(submissions: pd.DataFrame) -> pd.DataFrame:
+    """Each team's best graded submission: lowest adjusted score, earliest on a tie."""
+    graded = submissions[(submissions["status"] == "graded") & np.isfinite(submissions["adjusted_score"])]
+    ordered = graded.sort_values(["adjusted_score", "submitted_at", "submission_id"], kind="mergesort")
+    return ordered.drop_duplicates("team", keep="first").reset_index(drop=True)
+
+
+def pairing_keys(mlp_results: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFrame:
+    """Per-MLP rows with the key they are paired on: (dataset, MLP index)."""
+    dataset = submissions.set_index("submission_id")["dataset"].fillna("")
+    out = mlp_results.copy()
+    out["pair_key"] = list(zip(out["submission_id"].map(dataset).fillna(""), out["mlp_index"], strict=True))
+    return out
+
+
+def rank_round(submissions: pd.DataFrame, mlp_results: pd.DataFrame) -> pd.DataFrame:
+    """The ranking table of one round: best per team, interval, verdict against the leader.
+
+    ``submissions`` holds the round's submissions (store.frame columns),
+    ``mlp_results`` the per-MLP rows of at least the best ones (may be empty).
+    """
+    best = best_per_team(submissions)
+    columns = [
+        "rank", "team", "submission_id", "submitted_at", "adjusted_score", "ci_low", "ci_high",
+        "final_layer_mse", "mean_flops_used", "mean_multiplier", "n_failed_mlps", "n_mlps",
+        "n_shared", "p_value", "verdict",
+    ]
+    if best.empty:
+        return pd.DataFrame(columns=columns)
+    keyed = pairing_keys(mlp_results[mlp_results["submission_id"].isin(best["submission_id"])], best)
+    per_sub = {sid: grp.set_index("pair_key")["adjusted_score"] for sid, grp in keyed.groupby("submission_id")}
+    leader_id = best.loc[0, "submission_id"]
+    leader_scores = per_sub.get(leader_id)
+    rows = []
+    for _, sub in best.iterrows():
+        scores = per_sub.get(sub["submission_id"])
+        low, high = bootstrap_interval(scores.to_numpy()) if scores is not None else (np.nan, np.nan)
+        n_shared, p_value, verdict = _verdict(sub["submission_id"], leader_id, scores, leader_scores)
+        rows.append({**sub.to_dict(), "ci_low": low, "ci_high": high, "n_shared": n_shared,
+                     "p_value": p_value, "verdict": verdict})
+    table = pd.DataFrame(rows)
+    table["rank"] = table["adjusted_score"].rank(method="min").astype(int)
+    return table[columns]
+
+
+def _verdict(sid, leader_id, scores, leader_scores) -> tuple[int, float, str]:
+    if sid == leader_id:
+        return (len(scores) if scores is not None else 0), float("nan"), VERDICT_LEADER
+    if scores is None or leader_scores is None:
+        return 0, float("nan"), VERDICT_NO_MLPS
+    comparison = paired_comparison(scores, leader_scores)
+    if comparison.n_shared == 0:
+        return 0, float("nan"), VERDICT_NO_SHARED
+    verdict = VERDICT_TIED if comparison.indistinguishable else VERDICT_BEHIND
+    return comparison.n_shared, comparison.p_value, verdict
+
+
+# ---------------------------------------------------------------------------
+# "x better than sampling"
+# ---------------------------------------------------------------------------
+
+
+def mc_reference(submissions: pd.DataFrame, mlp_variance: pd.Series, fallback: dict[str, float]) -> pd.DataFrame:
+    """MC@B for each submission, from the variance of the MLPs it was scored on.
+
+    Preference: the submission's own ``mean_avg_variance``; else
+    ``mlp_variance[submission_id]``, the mean of its per-MLP ``avg_variance``
+    (given only when every one is known); else ``fallback[round]``, the mean
+    avg_variance of the round's embedded dataset. Returns columns ``mc_at_b``
+    and ``mc_basis`` ("own MLPs", "round dataset" or "unknown").
+    """
+    from whestboard.rounds import get_round
+
+    own = submissions.set_index("submission_id")["mean_avg_variance"].astype(float)
+    own = own.fillna(mlp_variance.reindex(own.index).astype(float))
+    rounds = submissions.set_index("submission_id")["round"]
+    variance = own.fillna(rounds.map(fallback)).astype(float)
+    basis = np.where(own.notna(), "own MLPs", np.where(variance.notna(), "round dataset", "unknown"))
+    values = [
+        get_round(r).mc_at_bm(v) if np.isfinite(v) and v > 0 else np.nan
+        for r, v in zip(rounds, variance, strict=True)
+    ]
+    return pd.DataFrame({"mc_at_b": values, "mc_basis": basis}, index=own.index)
+
+
+def mlp_variance_of(mlp_results: pd.DataFrame) -> pd.Series:
+    """Mean per-MLP avg_variance of each submission whose per-MLP variances are all known."""
+    if mlp_results.empty:
+        return pd.Series(dtype=float)
+    grouped = mlp_results.groupby("submission_id")["avg_variance"]
+    complete = grouped.count() == grouped.size()
+    return grouped.mean()[complete]
+
+
+# ---------------------------------------------------------------------------
+# the leaderboard of one round, as the page shows it
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The served dataset a round's Monte Carlo figures are drawn from."""
+
+    dataset_key: str
+    mean_avg_variance: float
+    noise_floor: float
+    n_samples: int
+    n_mlps: int
+
+
+def round_reference(round_tag: str) -> Reference | None:
+    """The round's embedded dataset (or the first served one of that round), if any."""
+    from whestboard import registry
+
+    candidates = registry.datasets_for_round(round_tag)
+    candidates.sort(key=lambda d: d.info.key != round_tag)
+    for ds in candidates:
+        if ds.info.n_mlps and np.isfinite(ds.mean_avg_variance):
+            return Reference(ds.info.key, float(ds.mean_avg_variance), float(ds.noise_floor),
+                             int(ds.info.n_samples), int(ds.info.n_mlps))
+    return None
+
+
+def _fallback_variances() -> dict[str, float]:
+    from whestboard.rounds import ALL_ROUNDS
+
+    out = {}
+    for tag in ALL_ROUNDS:
+        ref = round_reference(tag)
+        if ref is not None:
+            out[tag] = ref.mean_avg_variance
+    return out
+
+
+def with_mc_reference(submissions: pd.DataFrame, mlp_variance: pd.Series) -> pd.DataFrame:
+    """Submissions plus ``mc_at_b``, ``mc_basis`` and ``vs_mc`` (MC@B / score: "x better than sampling")."""
+    out = submissions.copy()
+    if out.empty:
+        return out.assign(mc_at_b=pd.Series(dtype=float), mc_basis=pd.Series(dtype=str), vs_mc=pd.Series(dtype=float))
+    ref = mc_reference(out, mlp_variance, _fallback_variances())
+    out["mc_at_b"] = out["submission_id"].map(ref["mc_at_b"]).astype(float)
+    out["mc_basis"] = out["submission_id"].map(ref["mc_basis"])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["vs_mc"] = out["mc_at_b"] / out["adjusted_score"]
+    return out
+
+
+def all_points(*, url: str | None = None) -> pd.DataFrame:
+    """Every submission with its MC@B reference, cached per store revision."""
+    from whestboard import submissions as store
+
+    def compute() -> pd.DataFrame:
+        return with_mc_reference(store.frame(url=url), store.mlp_variance_summary(url=url))
+
+    return store.cached("all_points:" + _reference_fingerprint(), compute, url=url)
+
+
+def round_ranking(round_tag: str, *, url: str | None = None) -> pd.DataFrame:
+    """The ranking table of one round, cached per store revision."""
+    from whestboard import submissions as store
+
+    def compute() -> pd.DataFrame:
+        subs = store.frame(round_tag=round_tag, url=url)
+        best = best_per_team(subs)
+        mlps = store.mlp_frame(best["submission_id"].tolist(), url=url)
+        table = rank_round(subs, mlps)
+        ref = with_mc_reference(best, mlp_variance_of(mlps))
+        table["vs_mc"] = table["submission_id"].map(ref.set_index("submission_id")["vs_mc"]).astype(float)
+        return table
+
+    return store.cached(f"ranking:{round_tag}:" + _reference_fingerprint(), compute, url=url)
+
+
+def _reference_fingerprint() -> str:
+    """Changes when a bake adds MLPs to a round's dataset (its mean variance moves)."""
+    return ",".join(f"{k}={v:.6e}" for k, v in sorted(_fallback_variances().items()))
