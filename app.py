@@ -32,6 +32,7 @@ def create_app() -> dash.Dash:
     app.layout = layout
     runtime.cache.init_app(app.server, config=runtime.cache_config())
     app.server.config["WHESTBOARD_UNDER_GUNICORN"] = UNDER_GUNICORN
+    runtime.install_request_logging(app.server)
     _register_health(app)
     return app
 

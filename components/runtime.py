@@ -1,22 +1,55 @@
-"""Process-wide web plumbing: the flask-caching cache and background-job manager.
+"""Process-wide web plumbing: the shared cache, the background-job manager, request logs.
 
-Defaults need no configuration (a file-system cache and a diskcache job queue
-under the state folder) and are shared by every gunicorn worker on a machine.
+Zero configuration gives a single-machine deployment whose gunicorn workers
+share everything through the state folder: a flask-caching FileSystemCache and
+a diskcache-backed DiskcacheManager (both multi-process safe), with the job
+ledger in the SQLite store. With ``WHESTBOARD_REDIS_URL`` set the same code
+scales out: RedisCache for the cache and Dash's CeleryManager for background
+callbacks, whose jobs then run on ``celery -A worker worker`` processes on any
+number of machines.
+
+Both managers are wrapped by :class:`_Ledger` so every launch is recorded in
+``whestboard.jobs``: a duplicate delivery never computes twice, and a job whose
+process died is reported to the user as failed with the reason instead of the
+poll silently giving up (what plain Dash does).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import json
+import logging
+import time
+import uuid
+from typing import Any
+
+import dash_bootstrap_components as dbc
+from dash import hooks, html, set_props
+from dash._callback_context import context_value
+from dash.exceptions import BackgroundCallbackError, PreventUpdate
+from flask import Flask, g, got_request_exception, request
 from flask_caching import Cache
 
-from whestboard import settings
+from whestboard import jobs, logs, settings
 
 cache = Cache()
+logs.configure()
+
+JOB_FIELD = "whestboard_job"
+JOB_DIED = "worker died"
+NOTICE_ID = "whestboard-job-notice"
 
 
 def cache_config() -> dict:
     redis = settings.redis_url()
     if redis:
-        return {"CACHE_TYPE": "RedisCache", "CACHE_REDIS_URL": redis, "CACHE_DEFAULT_TIMEOUT": 0}
+        return {
+            "CACHE_TYPE": "RedisCache",
+            "CACHE_REDIS_URL": redis,
+            "CACHE_KEY_PREFIX": "whestboard-cache:",
+            "CACHE_DEFAULT_TIMEOUT": 0,
+        }
     return {
         "CACHE_TYPE": "FileSystemCache",
         "CACHE_DIR": str(settings.state_dir() / "flask-cache"),
@@ -25,10 +58,243 @@ def cache_config() -> dict:
     }
 
 
-def background_callback_manager():
-    """Dash background-callback manager: diskcache locally, Celery when Redis is set."""
+# --------------------------------------------------------------------------- job ledger
+
+
+def _describe_outputs(context: dict) -> str:
+    """``"lab-result.children"``: which callback a job serves, for the ledger and logs."""
+    outputs = context.get("outputs_list") or []
+    if isinstance(outputs, dict):
+        outputs = [outputs]
+    parts = []
+    for out in outputs:
+        if isinstance(out, dict):
+            oid = out.get("id")
+            oid = oid if isinstance(oid, str) else json.dumps(oid, sort_keys=True)
+            parts.append(f"{oid}.{out.get('property')}")
+    return ",".join(parts)[:200]
+
+
+def request_client_id() -> str | None:
+    """The hashed id of the visitor behind the current request, or None outside one."""
+    try:
+        address = request.access_route[0] if request.access_route else request.remote_addr
+        return logs.client_id(address, request.headers.get("User-Agent"), settings.state_dir())
+    except RuntimeError:  # no request context (a Celery worker, a script)
+        return None
+
+
+def job_failed_payload(reason: str) -> dict:
+    """What a dead job returns to Dash: its error path, carrying a message for the user."""
+    msg = f"The job failed ({reason}). Nothing was recorded for it; please run it again."
+    return {"background_callback_error": {"msg": msg, "tb": ""}}
+
+
+class _Ledger:
+    """Mixin recording every background launch in ``whestboard.jobs``."""
+
+    backend_name = ""
+
+    def call_job_fn(self, key, job_fn, args, context):
+        jobs.reap()
+        job_id = uuid.uuid4().hex
+        kind, owner = _describe_outputs(context), request_client_id()
+        jobs.enqueue(job_id, result_key=key, kind=kind, owner=owner, backend=self.backend_name)
+        context = dict(context)
+        context[JOB_FIELD] = {"job_id": job_id, "result_key": key, "kind": kind, "owner": owner}
+        handle = super().call_job_fn(key, job_fn, args, context)
+        jobs.set_handle(job_id, str(handle))
+        return handle
+
+    def make_job_fn(self, fn, progress, key=None):
+        return super().make_job_fn(self._tracked(fn), progress, key)
+
+    def _tracked(self, fn):
+        if inspect.iscoroutinefunction(fn):
+            return fn  # async callbacks run untracked: Dash dispatches them differently
+        manager = self
+
+        @functools.wraps(fn)
+        def tracked(*args, **kwargs):
+            info = (context_value.get() or {}).get(JOB_FIELD)
+            if not info:
+                return fn(*args, **kwargs)
+            launch = jobs.Launch(**info)
+            return jobs.run_tracked(
+                launch,
+                lambda: fn(*args, **kwargs),
+                already_done=lambda: manager._stored_result(launch.result_key),
+                benign=(PreventUpdate,),
+            )
+
+        return tracked
+
+    def _stored_result(self, key: str) -> Any:
+        """A duplicate delivery's answer: the first run's stored result, if still unread."""
+        raise PreventUpdate
+
+    def _process_gone(self, job) -> bool:
+        """First-hand knowledge that the job's process has exited (diskcache only)."""
+        return False
+
+    def get_result(self, key, job):
+        result = super().get_result(key, job)
+        if result is not self.UNDEFINED or job is None:
+            return result
+        gone = self._process_gone(job)
+        if gone:  # it may have stored its result just before exiting
+            result = super().get_result(key, job)
+            if result is not self.UNDEFINED:
+                return result
+        row = jobs.find(key, str(job))
+        if row is None:
+            return result
+        row = jobs.fail_if_dead(row, process_gone=gone, pid_check=gone)
+        if row.status == "failed" and (gone or (row.reason or "").startswith(JOB_DIED)):
+            return job_failed_payload(row.reason or JOB_DIED)
+        if row.status == "finished" and gone:
+            return job_failed_payload(f"{JOB_DIED}: process {row.worker} ended without storing its result")
+        return result
+
+    def terminate_job(self, job):
+        if job is not None:
+            jobs.cancel(str(job))
+        return super().terminate_job(job)
+
+
+def _diskcache_manager():
     import diskcache
     from dash import DiskcacheManager
 
-    jobs = diskcache.Cache(str(settings.state_dir() / "dash-jobs"))
-    return DiskcacheManager(jobs)
+    class LedgerDiskcacheManager(_Ledger, DiskcacheManager):
+        backend_name = "diskcache"
+
+        def _stored_result(self, key):
+            value = self.handle.get(key, self.UNDEFINED)
+            if value is self.UNDEFINED:
+                raise PreventUpdate
+            return value
+
+        def _process_gone(self, job) -> bool:
+            try:
+                return not self.job_running(job)
+            except (TypeError, ValueError):
+                return False
+
+    store = diskcache.Cache(str(settings.state_dir() / "dash-jobs"))
+    store.close()  # reopened lazily per process: no SQLite handle crosses gunicorn's fork
+    return LedgerDiskcacheManager(store)
+
+
+@functools.cache
+def celery_app():
+    """The Celery application background callbacks run on (None without WHESTBOARD_REDIS_URL)."""
+    url = settings.redis_url()
+    if not url:
+        return None
+    from celery import Celery
+
+    app = Celery("whestboard", broker=url, backend=url)
+    app.conf.update(
+        task_acks_late=True,  # a task is acknowledged when it ends, not when it starts...
+        task_reject_on_worker_lost=True,  # ...so a killed worker's task is redelivered (a retry)
+        worker_prefetch_multiplier=1,
+        task_track_started=True,
+        result_expires=24 * 3600,
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+        worker_redirect_stdouts=False,
+    )
+    return app
+
+
+def _celery_manager():
+    from dash import CeleryManager
+
+    class LedgerCeleryManager(_Ledger, CeleryManager):
+        backend_name = "celery"
+
+        def _stored_result(self, key):
+            raw = self.handle.backend.get(key)
+            if raw is None:
+                raise PreventUpdate
+            return json.loads(raw)
+
+    return LedgerCeleryManager(celery_app())
+
+
+def background_callback_manager():
+    """Dash background-callback manager: diskcache locally, Celery when Redis is set."""
+    return _celery_manager() if settings.redis_url() else _diskcache_manager()
+
+
+# --------------------------------------------------------------------------- user-facing job failures
+
+
+def job_notice() -> dbc.Alert:
+    return dbc.Alert(id=NOTICE_ID, is_open=False, dismissable=True, color="danger",
+                     className="position-fixed bottom-0 end-0 m-3 shadow", style={"zIndex": 2000, "maxWidth": "32rem"})
+
+
+@hooks.layout()
+def _with_job_notice(layout):
+    """Every page carries the notice a dead background job is reported in."""
+    return html.Div([layout, job_notice()])
+
+
+def _callback_what() -> str:
+    try:
+        body = request.get_json(silent=True) or {}
+        return str(body.get("output", ""))[:200]
+    except RuntimeError:
+        return ""
+
+
+@hooks.error()
+def _report_callback_error(err: Exception):
+    """Log every callback error with context; show dead jobs to the user, re-raise the rest."""
+    logs.error("callback.error", err, what=_callback_what(), client=request_client_id())
+    if isinstance(err, BackgroundCallbackError) and JOB_DIED in str(err):
+        message = str(err).split("callback: ", 1)[-1].strip()
+        set_props(NOTICE_ID, {"children": message, "is_open": True})
+        return None
+    raise err
+
+
+# --------------------------------------------------------------------------- request logs
+
+QUIET_PREFIXES = ("/_dash-component-suites/", "/assets/", "/_favicon", "/healthz", "/_reload-hash")
+
+
+def install_request_logging(server: Flask) -> None:
+    """One JSON line per request: who (hashed), what, status, how long; errors with context."""
+
+    @server.before_request
+    def _start_clock() -> None:
+        g.whestboard_t0 = time.perf_counter()
+
+    @server.after_request
+    def _log_request(response):
+        started = getattr(g, "whestboard_t0", None)
+        path = request.path
+        fields: dict[str, Any] = {
+            "method": request.method,
+            "path": path,
+            "status": response.status_code,
+            "duration_ms": round((time.perf_counter() - started) * 1000, 1) if started else None,
+            "client": request_client_id(),
+            "verdict": "ok" if response.status_code < 400 else ("refused" if response.status_code < 500 else "error"),
+        }
+        if path.endswith("/_dash-update-component"):
+            fields["what"] = _callback_what()
+            if request.args.get("cacheKey"):
+                fields["background"] = "poll"
+        quiet = path.startswith(QUIET_PREFIXES) and response.status_code < 400
+        logs.event("request", level=logging.DEBUG if quiet else logging.INFO, **fields)
+        return response
+
+    def _log_exception(_sender, exception, **_extra) -> None:
+        logs.error("request.error", exception, method=request.method, path=request.path,
+                   what=_callback_what(), client=request_client_id())
+
+    got_request_exception.connect(_log_exception, server, weak=False)

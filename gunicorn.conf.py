@@ -1,0 +1,56 @@
+"""gunicorn settings for ``gunicorn -c gunicorn.conf.py app:server`` (the Docker image's command).
+
+Every knob comes from the environment so one image serves a laptop and a
+phase's worth of participants:
+
+- ``WHESTBOARD_HOST`` / ``WHESTBOARD_PORT``: where to listen (127.0.0.1:8050;
+  the image sets 0.0.0.0).
+- ``WHESTBOARD_WORKERS``: processes (default ``2 * cores + 1`` capped at 8).
+  Workers share caches, jobs and the store through the state folder (or Redis
+  and PostgreSQL), so a user's requests may land on any of them.
+- ``WHESTBOARD_THREADS``: threads per worker (default 4). Callbacks mostly wait
+  on I/O or on numpy with the GIL released, so threads add concurrency cheaply.
+- ``WHESTBOARD_TIMEOUT``: seconds before a silent worker is restarted (120).
+- ``WHESTBOARD_PRELOAD``: import the app once in the master (default on) so
+  workers fork with datasets already opened; safe because no database or
+  diskcache connection crosses the fork (see whestboard/forksafe.py).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+
+def _int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    try:
+        return max(1, int(raw)) if raw else default
+    except ValueError as exc:
+        raise SystemExit(f"{name}={raw!r} is not a whole number") from exc
+
+
+bind = f"{os.environ.get('WHESTBOARD_HOST', '127.0.0.1')}:{_int('WHESTBOARD_PORT', 8050)}"
+workers = _int("WHESTBOARD_WORKERS", min(8, 2 * multiprocessing.cpu_count() + 1))
+threads = _int("WHESTBOARD_THREADS", 4)
+worker_class = "gthread"
+timeout = _int("WHESTBOARD_TIMEOUT", 120)
+graceful_timeout = 30
+keepalive = 5
+preload_app = os.environ.get("WHESTBOARD_PRELOAD", "1").strip().lower() not in ("0", "false", "no", "off")
+# Several servers may run on one machine (tests, a load test): no shared control socket path.
+control_socket_disable = True
+# Request lines are logged by the app as JSON (whestboard/logs.py), with hashed clients.
+accesslog = None
+errorlog = "-"
+loglevel = os.environ.get("WHESTBOARD_LOG_LEVEL", "info").lower()
+# gunicorn's heartbeat files: /dev/shm avoids stalls when the state disk is slow (Docker overlayfs).
+worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+
+def post_fork(server, worker) -> None:
+    """Each worker starts with its own connections (the pid guard does the rest lazily)."""
+    from whestboard import forksafe
+
+    forksafe.install()
+    server.log.info("worker %s ready (threads=%s)", worker.pid, threads)

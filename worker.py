@@ -1,0 +1,20 @@
+"""Celery entry point for scale-out: ``celery -A worker worker``.
+
+Dash's CeleryManager turns each background callback into a Celery task named
+after a hash of the callback's source; a worker can only run it if it has
+registered the very same callbacks. So this module imports the app exactly as
+gunicorn does (every page under ``pages/`` registers its callbacks as a side
+effect) and exposes the Celery application they were registered on.
+
+Needs ``WHESTBOARD_REDIS_URL`` (the broker and result store), and the same
+``WHESTBOARD_DATABASE_URL`` and datasets as the web workers.
+"""
+
+from __future__ import annotations
+
+import app as _dash_app  # noqa: F401 - registers every page's background callbacks as tasks
+from components import runtime
+
+celery = runtime.celery_app()
+if celery is None:
+    raise SystemExit("worker.py needs WHESTBOARD_REDIS_URL (e.g. redis://localhost:6379/0) to reach the broker")
