@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import logging
 import math
 import re
 import threading
@@ -249,8 +250,47 @@ def _mc_handle(text: str) -> EstimatorHandle:
     )
 
 
+class LocalFileEstimator:
+    """A participant's file behind whestbench's ``LocalRunner``, as ``whest run --runner local`` runs it.
+
+    Going through the runner (not calling the class directly) is what makes a
+    failing predict read exactly as in ``whest run``: the runner wraps it as
+    ``PREDICT_ERROR`` and loads and sets up the file the same way. In-process,
+    so memory is not limited; the sandboxed runner is the isolated alternative.
+    """
+
+    enforces_wall_time_limit = False
+
+    def __init__(self, path: Path) -> None:
+        from whestbench.runner import LocalRunner
+
+        self.path = Path(path)
+        self._runner = LocalRunner()
+
+    def setup(self, context) -> None:
+        from whestbench.runner import EstimatorEntrypoint, ResourceLimits
+
+        limits = ResourceLimits(setup_timeout_s=5.0, predict_timeout_s=30.0, memory_limit_mb=8_192,
+                                flop_budget=context.flop_budget)
+        self._runner.start(EstimatorEntrypoint(file_path=self.path), context, limits)
+
+    def predict(self, mlp, budget: int):
+        return self._runner.predict(mlp, budget)
+
+    def last_predict_stats(self):
+        return self._runner.last_predict_stats()
+
+    def close(self) -> None:
+        self._runner.close()
+
+
+# LocalRunner logs that memory limits are advisory in-process on every start; the
+# class docstring above says so once, instead of a stderr line per run.
+logging.getLogger("whestbench.runner").setLevel(logging.ERROR)
+
+
 def _file_handle(path: Path) -> EstimatorHandle:
-    from whestbench.loader import load_estimator_from_path, resolve_estimator_class_metadata
+    from whestbench.loader import resolve_estimator_class_metadata
 
     path = path.expanduser().resolve()
     if not path.is_file():
@@ -260,8 +300,8 @@ def _file_handle(path: Path) -> EstimatorHandle:
         label=path.name,
         kind="file",
         code_sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
-        factory=lambda: load_estimator_from_path(path)[0],
-        description=f"{meta.class_name} from {path}",
+        factory=lambda: LocalFileEstimator(path),
+        description=f"{meta.class_name} from {path} (whestbench LocalRunner, in-process)",
         class_name=meta.class_name,
         submission_dir=str(path.parent),
     )

@@ -1,0 +1,433 @@
+"""Runs report the grader's numbers: split per MLP, they equal one ``evaluate_estimator`` call."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+
+import flopscope as flops
+import flopscope.numpy as fnp
+import numpy as np
+import pytest
+from whestbench.budget import ROUNDS, mc_flops_per_sample, score_multiplier
+from whestbench.estimators import CombinedEstimator, CovariancePropagationEstimator, MeanPropagationEstimator
+from whestbench.scoring import ContestData, ContestSpec, evaluate_estimator
+
+from tests.upstream import make_official, whestbench_mlps
+from whestboard import db, runs, runstore
+from whestboard.datasets import open_dataset
+from whestboard.estimators import (
+    _mc_finalize,
+    mc_finalize_flops,
+    metered_mc_flops_per_sample,
+    resolve_estimator,
+)
+
+WIDTH, DEPTH, SAMPLES = 24, 3, 3000
+SEEDS = [101, 202, 303, 404]
+TIMING = {"wall_time_s", "flopscope_backend_time_s", "flopscope_overhead_time_s", "residual_wall_time_s"}
+WHESTBOARD_EXTRAS = {
+    "failed", "failure_reason", "fallback", "score_multiplier", "estimator_seed", "avg_variance",
+    "n_reference_samples", "noise_floor", "final_layer_mse_corrected", "below_noise_floor",
+    "mc_samples_at_same_flops", "mc_mse_at_same_flops", "whestbench_version", "flopscope_version", "numpy_version",
+}
+pytestmark = pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning")
+REFERENCE_CLASSES = {"mean": MeanPropagationEstimator, "cov": CovariancePropagationEstimator,
+                     "combined": CombinedEstimator}
+
+
+@pytest.fixture(scope="module")
+def official(tmp_path_factory):
+    return make_official(tmp_path_factory.mktemp("runs") / "ds", width=WIDTH, depth=DEPTH, n_samples=SAMPLES,
+                         seeds=SEEDS)
+
+
+@pytest.fixture(scope="module")
+def reference(official, tmp_path_factory):
+    """MLPs and targets exactly as whestbench's own loader yields them."""
+    return whestbench_mlps(official, tmp_path_factory.mktemp("hf"))
+
+
+@pytest.fixture(scope="module")
+def dataset(official):
+    return open_dataset(official)
+
+
+@pytest.fixture(autouse=True)
+def store(tmp_path, monkeypatch):
+    """A private run store per test."""
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
+    db.reset_engines()
+    yield
+    db.reset_engines()
+
+
+def grader_call(reference, rulebook: runs.Rulebook, estimator) -> dict:
+    """One ``evaluate_estimator`` call over every MLP, its inputs built from whestbench's loader."""
+    spec = ContestSpec(
+        width=WIDTH, depth=DEPTH, n_mlps=len(reference), flop_budget=rulebook.flop_budget,
+        ground_truth_samples=SAMPLES, wall_time_limit_s=rulebook.wall_time_limit_s,
+        residual_wall_time_limit_s=rulebook.residual_wall_time_limit_s,
+        lambda_flops_per_second=rulebook.lambda_flops_per_second,
+    )
+    data = ContestData(
+        spec=spec,
+        mlps=[r["mlp"] for r in reference],
+        all_layer_targets=[fnp.asarray(r["all_layer_means"], dtype=fnp.float32) for r in reference],
+        final_targets=[fnp.asarray(r["all_layer_means"][-1], dtype=fnp.float32) for r in reference],
+        avg_variances=[r["avg_variance"] for r in reference],
+    )
+    return evaluate_estimator(estimator, data)
+
+
+def ops_flops(breakdown: dict | None) -> dict:
+    """FLOPs and calls per namespace and operation: the untimed part of a breakdown."""
+    if breakdown is None:
+        return {}
+    return {
+        (ns, op): (info["flop_cost"], info["calls"])
+        for ns, bucket in breakdown["by_namespace"].items()
+        for op, info in bucket["operations"].items()
+    } | {"flops_used": breakdown["flops_used"], "flop_budget": breakdown["flop_budget"]}
+
+
+def assert_entries_equal(ours: dict, theirs: dict) -> None:
+    """Every field the grader reports, exactly, except wall-clock timings (and traceback text)."""
+    assert set(theirs) <= set(ours)
+    assert set(ours) - set(theirs) <= WHESTBOARD_EXTRAS
+    for key, value in theirs.items():
+        if key in TIMING or key == "traceback":
+            continue
+        if key == "breakdowns":
+            assert ops_flops(ours[key]["estimator"]) == ops_flops(value["estimator"])
+        else:
+            assert ours[key] == value, key
+    assert (ours.get("traceback") is None) == (theirs.get("traceback") is None)
+
+
+def assert_aggregates_equal(ours: dict, theirs: dict) -> None:
+    for key, value in theirs.items():
+        if key == "per_mlp":
+            for a, b in zip(ours[key], value, strict=True):
+                assert_entries_equal(a, b)
+        elif key == "breakdowns":
+            assert ops_flops(ours[key]["estimator"]) == ops_flops(value["estimator"])
+        else:
+            assert ours[key] == value, key
+
+
+@pytest.mark.parametrize("kind", ["mean", "cov", "combined"])
+@pytest.mark.parametrize("budget", [None, 20_000])
+def test_split_run_equals_one_grader_call(dataset, reference, kind, budget):
+    rulebook = runs.rulebook_for(None, budget)
+    outcome = runs.execute(runs.RunRequest(dataset, None, resolve_estimator(kind), rulebook))
+    expected = grader_call(reference, rulebook, REFERENCE_CLASSES[kind]())
+    assert_aggregates_equal(outcome.report["results"], expected)
+    assert outcome.report["complete"] and not outcome.cancelled
+
+
+def test_budget_too_small_reads_as_the_grader_fallback(dataset, reference):
+    rulebook = runs.rulebook_for(None, 20_000)
+    outcome = runs.execute(runs.RunRequest(dataset, None, resolve_estimator("cov"), rulebook))
+    for entry, ref in zip(outcome.report["results"]["per_mlp"], reference, strict=True):
+        assert entry["budget_exhausted"] and entry["failed"]
+        assert "over the FLOP budget" in entry["failure_reason"]
+        assert entry["score_multiplier"] == 1.0
+        assert entry["final_layer_mse"] == float(fnp.mean(fnp.asarray(ref["all_layer_means"][-1]) ** 2))
+        assert not outcome.predictions[entry["mlp_index"]].any()
+
+
+def test_scored_predictions_are_the_ones_behind_the_mse(dataset, reference):
+    outcome = runs.execute(runs.RunRequest(dataset, "1:3", resolve_estimator("cov"), runs.rulebook_for(None)))
+    for entry in outcome.report["results"]["per_mlp"]:
+        truth = fnp.asarray(reference[entry["mlp_index"]]["all_layer_means"], dtype=fnp.float32)
+        pred = fnp.asarray(outcome.predictions[entry["mlp_index"]], dtype=fnp.float32)
+        assert float(fnp.mean((pred[-1] - truth[-1]) ** 2)) == entry["final_layer_mse"]
+        assert [float(x) for x in fnp.mean((pred - truth) ** 2, axis=1)] == entry["per_layer_mse"]
+
+
+def test_every_mse_comes_with_the_reference_noise_floor(dataset, reference):
+    outcome = runs.execute(runs.RunRequest(dataset, None, resolve_estimator("mean"), runs.rulebook_for(None)))
+    floors = []
+    for entry in outcome.report["results"]["per_mlp"]:
+        ref = reference[entry["mlp_index"]]
+        floor = ref["avg_variance"] / SAMPLES
+        floors.append(floor)
+        assert entry["noise_floor"] == floor
+        assert entry["final_layer_mse_corrected"] == max(0.0, entry["final_layer_mse"] - floor)
+        assert entry["below_noise_floor"] == (entry["final_layer_mse_corrected"] < floor)
+        per_sample = mc_flops_per_sample(WIDTH, DEPTH, dtype_aware_billing=True)
+        assert entry["mc_mse_at_same_flops"] == ref["avg_variance"] / (entry["flops_used"] / per_sample)
+        assert entry["flopscope_version"] and entry["whestbench_version"]
+    noise = outcome.report["noise"]
+    assert noise["noise_floor"] == pytest.approx(np.mean(floors), rel=1e-12)
+    results = outcome.report["results"]
+    assert noise["final_layer_mse_corrected"] == max(0.0, results["final_layer_mse"] - noise["noise_floor"])
+    mc = outcome.report["mc_reference"]
+    mean_var = np.mean([r["avg_variance"] for r in reference])
+    assert mc["mc_at_budget"] == pytest.approx(mean_var / (2**41 / mc["mc_flops_per_sample"]), rel=1e-12)
+    assert mc["score_vs_mc"] == pytest.approx(mc["mc_at_budget"] / results["adjusted_final_layer_score"])
+
+
+def test_below_noise_floor_is_flagged_when_the_error_hides_in_reference_noise(dataset):
+    """A coarse reference (few samples) makes a good estimator unresolvable."""
+    outcome = runs.execute(runs.RunRequest(dataset, None, resolve_estimator("mc:20000"), runs.rulebook_for(None)))
+    flagged = [e for e in outcome.report["results"]["per_mlp"] if e["below_noise_floor"]]
+    assert flagged, "20000 MC samples against a 3000-sample reference must sit under its noise floor"
+    for e in flagged:
+        assert e["final_layer_mse"] < 2 * e["noise_floor"]
+
+
+# ---------------------------------------------------------------------------
+# Monte Carlo accounting
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [2, 1000, 1025, 2049])
+def test_monte_carlo_is_billed_mc_flops_per_sample_per_sample(dataset, n):
+    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator(f"mc:{n}"), runs.rulebook_for(None)))
+    entry = outcome.report["results"]["per_mlp"][0]
+    per_sample = mc_flops_per_sample(WIDTH, DEPTH, dtype_aware_billing=True)
+    assert entry["flops_used"] == n * per_sample + mc_finalize_flops(WIDTH, DEPTH)
+    assert not entry["failed"]
+
+
+def test_finalize_cost_is_flopscopes_own_count_and_under_one_sample():
+    with flops.BudgetContext(flop_budget=10**12, quiet=True) as ctx:
+        _mc_finalize([fnp.zeros(WIDTH, dtype=fnp.float64) for _ in range(DEPTH)], 7)
+    assert mc_finalize_flops(WIDTH, DEPTH) == ctx.flops_used
+    assert ctx.flops_used < metered_mc_flops_per_sample(WIDTH, DEPTH)
+
+
+def test_budget_fraction_spends_the_most_whole_samples_that_fit(dataset):
+    budget = 10_000_000
+    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator("mc:0.5B"), runs.rulebook_for(None, budget)))
+    used = outcome.report["results"]["per_mlp"][0]["flops_used"]
+    per_sample = metered_mc_flops_per_sample(WIDTH, DEPTH)
+    n = (used - mc_finalize_flops(WIDTH, DEPTH)) // per_sample
+    assert used == n * per_sample + mc_finalize_flops(WIDTH, DEPTH)
+    assert used <= 0.5 * budget < used + per_sample
+
+
+def test_monte_carlo_is_seeded_from_the_mlp_and_converges(dataset, reference):
+    request = runs.RunRequest(dataset, None, resolve_estimator("mc:4000"), runs.rulebook_for(None))
+    first, second = runs.execute(request), runs.execute(request)
+    for index, pred in first.predictions.items():
+        np.testing.assert_array_equal(pred, second.predictions[index])
+    for entry in first.report["results"]["per_mlp"]:
+        expected = reference[entry["mlp_index"]]["avg_variance"] * (1 / 4000 + 1 / SAMPLES)
+        assert expected / 5 < entry["final_layer_mse"] < expected * 5
+
+
+def test_installed_flopscope_cannot_bill_like_the_warmup_round():
+    """Documented limitation: unit dtype rates still bill the float32->float64 cast, so k != 1."""
+    from flopscope import _weights
+    from whestbench.generation import sample_mlp
+
+    mlp = sample_mlp(WIDTH, DEPTH, np.random.default_rng(0), seed=1)
+    estimator = resolve_estimator("mc:1000").factory()
+    saved = dict(_weights._ACTIVE_DTYPE_RATES)
+    _weights._ACTIVE_DTYPE_RATES.clear()
+    try:
+        with flops.BudgetContext(flop_budget=10**12, quiet=True) as ctx:
+            estimator.predict(mlp, 10**12)
+    finally:
+        _weights._ACTIVE_DTYPE_RATES.update(saved)
+    warmup_price = 1000 * mc_flops_per_sample(WIDTH, DEPTH, dtype_aware_billing=False)
+    assert ctx.flops_used - warmup_price > 1000 * DEPTH * WIDTH - 1  # every sample's casts still billed
+    rulebook = runs.rulebook_for("v1-warmup")
+    assert rulebook.billing_note and "process-wide" in rulebook.billing_note
+    assert runs.rulebook_for("v2-phase2").billing_note is None
+
+
+# ---------------------------------------------------------------------------
+# rulebook and inputs
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tag", list(ROUNDS))
+def test_rulebook_restores_every_setting_of_the_round(tag):
+    rb, cfg = runs.rulebook_for(tag), ROUNDS[tag]
+    assert (rb.flop_budget, rb.wall_time_limit_s, rb.residual_wall_time_limit_s, rb.lambda_flops_per_second,
+            rb.residual_mode, rb.dtype_aware_billing) == (
+        cfg.flop_budget, cfg.wall_time_limit_s, cfg.residual_wall_time_limit_s, cfg.lambda_flops_per_second,
+        cfg.residual_mode, cfg.dtype_aware_billing)
+    spec = rb.contest_spec(width=cfg.width, depth=cfg.depth, n_mlps=1, n_samples=10)
+    assert spec.flop_budget == cfg.flop_budget and spec.lambda_flops_per_second == cfg.lambda_flops_per_second
+    custom = runs.rulebook_for(tag, 12345)
+    assert custom.flop_budget == 12345 and custom.custom_budget and custom.wall_time_limit_s == cfg.wall_time_limit_s
+
+
+def test_budget_and_selection_parsing():
+    b = 2**41
+    assert runs.parse_budget("", b) is None
+    assert runs.parse_budget("0.5B", b) == b // 2
+    assert runs.parse_budget("2**41", 1) == 2**41
+    assert runs.parse_budget("68_000_000_000", 1) == 68_000_000_000
+    assert runs.parse_budget("2.2e12", 1) == 2_200_000_000_000
+    for bad in ("lots", "-5", "0"):
+        with pytest.raises(runs.RunError):
+            runs.parse_budget(bad, b)
+    available = [0, 1, 2, 3, 5]
+    assert runs.parse_mlp_selection("0:3", available) == [0, 1, 2]
+    assert runs.parse_mlp_selection("0:4,5", available) == [0, 1, 2, 3, 5]
+    assert runs.parse_mlp_selection("", available) == available
+    with pytest.raises(runs.RunError, match="4"):
+        runs.parse_mlp_selection("0:5", available)
+    with pytest.raises(ValueError, match="unknown estimator"):
+        resolve_estimator("gradient-descent")
+    with pytest.raises(ValueError, match="at least 2"):
+        resolve_estimator("mc:1")
+
+
+def test_mc_fraction_too_small_for_two_samples_fails_that_mlp_with_a_reason(dataset):
+    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator("mc:0.01B"), runs.rulebook_for(None, 10**5)))
+    entry = outcome.report["results"]["per_mlp"][0]
+    assert entry["failed"] and entry["error_code"] == "ValueError"
+    assert "need at least 2" in entry["failure_reason"]
+
+
+# ---------------------------------------------------------------------------
+# cache and store
+# ---------------------------------------------------------------------------
+
+
+def test_cache_key_tracks_everything_that_changes_the_numbers(dataset, tmp_path):
+    base = runs.RunRequest(dataset, "0:2", resolve_estimator("mean"), runs.rulebook_for(None))
+    key = runs.cache_key(base)
+    assert runs.cache_key(dataclasses.replace(base)) == key
+    assert runs.cache_key(dataclasses.replace(base, indices=[0, 1, 2])) != key
+    assert runs.cache_key(dataclasses.replace(base, estimator=resolve_estimator("cov"))) != key
+    assert runs.cache_key(dataclasses.replace(base, rulebook=runs.rulebook_for(None, 10**9))) != key
+    assert runs.cache_key(dataclasses.replace(base, rulebook=runs.rulebook_for("v1-phase1"))) != key
+    path = tmp_path / "est.py"
+    code = "from whestbench.estimators import MeanPropagationEstimator\nclass Estimator(MeanPropagationEstimator):\n    pass\n"
+    path.write_text(code)
+    first = runs.cache_key(dataclasses.replace(base, estimator=resolve_estimator(str(path))))
+    path.write_text(code + "# edited\n")
+    assert runs.cache_key(dataclasses.replace(base, estimator=resolve_estimator(str(path)))) != first
+
+
+def test_repeated_run_is_served_from_the_store(dataset):
+    request = runs.RunRequest(dataset, "0:2", resolve_estimator("cov"), runs.rulebook_for(None), source="cli")
+    first = runs.run(request)
+    assert first.run_id and not first.cached
+    seen = []
+    again = runs.run(request, on_progress=lambda done, total, entry: seen.append((done, total)))
+    assert again.cached and again.run_id == first.run_id
+    assert seen == [(1, 2), (2, 2)]
+    assert again.report["results"]["final_layer_mse"] == first.report["results"]["final_layer_mse"]
+    for index, pred in first.predictions.items():
+        np.testing.assert_array_equal(again.predictions[index], pred)
+    fresh = runs.run(request, use_cache=False)
+    assert fresh.run_id != first.run_id and not fresh.cached
+
+
+def test_store_public_api(dataset):
+    runs.run(runs.RunRequest(dataset, "0:2", resolve_estimator("mean"), runs.rulebook_for(None), source="cli",
+                             team="blue"))
+    outcome = runs.run(runs.RunRequest(dataset, "1", resolve_estimator("mc:100"), runs.rulebook_for("v1-phase1", 10**9),
+                                       source="lab"))
+    listed = runstore.list_runs()
+    assert [r["run_id"] for r in listed] == [outcome.run_id, listed[1]["run_id"]]
+    expected_keys = {
+        "run_id", "created_at", "dataset_key", "round_tag", "estimator_label", "estimator_kind", "code_sha256",
+        "team", "source", "budget", "mlp_indices", "n_mlps", "mean_flops_used", "mean_effective_compute",
+        "final_layer_mse", "all_layers_mse", "adjusted_score", "mean_multiplier", "n_failed", "per_layer_mse",
+        "noise_floor", "whestbench_version", "flopscope_version",
+    }
+    assert all(set(r) == expected_keys for r in listed)
+    newest, older = listed
+    results = outcome.report["results"]
+    assert newest["estimator_kind"] == "mc" and newest["round_tag"] == "v1-phase1" and newest["budget"] == 10**9
+    assert newest["mlp_indices"] == [1] and newest["n_mlps"] == 1 and newest["source"] == "lab"
+    assert newest["final_layer_mse"] == results["final_layer_mse"]
+    assert newest["adjusted_score"] == results["adjusted_final_layer_score"]
+    assert newest["per_layer_mse"] == results["per_layer_mse"]
+    assert newest["mean_flops_used"] == results["per_mlp"][0]["flops_used"]
+    assert newest["noise_floor"] == outcome.report["noise"]["noise_floor"]
+    assert older["team"] == "blue" and older["estimator_kind"] == "mean" and older["round_tag"] == "v2-phase2"
+    assert runstore.list_runs(round_tag="v1-phase1") == [newest]
+    assert runstore.list_runs(dataset_key="nope") == []
+    full = runstore.get_run(outcome.run_id)
+    assert full["results"]["per_mlp"][0]["flops_used"] == results["per_mlp"][0]["flops_used"]
+    assert full["run_id"] == outcome.run_id
+    assert runstore.get_run("missing") is None
+    assert math.isfinite(full["noise"]["noise_floor"])
+
+
+def test_record_run_rejects_an_unknown_source(dataset):
+    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator("mean"), runs.rulebook_for(None),
+                                           source="elsewhere"))
+    with pytest.raises(ValueError, match="source"):
+        runstore.record_run(outcome.report)
+
+
+def test_cancel_stops_between_mlps_and_records_nothing(dataset):
+    calls = []
+
+    def cancel_after_first() -> bool:
+        return len(calls) >= 1
+
+    outcome = runs.run(
+        runs.RunRequest(dataset, None, resolve_estimator("mean"), runs.rulebook_for(None)),
+        on_progress=lambda done, total, entry: calls.append(done),
+        should_cancel=cancel_after_first,
+    )
+    assert outcome.cancelled and not outcome.report["complete"]
+    assert len(outcome.report["results"]["per_mlp"]) == 1
+    assert runstore.list_runs() == []
+
+
+def test_an_injected_estimator_object_is_scored_like_any_other(dataset, reference):
+    """What the sandbox does: a handle whose factory returns any object with predict()."""
+    class Remote:
+        enforces_wall_time_limit = True
+
+        def __init__(self) -> None:
+            self.inner = MeanPropagationEstimator()
+
+        def predict(self, mlp, budget):
+            return self.inner.predict(mlp, budget)
+
+        def last_predict_stats(self):
+            return None
+
+    handle = runs.EstimatorHandle(label="remote", kind="upload", code_sha256="0" * 64, factory=Remote)
+    outcome = runs.execute(runs.RunRequest(dataset, None, handle, runs.rulebook_for(None), source="upload"))
+    expected = grader_call(reference, runs.rulebook_for(None), Remote())
+    assert_aggregates_equal(outcome.report["results"], expected)
+
+
+def test_score_multiplier_and_floor_follow_the_budget(dataset):
+    budget = 10**5
+    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator("mean"), runs.rulebook_for(None, budget)))
+    entry = outcome.report["results"]["per_mlp"][0]
+    assert entry["score_multiplier"] == score_multiplier(entry["effective_compute"], budget, failed=False)
+    assert entry["adjusted_final_layer_score"] == entry["final_layer_mse"] * entry["score_multiplier"]
+    assert outcome.report["rulebook"]["charging_floor"] == 0.1 * budget
+
+
+def test_two_threads_scoring_at_once_both_get_exact_flop_counts(dataset):
+    """flopscope meters per thread: concurrent runs must not leak FLOPs into each other."""
+    specs = ["cov", "mc:3000", "mean", "combined"]
+    alone = {s: [e["flops_used"] for e in runs.execute(runs.RunRequest(
+        dataset, None, resolve_estimator(s), runs.rulebook_for(None))).report["results"]["per_mlp"]] for s in specs}
+    together: dict[str, list] = {}
+    barrier = threading.Barrier(2)
+
+    def worker(spec_pair):
+        barrier.wait()
+        for _ in range(3):
+            for s in spec_pair:
+                out = runs.execute(runs.RunRequest(dataset, None, resolve_estimator(s), runs.rulebook_for(None)))
+                together.setdefault(s, []).append([e["flops_used"] for e in out.report["results"]["per_mlp"]])
+
+    threads = [threading.Thread(target=worker, args=(pair,)) for pair in (specs[:2], specs[2:])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for s in specs:
+        assert together[s] == [alone[s]] * 3, s
