@@ -287,8 +287,12 @@ def failure_reason(entry: dict, rulebook: Rulebook) -> str | None:
     if entry.get("error_code"):
         error = entry.get("error")
         message = error.get("message") if isinstance(error, dict) else error
-        hint = error.get("details", {}).get("hint") if isinstance(error, dict) else None
-        text = f"predict raised {entry['error_code']}: {message}"
+        details = (error.get("details") or {}) if isinstance(error, dict) else {}
+        hint = details.get("hint")
+        if "expected_shape" in details:  # raised by the grader's own check of the returned array
+            text = f"the grader rejected the predictions: {message}"
+        else:
+            text = f"predict raised {entry['error_code']}: {message}"
         return f"{text} ({hint})" if hint and hint not in text else text
     return None
 

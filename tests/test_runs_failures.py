@@ -1,0 +1,127 @@
+"""A failing estimator yields the grader's fallback and a reason a participant can act on."""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+
+import flopscope.numpy as fnp
+import numpy as np
+import pytest
+
+from tests.upstream import make_official
+from whestboard import db, runs
+from whestboard.datasets import open_dataset
+from whestboard.estimators import resolve_estimator
+
+pytestmark = pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning")
+
+HEADER = """
+import time
+import flopscope.numpy as fnp
+from whestbench import BaseEstimator
+from whestbench.estimators import MeanPropagationEstimator
+
+class Estimator(BaseEstimator):
+    def predict(self, mlp, budget):
+"""
+
+BODIES = {
+    "exception": ("raise RuntimeError('exploded on purpose')", "error", "predict raised PREDICT_ERROR: exploded on purpose"),
+    "nan": ("return fnp.full((mlp.depth, mlp.width), float('nan'))", "error",
+            "the grader rejected the predictions: Predictions must contain only finite values"),
+    "wrong_shape": ("return fnp.zeros((mlp.width, mlp.depth + 1))", "error",
+                    "the grader rejected the predictions: Predictions must have shape"),
+    "over_budget": ("return fnp.ones((4000, 4000)) @ fnp.ones((4000, 4000))", "budget_exhausted",
+                    "over the FLOP budget"),
+    "wall_cap": ("time.sleep(0.3); return MeanPropagationEstimator().predict(mlp, budget)", "time_exhausted",
+                 "over the wall-clock cap"),
+    "residual_cap": ("time.sleep(0.3); return fnp.zeros((mlp.depth, mlp.width)) + 0.5",
+                     "residual_wall_time_exhausted", "residual wall-time cap"),
+}
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    return open_dataset(make_official(tmp_path_factory.mktemp("fail") / "ds", width=16, depth=2, n_samples=2000,
+                                      seeds=[7, 8]))
+
+
+@pytest.fixture(autouse=True)
+def store(tmp_path, monkeypatch):
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
+    db.reset_engines()
+    yield
+    db.reset_engines()
+
+
+def estimator_file(tmp_path, body: str) -> str:
+    path = tmp_path / "estimator.py"
+    path.write_text(textwrap.dedent(HEADER) + "        " + body + "\n")
+    return str(path)
+
+
+def rulebook_for_case(case: str) -> runs.Rulebook:
+    rulebook = runs.rulebook_for("v1-warmup", 10**8)  # priced residual: nothing gated
+    if case == "wall_cap":
+        return dataclasses.replace(rulebook, wall_time_limit_s=0.1)
+    if case == "residual_cap":
+        return dataclasses.replace(runs.rulebook_for("v2-phase2", 10**8), residual_wall_time_limit_s=0.1)
+    return rulebook
+
+
+@pytest.mark.parametrize("case", list(BODIES))
+def test_failure_is_scored_as_zero_prediction_with_a_reason(dataset, tmp_path, case):
+    body, flag, reason = BODIES[case]
+    outcome = runs.execute(runs.RunRequest(dataset, None, resolve_estimator(estimator_file(tmp_path, body)),
+                                           rulebook_for_case(case)))
+    results = outcome.report["results"]
+    assert results["n_failed_mlps"] == 2
+    assert results["failure_breakdown"][flag] == 2
+    for entry in results["per_mlp"]:
+        truth, _ = dataset.truth(entry["mlp_index"])
+        assert entry["failed"]
+        assert reason in entry["failure_reason"]
+        assert entry["fallback"].startswith("scored as the all-zero prediction")
+        assert entry["score_multiplier"] == 1.0
+        assert entry["final_layer_mse"] == float(fnp.mean(fnp.asarray(truth[-1]) ** 2))
+        assert entry["adjusted_final_layer_score"] == entry["final_layer_mse"]
+        assert not np.any(outcome.predictions[entry["mlp_index"]])
+    assert results["mean_score_multiplier"] == 1.0
+
+
+def test_combined_budget_is_enforced_under_priced_residual(dataset, tmp_path):
+    """v1 rounds price residual seconds: C = F + 1e11 R can exceed B even when F does not."""
+    body = "time.sleep(0.05); return MeanPropagationEstimator().predict(mlp, budget)"
+    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator(estimator_file(tmp_path, body)),
+                                           runs.rulebook_for("v1-warmup", 10**9)))
+    entry = outcome.report["results"]["per_mlp"][0]
+    assert entry["combined_budget_exhausted"] and entry["failed"]
+    assert entry["effective_compute"] == entry["flops_used"] + 1e11 * entry["residual_wall_time_s"]
+    assert "combined budget" in entry["failure_reason"]
+
+
+def test_a_file_whose_setup_fails_stops_the_run_with_a_clear_error(dataset, tmp_path):
+    path = tmp_path / "estimator.py"
+    path.write_text(textwrap.dedent("""
+        from whestbench import BaseEstimator
+        class Estimator(BaseEstimator):
+            def setup(self, context):
+                raise OSError("weights.npz missing")
+            def predict(self, mlp, budget):
+                return None
+    """))
+    with pytest.raises(runs.RunError, match="weights.npz missing"):
+        runs.execute(runs.RunRequest(dataset, None, resolve_estimator(str(path)), runs.rulebook_for(None)))
+
+
+def test_only_the_failing_mlp_falls_back(dataset, tmp_path):
+    body = "if mlp.seed == SEED: raise ValueError('bad seed')\n        return MeanPropagationEstimator().predict(mlp, budget)"
+    seed = dataset.mlp(1).seed
+    path = estimator_file(tmp_path, body.replace("SEED", str(seed)))
+    outcome = runs.execute(runs.RunRequest(dataset, None, resolve_estimator(path), runs.rulebook_for(None)))
+    ok, bad = outcome.report["results"]["per_mlp"]
+    assert not ok["failed"] and ok["failure_reason"] is None and ok["flops_used"] > 0
+    assert bad["failed"] and "bad seed" in bad["failure_reason"] and bad["error_code"] == "PREDICT_ERROR"
+    assert bad["traceback"] and "bad seed" in bad["traceback"]
+    assert outcome.report["results"]["n_failed_mlps"] == 1
