@@ -1,0 +1,276 @@
+"""The sandbox worker: a child process that loads one participant estimator and runs it.
+
+Started by :mod:`whestboard.sandbox` with a bare environment and two pipe file
+descriptors for the protocol (:mod:`whestboard.sandbox_protocol`); its stdout
+and stderr are the participant's and are captured by the parent. Life cycle:
+
+1. import the libraries an estimator needs (numpy, flopscope, whestbench) and
+   say ``hello`` — a spare worker can wait here, warm, until a job needs it;
+2. on ``start``: confine itself (:mod:`whestboard.sandbox_confine`), load the
+   estimator class exactly as ``whestbench.loader`` resolves it, run ``setup``;
+3. on each ``predict``: memory-map the MLP's weights (copy-on-write, so the
+   estimator may scribble on its copy), run ``predict`` inside its own
+   ``flopscope.BudgetContext`` with the round's wall cap, materialise the
+   result inside the metered window and validate it outside, as
+   ``whestbench.subprocess_worker`` does, and send back the array and the
+   timing split (the residual rule is judged by the caller from these);
+4. on ``close`` (or when the parent goes away): ``teardown`` and exit.
+
+Failures are reported with a code the parent turns into a verdict: memory,
+file size, fork/thread attempt, or the estimator's own exception.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+import time
+import traceback
+
+MAX_TRACEBACK_CHARS = 16_000
+
+
+def _preload() -> float:
+    """Import what every estimator imports, while the worker is still trusted and unconfined."""
+    started = time.perf_counter()
+    import flopscope  # noqa: F401
+    import flopscope.numpy  # noqa: F401
+    import numpy  # noqa: F401
+    import whestbench  # noqa: F401  (participants write ``from whestbench import BaseEstimator``)
+    import whestbench.loader  # noqa: F401
+    import whestbench.scoring  # noqa: F401
+    import whestbench.subprocess_worker  # noqa: F401
+
+    return time.perf_counter() - started
+
+
+def _tail(text: str | None, limit: int = MAX_TRACEBACK_CHARS) -> str | None:
+    if text is None or len(text) <= limit:
+        return text
+    return "[... truncated ...]\n" + text[-limit:]
+
+
+def failure_code(exc: BaseException) -> str:
+    """The sandbox's reading of an exception: which limit (if any) the estimator ran into."""
+    if isinstance(exc, MemoryError):
+        return "SANDBOX_MEMORY"
+    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+        return "SANDBOX_FILE_SIZE"
+    if isinstance(exc, RuntimeError) and "can't start new thread" in str(exc):
+        return "SANDBOX_FORK"
+    if isinstance(exc, OSError) and exc.errno in (errno.EAGAIN, errno.EPERM, errno.ENOSYS):
+        stack = "".join(traceback.format_tb(exc.__traceback__))
+        if any(word in stack for word in ("fork", "spawn", "subprocess", "Popen", "exec")):
+            return "SANDBOX_FORK"
+    return "PREDICT_ERROR"
+
+
+def _error_message(exc: BaseException) -> str:
+    """``str(exc)`` as whestbench's worker reports it; the type name when that is empty (MemoryError)."""
+    return str(exc) or type(exc).__name__
+
+
+def _error(stage: str, exc: BaseException, *, with_traceback: bool = True) -> dict:
+    details = getattr(exc, "details", None)
+    keep_details = isinstance(details, dict) and isinstance(exc, ValueError)
+    return {
+        "status": "error",
+        "stage": stage,
+        "code": failure_code(exc),
+        "error_type": type(exc).__name__,
+        # ValueError-with-details is the grader's own shape/finiteness error: keep its text verbatim.
+        "error_message": str(exc) if keep_details else _error_message(exc),
+        "details": details if keep_details else None,
+        "traceback": None if keep_details or not with_traceback else _tail(traceback.format_exc()),
+    }
+
+
+class Worker:
+    """State of one worker: the loaded estimator and the round's wall cap."""
+
+    def __init__(self, out_fd: int) -> None:
+        self.out_fd = out_fd
+        self.estimator = None
+        self.wall_time_limit_s: float | None = None
+
+    def reply(self, message: dict, payload: bytes = b"") -> None:
+        from whestboard.sandbox_protocol import send
+
+        send(self.out_fd, message, payload)
+
+    # -- start -------------------------------------------------------------------------------
+
+    def start(self, request: dict) -> None:
+        from pathlib import Path
+
+        from whestboard.sandbox_confine import RLimits, confine
+
+        workdir = Path(request["workdir"])
+        confinement = confine(
+            limits=RLimits(**request["rlimits"]),
+            read_only=[Path(p) for p in request["read_only"]],
+            read_write=[workdir],
+            sandbox_uid=request.get("sandbox_uid"),
+        )
+        os.chdir(workdir)
+        _forget_app_paths(request.get("app_paths", []))
+        self.wall_time_limit_s = request.get("wall_time_limit_s")
+        try:
+            started = time.perf_counter()
+            self.estimator = self._load(request)
+            load_s = time.perf_counter() - started
+        except BaseException as exc:  # noqa: BLE001 - every failure is reported, never raised
+            self.reply({**_error("load", exc), "confinement": confinement.as_dict()})
+            return
+        try:
+            started = time.perf_counter()
+            self.estimator.setup(self._context(request["context"]))
+            setup_s = time.perf_counter() - started
+        except BaseException as exc:  # noqa: BLE001
+            self.reply({**_error("setup", exc), "confinement": confinement.as_dict()})
+            return
+        self.reply({"status": "ready", "class_name": type(self.estimator).__name__, "load_s": load_s,
+                    "setup_s": setup_s, "confinement": confinement.as_dict()})
+
+    @staticmethod
+    def _load(request: dict):
+        from whestbench.loader import load_estimator_from_path
+
+        estimator, _ = load_estimator_from_path(request["entry"], class_name=request.get("class_name"))
+        return estimator
+
+    @staticmethod
+    def _context(payload: dict):
+        from whestbench.sdk import SetupContext
+
+        return SetupContext(
+            width=int(payload["width"]),
+            depth=int(payload["depth"]),
+            flop_budget=int(payload["flop_budget"]),
+            api_version=str(payload["api_version"]),
+            scratch_dir=payload.get("scratch_dir"),
+            submission_dir=payload.get("submission_dir"),
+            seed=int(payload.get("seed", 0)),
+        )
+
+    # -- predict -------------------------------------------------------------------------------
+
+    def predict(self, request: dict) -> None:
+        import flopscope as flops
+        from whestbench.scoring import materialise_predictions, validate_predictions
+        from whestbench.subprocess_worker import _budget_payload
+
+        if self.estimator is None:
+            self.reply({"status": "error", "code": "RUNNER_NOT_STARTED", "error_message": "Estimator not initialized."})
+            return
+        try:
+            mlp, handle = _map_mlp(request)
+            budget = int(request["budget"])
+        except BaseException as exc:  # noqa: BLE001
+            self.reply(_error("predict", exc))
+            return
+        budget_ctx = flops.BudgetContext(flop_budget=budget, wall_time_limit_s=self.wall_time_limit_s, quiet=True)
+
+        def stats() -> dict:
+            return {
+                "flops_used": budget_ctx.flops_used,
+                "wall_time_s": budget_ctx.wall_time_s or 0.0,
+                "flopscope_backend_time_s": budget_ctx.flopscope_backend_time_s,
+                "flopscope_overhead_time_s": budget_ctx.flopscope_overhead_time_s,
+                "residual_wall_time_s": budget_ctx.residual_wall_time_s or 0.0,
+                "budget_breakdown": _budget_payload(budget_ctx),
+            }
+
+        try:
+            with budget_ctx:
+                predictions = self.estimator.predict(mlp, budget)
+                # Inside the window, as the grader does: .shape/__array__ are participant code.
+                arr = materialise_predictions(predictions, depth=mlp.depth, width=mlp.width)
+                del predictions
+            arr = validate_predictions(arr, depth=mlp.depth, width=mlp.width)
+            out = sys.modules["numpy"].ascontiguousarray(arr, dtype="float32")
+            self.reply({"status": "ok", "shape": list(out.shape), **stats()}, out.tobytes())
+        except flops.BudgetExhaustedError:
+            self.reply({"status": "budget_exhausted", "error_message": "FLOP budget exceeded.", **stats()})
+        except flops.TimeExhaustedError:
+            self.reply({"status": "time_exhausted", "error_message": "Wall-clock time limit exceeded.", **stats()})
+        except BaseException as exc:  # noqa: BLE001 - SystemExit in predict is the estimator's error
+            self.reply({**_error("predict", exc), "wall_time_s": budget_ctx.wall_time_s or 0.0})
+        finally:
+            del mlp
+            handle.close()
+
+    def close(self) -> None:
+        if self.estimator is not None:
+            try:
+                self.estimator.teardown()
+            except BaseException:  # noqa: BLE001 - teardown failures change no score
+                traceback.print_exc()
+        self.reply({"status": "closed"})
+
+
+class _WeightsHandle:
+    """Keeps the memory map alive exactly as long as the MLP that views it."""
+
+    def __init__(self, mapped) -> None:
+        self.mapped = mapped
+
+    def close(self) -> None:
+        mm = getattr(self.mapped, "_mmap", None)
+        self.mapped = None
+        if mm is not None:
+            try:
+                mm.close()
+            except (BufferError, ValueError):
+                pass  # the estimator kept a view: the map lives until that view dies
+
+
+def _map_mlp(request: dict):
+    """The MLP for one predict, its weights a copy-on-write view of the hand-over file."""
+    import mmap
+
+    import flopscope.numpy as fnp
+    import numpy as np
+    from whestbench.domain import MLP
+
+    width, depth = int(request["width"]), int(request["depth"])
+    mapped = np.memmap(request["weights_path"], dtype=np.float32, mode="c", shape=(depth, width, width))
+    mm = getattr(mapped, "_mmap", None)
+    if mm is not None and hasattr(mmap, "MADV_WILLNEED"):
+        mm.madvise(mmap.MADV_WILLNEED)  # fault the pages in now, not inside the metered window
+    weights = [fnp.asarray(mapped[layer]) for layer in range(depth)]
+    mlp = MLP(width=width, depth=depth, weights=weights, seed=int(request.get("seed", 0)),
+              name=str(request.get("name", "")))
+    mlp.validate()
+    return mlp, _WeightsHandle(mapped)
+
+
+def _forget_app_paths(app_paths: list[str]) -> None:
+    """Drop the app's own folders (and the working folder '') from the import path."""
+    blocked = {os.path.realpath(p) for p in app_paths}
+    sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) not in blocked]
+
+
+def main(in_fd: int, out_fd: int) -> int:
+    from whestboard.sandbox_protocol import FrameReader, ProtocolError, read_blocking
+
+    import_s = _preload()
+    worker = Worker(out_fd)
+    worker.reply({"status": "hello", "pid": os.getpid(), "import_s": import_s})
+    reader = FrameReader(in_fd)
+    while True:
+        try:
+            request, _ = read_blocking(in_fd, reader)
+        except ProtocolError:
+            return 0  # the parent went away
+        command = request.get("cmd")
+        if command == "start":
+            worker.start(request)
+        elif command == "predict":
+            worker.predict(request)
+        elif command == "close":
+            worker.close()
+            return 0
+        else:
+            worker.reply({"status": "error", "code": "PROTOCOL", "error_message": f"unknown command {command!r}"})
