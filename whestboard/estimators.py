@@ -36,7 +36,7 @@ from whestboard.versions import library_versions
 BUILTIN_KINDS = ("mean", "cov", "combined")
 ALIASES = {"covariance": "cov", "mean-propagation": "mean", "cov-propagation": "cov"}
 ESTIMATOR_KINDS = ("mean", "cov", "combined", "mc", "file", "upload")
-SPEC_HELP = "mean | cov | combined | mc:N (samples) | mc:0.5B (fraction of the budget) | PATH.py"
+SPEC_HELP = "mean | cov | combined | mc:N (samples) | mc:0.5B (fraction of the budget) | PATH.py | PATH.tar.gz"
 
 
 @dataclass(frozen=True)
@@ -315,8 +315,10 @@ def resolve_estimator(spec: str) -> EstimatorHandle:
         return _builtin_handle(key)
     if key.startswith("mc:") or key == "mc":
         return _mc_handle(text)
-    if text.endswith(".py"):
-        return _file_handle(Path(text))
+    from whestboard.upload_runs import is_file_spec, sandboxed_handle
+
+    if is_file_spec(text):  # participant code never runs in this process: see whestboard.sandbox
+        return sandboxed_handle(text)
     raise ValueError(f"unknown estimator {spec!r}; use {SPEC_HELP}")
 
 
