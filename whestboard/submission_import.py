@@ -416,14 +416,16 @@ def parse_run_report(
             )
         )
     dataset = (config.get("dataset") or {}).get("path") if isinstance(config.get("dataset"), dict) else None
+    # A Whestboard run report carries both versions; `whest run --json` only whestbench's.
+    versions = report.get("versions") if isinstance(report.get("versions"), dict) else {}
     sub = Submission(
         submission_id=sid,
         team=team,
         round=rnd.tag,
         submitted_at=submitted_at,
         status="graded",
-        whestbench_version=str(report.get("whestbench_version") or "unknown"),
-        flopscope_version=flopscope_version,
+        whestbench_version=str(report.get("whestbench_version") or versions.get("whestbench_version") or "unknown"),
+        flopscope_version=flopscope_version or versions.get("flopscope_version"),
         mean_flops_used=sum(m.flops_used for m in mlps) / len(mlps),
         final_layer_mse=float(results["final_layer_mse"]),
         adjusted_score=float(results["adjusted_final_layer_score"]),

@@ -1,0 +1,118 @@
+"""HTTP API for the submissions store: public export, organizer-only import, edit and delete.
+
+The organizer check happens here, on the server, for every write: a request
+without ``Authorization: Bearer <WHESTBOARD_ORGANIZER_TOKEN>`` gets 403 and the
+store is not touched. The page's upload and edit controls call the same
+core functions with the same check (pages/leaderboard.py).
+
+    POST   /api/submissions/import     multipart files (+ team, submission_id, round, flopscope_version)
+    PATCH  /api/submissions/<id>       JSON {"team": ..., "status": ..., "submitted_at": ..., "estimator": ...}
+    DELETE /api/submissions/<id>
+    GET    /api/submissions.csv        every submission, import schema (public)
+    GET    /api/submissions/per_mlp.csv
+"""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Blueprint, Flask, Response, jsonify, request
+
+from whestboard import auth
+from whestboard import submission_import as si
+from whestboard import submissions as store
+
+MAX_UPLOAD_BYTES = 64 * 1024 * 1024
+
+blueprint = Blueprint("organizer_api", __name__)
+log = logging.getLogger(__name__)
+
+
+def _denied(exc: auth.OrganizerDenied):
+    return jsonify({"ok": False, "error": str(exc)}), 403
+
+
+def _check_organizer():
+    """None when the request carries the organizer token, else the 403 response."""
+    try:
+        auth.require_organizer(auth.bearer_token(request.headers.get("Authorization")))
+    except auth.OrganizerDenied as exc:
+        return _denied(exc)
+    return None
+
+
+@blueprint.post("/api/submissions/import")
+def import_submissions():
+    refused = _check_organizer()
+    if refused:
+        return refused
+    if request.content_length and request.content_length > MAX_UPLOAD_BYTES:
+        return jsonify({"ok": False, "error": f"upload larger than {MAX_UPLOAD_BYTES // 2**20} MiB"}), 413
+    uploads = [si.Upload(f.filename or "upload", f.read()) for f in request.files.getlist("files")]
+    if not uploads:
+        return jsonify({"ok": False, "error": "send the files as multipart field 'files'"}), 400
+    form = request.form
+    try:
+        report = si.import_uploads(
+            uploads,
+            team=form.get("team") or None,
+            submission_id=form.get("submission_id") or None,
+            round_tag=form.get("round") or None,
+            flopscope_version=form.get("flopscope_version") or None,
+        )
+    except si.ImportRejected as exc:
+        return jsonify({"ok": False, "error": str(exc).split("\n")[0], "problems": exc.problems}), 400
+    except (KeyError, ValueError) as exc:
+        return jsonify({"ok": False, "error": str(exc)}), 400
+    return jsonify({"ok": True, "inserted": report.inserted, "updated": report.updated,
+                    "unchanged": report.unchanged, "summary": report.summary()})
+
+
+@blueprint.patch("/api/submissions/<path:submission_id>")
+def edit_submission(submission_id: str):
+    refused = _check_organizer()
+    if refused:
+        return refused
+    changes = request.get_json(silent=True)
+    if not isinstance(changes, dict) or not changes:
+        return jsonify({"ok": False, "error": "send a JSON object of the fields to change"}), 400
+    try:
+        if "submitted_at" in changes:
+            changes["submitted_at"] = si.parse_time(changes["submitted_at"])
+        found = store.edit(submission_id, changes)
+    except ValueError as exc:
+        return jsonify({"ok": False, "error": str(exc)}), 400
+    if not found:
+        return jsonify({"ok": False, "error": f"no submission {submission_id!r}"}), 404
+    return jsonify({"ok": True})
+
+
+@blueprint.delete("/api/submissions/<path:submission_id>")
+def delete_submission(submission_id: str):
+    refused = _check_organizer()
+    if refused:
+        return refused
+    if not store.delete_submission(submission_id):
+        return jsonify({"ok": False, "error": f"no submission {submission_id!r}"}), 404
+    return jsonify({"ok": True})
+
+
+@blueprint.get("/api/submissions.csv")
+def export_submissions():
+    return Response(si.submissions_csv(), mimetype="text/csv",
+                    headers={"Content-Disposition": "attachment; filename=whestboard-submissions.csv"})
+
+
+@blueprint.get("/api/submissions/per_mlp.csv")
+def export_mlp_results():
+    return Response(si.mlp_results_csv(), mimetype="text/csv",
+                    headers={"Content-Disposition": "attachment; filename=whestboard-submissions.per_mlp.csv"})
+
+
+def register(server: Flask) -> None:
+    """Mount the API and import the shipped baselines into an empty store (once, idempotent)."""
+    server.register_blueprint(blueprint)
+    try:
+        si.seed_from_shipped()
+    except Exception:  # a broken store must not stop the other pages from serving
+        log.exception("could not import the shipped baseline submissions")

@@ -1,0 +1,502 @@
+"""Leaderboard: every graded submission of a round against the FLOPs it spent, rankings, timeline.
+
+``/leaderboard?round=TAG&team=NAME`` (plus ``y=score|mse`` and ``x=flops|compute``).
+Changing the round navigates; highlighting a team only patches the
+highlight traces and rewrites the address in place, so 10,000 dots are not
+resent. Organizer actions (upload, edit, delete) check the token on the
+server through ``whestboard.auth``, exactly as the HTTP API does.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from urllib.parse import urlencode
+
+import dash
+import dash_ag_grid as dag
+import dash_bootstrap_components as dbc
+from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
+
+from components import leaderboard_figures as figs
+from components.format import sci
+from whestboard import auth, ranking
+from whestboard import submission_import as si
+from whestboard import submissions as store
+from whestboard.rounds import ALL_ROUNDS, get_round
+
+dash.register_page(__name__, path="/leaderboard", name="Leaderboard", order=4, title="Leaderboard · Whestboard")
+
+PATH = "/leaderboard"
+Y_CHOICES = [{"label": "score", "value": "score"}, {"label": "final-layer MSE", "value": "mse"}]
+X_CHOICES = [{"label": "FLOPs F", "value": "flops"}, {"label": "charged compute C", "value": "compute"}]
+GRAPH_CONFIG = {"displaylogo": False, "doubleClick": "reset", "scrollZoom": False,
+                "modeBarButtonsToRemove": ["select2d", "lasso2d"]}
+MCB_NOTE = (
+    "MC@B is the expected score of spending the whole budget on Monte Carlo sampling, from the mean "
+    "avg_variance of the MLPs a submission was scored on when known (every baseline), else of the round's "
+    "embedded dataset."
+)
+
+
+# ---------------------------------------------------------------------------
+# data access (through the domain core, cached per store revision)
+# ---------------------------------------------------------------------------
+
+
+def _round_points(round_tag: str):
+    points = ranking.all_points()
+    return points[points["round"] == round_tag]
+
+
+def _mc_reference(round_tag: str) -> figs.McReference:
+    rnd = get_round(round_tag)
+    ref = ranking.round_reference(round_tag)
+    return figs.McReference(
+        budget=float(rnd.budget),
+        mc_flops_per_sample=float(rnd.mc_flops_per_sample),
+        mean_avg_variance=ref.mean_avg_variance if ref else None,
+        noise_floor=ref.noise_floor if ref else None,
+        dataset_key=ref.dataset_key if ref else None,
+        band=_band(round_tag),
+    )
+
+
+def _band(round_tag: str):
+    """The measured Monte Carlo band of whestboard.band when it is available; else None (analytic line)."""
+    try:
+        from whestboard import band
+    except ImportError:
+        return None
+    loader = getattr(band, "band_frame", None)
+    if loader is None:
+        return None
+    try:
+        return loader(round_tag)
+    except Exception:  # no band computed for this round yet: the analytic line stands in
+        return None
+
+
+def _default_round() -> str:
+    points = ranking.all_points()
+    present = set(points["round"]) if not points.empty else set()
+    for tag in reversed(list(ALL_ROUNDS)):
+        if tag in present:
+            return tag
+    return list(ALL_ROUNDS)[-1]
+
+
+def _query(round_tag: str, team: str | None, y: str, x: str) -> str:
+    params = {"round": round_tag, "team": team or None, "y": None if y == "score" else y,
+              "x": None if x == "flops" else x}
+    return "?" + urlencode({k: v for k, v in params.items() if v})
+
+
+# ---------------------------------------------------------------------------
+# layout
+# ---------------------------------------------------------------------------
+
+
+def layout(round: str | None = None, team: str | None = None, y: str | None = None,  # noqa: A002
+           x: str | None = None, **_query) -> html.Div:
+    problem = None
+    if round and round not in ALL_ROUNDS:
+        problem = f"There is no round called {round!r}; showing {_default_round()}. Known rounds: {', '.join(ALL_ROUNDS)}."
+    round_tag = round if round in ALL_ROUNDS else _default_round()
+    y = y if y in figs.Y_METRICS else "score"
+    x = x if x in figs.X_METRICS else "flops"
+    return html.Div(
+        [
+            html.H2("Leaderboard"),
+            html.P(
+                "Every graded submission as a dot at the FLOPs it spent per MLP, over what Monte Carlo sampling "
+                "reaches with the same FLOPs. Drag to zoom, double-click to reset; hover a dot for its details.",
+                className="text-muted",
+            ),
+            dbc.Alert(problem, color="warning", id="lb-problem") if problem else None,
+            _controls(round_tag, team, y, x),
+            html.Div(id="lb-summary", className="small text-muted mb-2"),
+            dcc.Loading(dcc.Graph(id="lb-scatter", config=GRAPH_CONFIG, style={"height": "560px"}), delay_show=300),
+            html.H4("Ranking", className="mt-4"),
+            html.P(
+                "Each team's best graded submission. The interval is a 95% bootstrap over its MLPs; "
+                "“≈ leader” marks a team a paired sign-flip test on the MLPs both were scored on cannot tell "
+                "apart from the leader (p ≥ 0.05).",
+                className="text-muted small",
+            ),
+            _ranking_grid(),
+            html.H4("Timeline", className="mt-4"),
+            html.P(MCB_NOTE + " Rounds are shaded from their first to their last submission; baseline submissions "
+                   "are placed at the time the sweep graded them.", className="text-muted small"),
+            dcc.Loading(dcc.Graph(id="lb-timeline", config=GRAPH_CONFIG, style={"height": "420px"}), delay_show=300),
+            _export_row(),
+            _organizer_panel(),
+            dcc.Store(id="lb-round", data=round_tag),
+            dcc.Store(id="lb-revision", data=0),
+            dcc.Store(id="lb-highlight-index"),
+            dcc.Store(id="lb-timeline-index"),
+            dcc.Store(id="lb-url-sync"),
+            dcc.Download(id="lb-download"),
+        ]
+    )
+
+
+def _controls(round_tag: str, team: str | None, y: str, x: str) -> dbc.Row:
+    return dbc.Row(
+        [
+            dbc.Col(html.Label("Round", className="col-form-label-sm fw-semibold"), width="auto"),
+            dbc.Col(dbc.RadioItems(
+                id="lb-round-choice",
+                options=[{"label": f"{tag} ({r.shape_label})", "value": tag} for tag, r in ALL_ROUNDS.items()],
+                value=round_tag, inline=True, inputClassName="btn-check",
+                labelClassName="btn btn-sm btn-outline-primary", labelCheckedClassName="active",
+            ), width="auto"),
+            dbc.Col(html.Label("Highlight team", className="col-form-label-sm fw-semibold"), width="auto"),
+            dbc.Col(dcc.Dropdown(id="lb-team", value=team or None, options=[team] if team else [],
+                                 placeholder="choose a team…", clearable=True, style={"minWidth": "16rem"}),
+                    width="auto"),
+            dbc.Col(dbc.RadioItems(id="lb-y", options=Y_CHOICES, value=y, inline=True), width="auto",
+                    className="small"),
+            dbc.Col(dbc.RadioItems(id="lb-x", options=X_CHOICES, value=x, inline=True), width="auto",
+                    className="small"),
+        ],
+        className="g-2 align-items-center mb-2",
+    )
+
+
+RANKING_COLUMNS = [
+    {"field": "rank", "headerName": "#", "width": 64, "sort": "asc"},
+    {"field": "team", "headerName": "Team", "minWidth": 200, "flex": 2},
+    {"field": "vs_leader", "headerName": "vs leader", "minWidth": 190, "flex": 1,
+     "headerTooltip": "Paired sign-flip test of the per-MLP score difference on the MLPs both were scored on."},
+    {"field": "score_text", "headerName": "Score (95% CI)", "minWidth": 210, "flex": 1.5,
+     "headerTooltip": "Mean adjusted score; interval from resampling its MLPs (bootstrap)."},
+    {"field": "vs_mc", "headerName": "x better than MC@B", "width": 150, "type": "numericColumn",
+     "valueFormatter": {"function": "params.value == null ? '—' : d3.format('.3~g')(params.value) + 'x'"}},
+    {"field": "final_layer_mse", "headerName": "Final-layer MSE", "width": 140, "type": "numericColumn",
+     "valueFormatter": {"function": "params.value == null ? '—' : d3.format('.3~e')(params.value)"}},
+    {"field": "mean_flops_used", "headerName": "Mean FLOPs", "width": 120, "type": "numericColumn",
+     "valueFormatter": {"function": "params.value == null ? '—' : d3.format('.3~e')(params.value)"}},
+    {"field": "mean_multiplier", "headerName": "Multiplier", "width": 105, "type": "numericColumn",
+     "valueFormatter": {"function": "params.value == null ? '—' : d3.format('.3~g')(params.value)"}},
+    {"field": "n_failed_mlps", "headerName": "Failed MLPs", "width": 110, "type": "numericColumn"},
+    {"field": "n_mlps", "headerName": "MLPs", "width": 80, "type": "numericColumn"},
+    {"field": "submission_id", "headerName": "Submission", "minWidth": 220, "flex": 1.5},
+    {"field": "submitted", "headerName": "Submitted (UTC)", "width": 150},
+]
+
+
+def _ranking_grid() -> dag.AgGrid:
+    return dag.AgGrid(
+        id="lb-ranking",
+        columnDefs=RANKING_COLUMNS,
+        rowData=[],
+        defaultColDef={"sortable": True, "resizable": True, "filter": True},
+        dashGridOptions={"domLayout": "autoHeight", "tooltipShowDelay": 300},
+        getRowId="params.data.submission_id",
+        style={"width": "100%"},
+    )
+
+
+def _export_row() -> dbc.Row:
+    return dbc.Row(
+        [
+            dbc.Col(dbc.Button("Download submissions CSV", id="lb-export", size="sm", color="secondary",
+                               outline=True), width="auto"),
+            dbc.Col(dbc.Button("Download per-MLP CSV", id="lb-export-mlps", size="sm", color="secondary",
+                               outline=True), width="auto"),
+            dbc.Col(html.Span("Every submission in the import schema (docs/submissions-schema.md); "
+                              "also at /api/submissions.csv.", className="text-muted small"), width="auto"),
+        ],
+        className="g-2 align-items-center mt-3",
+    )
+
+
+def _organizer_panel() -> dbc.Accordion:
+    enabled = auth.organizer_actions_enabled()
+    notice = (
+        "Organizer actions need the organizer token; the server checks it on every action."
+        if enabled else
+        "Organizer actions are disabled on this server: WHESTBOARD_ORGANIZER_TOKEN is not set."
+    )
+    body = [
+        dbc.Alert(notice, color="info" if enabled else "secondary", className="py-2 small", id="lb-org-notice"),
+        dbc.Input(id="lb-token", type="password", placeholder="organizer token", size="sm", className="mb-2",
+                  autoComplete="off"),
+        html.H6("Import"),
+        dbc.Row([
+            dbc.Col(dbc.Input(id="lb-import-team", placeholder="team (for whest run reports)", size="sm")),
+            dbc.Col(dbc.Input(id="lb-import-id", placeholder="submission id (optional, one report)", size="sm")),
+        ], className="g-2 mb-2"),
+        dcc.Upload(
+            id="lb-upload", multiple=True, max_size=si_max_bytes(),
+            children=html.Div(["Drop submission files here or ", html.A("choose files"),
+                               html.Span(" (.csv / .parquet with optional .per_mlp file, or whest run .json)",
+                                         className="text-muted")]),
+            style={"border": "1px dashed #999", "borderRadius": "6px", "padding": "14px", "textAlign": "center"},
+        ),
+        html.H6("Edit or delete", className="mt-3"),
+        dbc.Row([
+            dbc.Col(dbc.Input(id="lb-edit-id", placeholder="submission id", size="sm"), width=4),
+            dbc.Col(dbc.Input(id="lb-edit-team", placeholder="new team name", size="sm"), width=3),
+            dbc.Col(dbc.Select(id="lb-edit-status", options=[{"label": s, "value": s} for s in store.STATUSES],
+                               placeholder="status", size="sm"), width=2),
+            dbc.Col(dbc.Button("Save", id="lb-edit", size="sm", color="primary"), width="auto"),
+            dbc.Col(dbc.Button("Delete", id="lb-delete", size="sm", color="danger", outline=True), width="auto"),
+        ], className="g-2"),
+        html.Div(id="lb-org-result", className="mt-2"),
+    ]
+    return dbc.Accordion([dbc.AccordionItem(body, title="Organizer: import, edit, delete")],
+                         start_collapsed=True, className="mt-4", id="lb-organizer")
+
+
+def si_max_bytes() -> int:
+    from components.organizer_api import MAX_UPLOAD_BYTES
+
+    return MAX_UPLOAD_BYTES
+
+
+# ---------------------------------------------------------------------------
+# rendering
+# ---------------------------------------------------------------------------
+
+
+def _ranking_rows(round_tag: str) -> list[dict]:
+    table = ranking.round_ranking(round_tag)
+    rows = []
+    for r in table.to_dict("records"):
+        ci = (f" [{sci(r['ci_low'])}, {sci(r['ci_high'])}]"
+              if r["ci_low"] == r["ci_low"] and r["ci_low"] is not None else " (no per-MLP results)")
+        rows.append({
+            "rank": int(r["rank"]), "team": r["team"], "submission_id": r["submission_id"],
+            "score_text": sci(r["adjusted_score"], 4) + ci, "adjusted_score": r["adjusted_score"],
+            "vs_leader": _verdict_text(r), "vs_mc": _finite(r["vs_mc"]),
+            "final_layer_mse": _finite(r["final_layer_mse"]), "mean_flops_used": _finite(r["mean_flops_used"]),
+            "mean_multiplier": _finite(r["mean_multiplier"]),
+            "n_failed_mlps": None if r["n_failed_mlps"] is None or r["n_failed_mlps"] != r["n_failed_mlps"]
+            else int(r["n_failed_mlps"]),
+            "n_mlps": None if r["n_mlps"] is None or r["n_mlps"] != r["n_mlps"] else int(r["n_mlps"]),
+            "submitted": r["submitted_at"].strftime("%Y-%m-%d %H:%M"),
+        })
+    return rows
+
+
+def _finite(value):
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if value == value and abs(value) != float("inf") else None
+
+
+def _verdict_text(row: dict) -> str:
+    verdict = row["verdict"]
+    if verdict == ranking.VERDICT_LEADER:
+        return "leader"
+    if verdict == ranking.VERDICT_TIED:
+        return f"≈ leader (p = {row['p_value']:.2g}, {int(row['n_shared'])} MLPs)"
+    if verdict == ranking.VERDICT_BEHIND:
+        return f"behind (p = {row['p_value']:.2g}, {int(row['n_shared'])} MLPs)"
+    return f"— {verdict}"
+
+
+def _row_style(team: str | None) -> dict:
+    if not team:
+        return {}
+    return {"styleConditions": [{"condition": f"params.data.team === {json.dumps(team)}",
+                                 "style": {"backgroundColor": "#fde2e2", "fontWeight": "600"}}]}
+
+
+def _summary(round_tag: str, points) -> list:
+    rnd = get_round(round_tag)
+    ref = ranking.round_reference(round_tag)
+    n_teams = points["team"].nunique() if not points.empty else 0
+    parts = [f"{len(points):,} submissions from {n_teams:,} teams in {round_tag} "
+             f"({rnd.shape_label}, B = {sci(rnd.budget)} FLOPs, residual time {rnd.residual_rule})."]
+    if ref:
+        parts.append(f" Monte Carlo curve from {ref.dataset_key} ({ref.n_mlps} MLPs): mean σ² = "
+                     f"{sci(ref.mean_avg_variance)}, MC@B = {sci(rnd.mc_at_bm(ref.mean_avg_variance))}, "
+                     f"reference noise floor = {sci(ref.noise_floor)} (MSE differences below it are not resolved).")
+    else:
+        parts.append(" No dataset of this round is served, so no Monte Carlo curve is drawn.")
+    return parts
+
+
+@callback(
+    Output("lb-scatter", "figure"),
+    Output("lb-highlight-index", "data"),
+    Output("lb-ranking", "rowData"),
+    Output("lb-ranking", "getRowStyle"),
+    Output("lb-summary", "children"),
+    Output("lb-team", "options"),
+    Input("lb-y", "value"),
+    Input("lb-x", "value"),
+    Input("lb-revision", "data"),
+    State("lb-round", "data"),
+    State("lb-team", "value"),
+)
+def _render_board(y_metric: str, x_metric: str, _revision, round_tag: str, team: str | None):
+    points = _round_points(round_tag)
+    fig = figs.scatter_figure(points, _mc_reference(round_tag), round_tag=round_tag, y_metric=y_metric,
+                              x_metric=x_metric, team=team)
+    teams = sorted(points["team"].unique()) if not points.empty else []
+    options = [{"label": t, "value": t} for t in teams]
+    if team and team not in teams:
+        options.append({"label": f"{team} (no submissions in {round_tag})", "value": team})
+    return (fig, len(fig.data) - 1, _ranking_rows(round_tag), _row_style(team), _summary(round_tag, points),
+            options)
+
+
+@callback(Output("lb-timeline", "figure"), Output("lb-timeline-index", "data"), Input("lb-revision", "data"),
+          State("lb-team", "value"))
+def _render_timeline(_revision, team: str | None):
+    fig = figs.timeline_figure(ranking.all_points(), team=team, round_order=list(ALL_ROUNDS))
+    return fig, len(fig.data) - 1
+
+
+@callback(
+    Output("lb-scatter", "figure", allow_duplicate=True),
+    Output("lb-timeline", "figure", allow_duplicate=True),
+    Output("lb-ranking", "getRowStyle", allow_duplicate=True),
+    Input("lb-team", "value"),
+    State("lb-round", "data"),
+    State("lb-y", "value"),
+    State("lb-x", "value"),
+    State("lb-highlight-index", "data"),
+    State("lb-timeline-index", "data"),
+    prevent_initial_call=True,
+)
+def _highlight(team: str | None, round_tag: str, y_metric: str, x_metric: str, index, timeline_index):
+    """Only the highlight traces change: a few dots travel, not the whole field."""
+    if index is None:
+        return no_update, no_update, _row_style(team)
+    points = _round_points(round_tag)
+    prep = figs.prepare(points, _mc_reference(round_tag), y_metric, x_metric)
+    scatter_patch = dash.Patch()
+    scatter_patch["data"][index] = figs.highlight_trace(prep, team).to_plotly_json()
+    timeline_patch = no_update
+    if timeline_index is not None:
+        timeline_patch = dash.Patch()
+        timeline_patch["data"][timeline_index] = figs.timeline_highlight_trace(ranking.all_points(), team).to_plotly_json()
+    return scatter_patch, timeline_patch, _row_style(team)
+
+
+@callback(
+    Output("url", "href", allow_duplicate=True),
+    Input("lb-round-choice", "value"),
+    State("lb-round", "data"),
+    State("lb-team", "value"),
+    State("lb-y", "value"),
+    State("lb-x", "value"),
+    prevent_initial_call=True,
+)
+def _change_round(choice: str, current: str, team: str | None, y_metric: str, x_metric: str):
+    if choice == current or choice not in ALL_ROUNDS:
+        return no_update
+    return PATH + _query(choice, team, y_metric, x_metric)
+
+
+# The address follows the team and axes in place (no navigation, nothing re-rendered).
+clientside_callback(
+    """
+    function(team, y, x, round) {
+        const params = new URLSearchParams();
+        params.set('round', round);
+        if (team) { params.set('team', team); }
+        if (y && y !== 'score') { params.set('y', y); }
+        if (x && x !== 'flops') { params.set('x', x); }
+        const target = window.location.pathname + '?' + params.toString();
+        if (window.location.pathname + window.location.search !== target) {
+            window.history.replaceState(window.history.state, '', target);
+        }
+        return target;
+    }
+    """,
+    Output("lb-url-sync", "data"),
+    Input("lb-team", "value"),
+    Input("lb-y", "value"),
+    Input("lb-x", "value"),
+    State("lb-round", "data"),
+)
+
+
+# ---------------------------------------------------------------------------
+# export and organizer actions
+# ---------------------------------------------------------------------------
+
+
+@callback(Output("lb-download", "data"), Input("lb-export", "n_clicks"), Input("lb-export-mlps", "n_clicks"),
+          prevent_initial_call=True)
+def _export(_subs, _mlps):
+    if ctx.triggered_id == "lb-export-mlps":
+        return dcc.send_string(si.mlp_results_csv(), "whestboard-submissions.per_mlp.csv")
+    return dcc.send_string(si.submissions_csv(), "whestboard-submissions.csv")
+
+
+@callback(
+    Output("lb-org-result", "children"),
+    Output("lb-revision", "data"),
+    Input("lb-upload", "contents"),
+    Input("lb-edit", "n_clicks"),
+    Input("lb-delete", "n_clicks"),
+    State("lb-upload", "filename"),
+    State("lb-token", "value"),
+    State("lb-import-team", "value"),
+    State("lb-import-id", "value"),
+    State("lb-edit-id", "value"),
+    State("lb-edit-team", "value"),
+    State("lb-edit-status", "value"),
+    State("lb-revision", "data"),
+    prevent_initial_call=True,
+)
+def _organizer_action(contents, _edit, _delete, filenames, token, team, sid, edit_id, edit_team, edit_status,
+                      revision):
+    """Every organizer action checks the token here, on the server, before touching the store."""
+    try:
+        auth.require_organizer(token)
+    except auth.OrganizerDenied as exc:
+        return dbc.Alert(f"Refused: {exc}.", color="danger", className="py-2"), no_update
+    try:
+        if ctx.triggered_id == "lb-upload":
+            message = _import(contents, filenames, team, sid)
+        elif ctx.triggered_id == "lb-delete":
+            message = _delete(edit_id)
+        else:
+            message = _edit(edit_id, edit_team, edit_status)
+    except si.ImportRejected as exc:
+        return dbc.Alert([html.Div(str(exc).split("\n")[0] + ":"),
+                          html.Ul([html.Li(p) for p in exc.problems[:50]], className="mb-0 small")]
+                         + ([html.Div(f"… and {len(exc.problems) - 50} more")] if len(exc.problems) > 50 else []),
+                         color="danger", className="py-2"), no_update
+    except (ValueError, KeyError) as exc:
+        text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        return dbc.Alert(f"Nothing changed: {text}", color="danger", className="py-2"), no_update
+    return dbc.Alert(message, color="success", className="py-2"), (revision or 0) + 1
+
+
+def _import(contents, filenames, team, sid) -> str:
+    if not contents:
+        raise ValueError("no file received")
+    uploads = [si.Upload(name, base64.b64decode(data.split(",", 1)[1]))
+               for name, data in zip(filenames, contents, strict=True)]
+    report = si.import_uploads(uploads, team=(team or "").strip() or None, submission_id=(sid or "").strip() or None)
+    return f"Imported {', '.join(filenames)}: {report.summary()}."
+
+
+def _delete(submission_id: str | None) -> str:
+    submission_id = (submission_id or "").strip()
+    if not submission_id:
+        raise ValueError("give the submission id to delete")
+    if not store.delete_submission(submission_id):
+        raise ValueError(f"no submission {submission_id!r}")
+    return f"Deleted {submission_id}."
+
+
+def _edit(submission_id: str | None, team: str | None, status: str | None) -> str:
+    submission_id = (submission_id or "").strip()
+    changes = {k: v for k, v in (("team", (team or "").strip()), ("status", status)) if v}
+    if not submission_id or not changes:
+        raise ValueError("give the submission id and a new team name or status")
+    if not store.edit(submission_id, changes):
+        raise ValueError(f"no submission {submission_id!r}")
+    return f"Updated {submission_id}: " + ", ".join(f"{k} = {v}" for k, v in changes.items()) + "."
