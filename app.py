@@ -34,6 +34,9 @@ def create_app() -> dash.Dash:
     app.server.config["WHESTBOARD_UNDER_GUNICORN"] = UNDER_GUNICORN
     runtime.install_request_logging(app.server)
     _register_health(app)
+    from components import organizer_api  # submissions API + first-start import of the baselines
+
+    organizer_api.register(app.server)
     return app
 
 
