@@ -3,7 +3,8 @@
 ``--json`` prints a report shaped like ``whest run --json`` (``results`` with
 the same ``per_mlp`` fields, means and ``failure_breakdown``) so the two can be
 diffed; Whestboard's additions (noise floor, MC@B, rulebook, run id) sit under
-a separate ``whestboard`` key. Every run is recorded in the run store, and an
+a separate ``whestboard`` key. Like ``whest run``, the exit status is 1 when an
+MLP raised during predict (it is still scored, as the grader's fallback). Every run is recorded in the run store, and an
 identical earlier run is served from it unless ``--no-cache`` is given.
 """
 
@@ -114,4 +115,10 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(whest_shaped(outcome), indent=2))
     else:
         _print_human(outcome)
+    per_mlp = outcome.report["results"]["per_mlp"]
+    raised = [e for e in per_mlp if e.get("error")]
+    if raised:  # whest run's convention, so scripts treat both alike
+        print(f"{len(raised)} of {len(per_mlp)} MLP(s) raised during predict; each was scored as the "
+              "zero prediction (see failure_reason and traceback in --json)", file=sys.stderr)
+        return 1
     return 0

@@ -1,0 +1,182 @@
+"""``python -m whestboard score --json`` can be diffed against ``whest run --json``, field by field."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.upstream import make_official
+from whestboard import db
+from whestboard.cli import main
+
+TIMING = {"wall_time_s", "flopscope_backend_time_s", "flopscope_overhead_time_s", "residual_wall_time_s"}
+WHEST = Path(sys.executable).with_name("whest")
+BUDGET = 5_000_000
+
+# Covariance propagation that fails on its second MLP: both paths must report the same error fields.
+ESTIMATOR = """
+from whestbench.estimators import CovariancePropagationEstimator
+
+class Estimator(CovariancePropagationEstimator):
+    calls = 0
+
+    def predict(self, mlp, budget):
+        Estimator.calls += 1
+        if Estimator.calls == 2:
+            raise ValueError("second MLP refused on purpose")
+        return super().predict(mlp, budget)
+"""
+
+
+@pytest.fixture(scope="module")
+def official(tmp_path_factory):
+    return make_official(tmp_path_factory.mktemp("cli") / "ds", width=16, depth=3, n_samples=2000,
+                         seeds=[5, 6, 7])
+
+
+@pytest.fixture(scope="module")
+def estimator_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("est") / "estimator.py"
+    path.write_text(textwrap.dedent(ESTIMATOR))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def store(tmp_path, monkeypatch):
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
+    db.reset_engines()
+    yield
+    db.reset_engines()
+
+
+@pytest.fixture(scope="module")
+def whest_report(official, estimator_file, tmp_path_factory) -> dict:
+    """What whestbench's own CLI reports for the same file and dataset."""
+    env = dict(os.environ, HF_HOME=str(tmp_path_factory.mktemp("hf")), HF_DATASETS_OFFLINE="1")
+    out = subprocess.run(
+        [str(WHEST), "run", "--estimator", str(estimator_file), "--dataset", str(official), "--json",
+         "--runner", "local", "--flop-budget", str(BUDGET)],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert out.returncode == 1 and "1 of 3 MLP(s) raised during predict" in out.stderr, out.stderr[-2000:]
+    return json.loads(out.stdout)
+
+
+def score_json(capsys, *args: str, status: int = 0) -> dict:
+    capsys.readouterr()
+    assert main(["score", *args, "--json"]) == status
+    return json.loads(capsys.readouterr().out)
+
+
+def untimed(breakdown: dict | None) -> dict | None:
+    if breakdown is None:
+        return None
+    return {
+        "flop_budget": breakdown["flop_budget"],
+        "flops_used": breakdown["flops_used"],
+        "flops_remaining": breakdown["flops_remaining"],
+        "ops": {(ns, op): (info["flop_cost"], info["calls"]) for ns, bucket in breakdown["by_namespace"].items()
+                for op, info in bucket["operations"].items()},
+    }
+
+
+def test_score_json_matches_whest_run_on_every_field_both_report(capsys, official, estimator_file, whest_report):
+    ours = score_json(capsys, "--dataset", str(official), "--estimator", str(estimator_file), "--budget", str(BUDGET),
+                      status=1)
+    theirs = whest_report
+    assert ours["schema_version"] == theirs["schema_version"] and ours["mode"] == theirs["mode"]
+    assert ours["whestbench_version"] == theirs["whestbench_version"]
+    for key in ("n_mlps", "width", "depth", "flop_budget", "wall_time_limit_s", "residual_wall_time_limit_s",
+                "lambda_flops_per_second"):
+        assert ours["run_config"][key] == theirs["run_config"][key], key
+
+    mine, upstream = ours["results"], theirs["results"]
+    assert len(mine["per_mlp"]) == len(upstream["per_mlp"]) == 3
+    compared = 0
+    for a, b in zip(mine["per_mlp"], upstream["per_mlp"], strict=True):
+        assert set(b) <= set(a), set(b) - set(a)
+        for field, value in b.items():
+            if field in TIMING or field == "traceback":
+                continue
+            if field == "breakdowns":
+                assert untimed(a[field]["estimator"]) == untimed(value["estimator"])
+            else:
+                assert a[field] == value, field
+            compared += 1
+        assert (a["traceback"] is None) == (b["traceback"] is None)
+    assert compared > 40
+    assert mine["per_mlp"][1]["error_code"] == "PREDICT_ERROR"
+
+    for field, value in upstream.items():
+        if field == "per_mlp":
+            continue
+        if field == "breakdowns":
+            assert untimed(mine[field]["estimator"]) == untimed(value["estimator"])
+        else:
+            assert mine[field] == value, field
+
+    extras = ours["whestboard"]
+    assert extras["run_id"] and not extras["cached"]
+    assert extras["noise"]["noise_floor"] > 0 and extras["mc_reference"]["mc_at_budget"] > 0
+    assert "second MLP refused on purpose" in mine["per_mlp"][1]["failure_reason"]
+
+
+def test_identical_score_is_served_from_the_store(capsys, official):
+    args = ("--dataset", str(official), "--estimator", "mean", "--mlps", "0:2")
+    first = score_json(capsys, *args)
+    second = score_json(capsys, *args)
+    assert second["whestboard"]["cached"] and second["whestboard"]["run_id"] == first["whestboard"]["run_id"]
+    assert second["results"] == first["results"]
+    third = score_json(capsys, *args, "--no-cache")
+    assert not third["whestboard"]["cached"] and third["whestboard"]["run_id"] != first["whestboard"]["run_id"]
+
+
+def test_round_and_budget_flags_restore_the_rulebook(capsys, official):
+    report = score_json(capsys, "--dataset", str(official), "--estimator", "mc:0.5B", "--round", "v1-warmup",
+                        "--budget", "1e6", "--mlps", "2")
+    rb = report["whestboard"]["rulebook"]
+    assert rb["round_tag"] == "v1-warmup" and rb["flop_budget"] == 10**6 and rb["custom_budget"]
+    assert report["run_config"]["lambda_flops_per_second"] == 1e11
+    assert report["run_config"]["residual_wall_time_limit_s"] is None
+    assert rb["billing_note"] and "flopscope" in rb["billing_note"]
+    assert [e["mlp_index"] for e in report["results"]["per_mlp"]] == [2]
+
+
+def test_human_output_names_failures_and_the_noise_floor(capsys, official, tmp_path):
+    path = tmp_path / "broken.py"
+    path.write_text("from whestbench import BaseEstimator\nclass Estimator(BaseEstimator):\n"
+                    "    def predict(self, mlp, budget):\n        raise KeyError('no weights')\n")
+    capsys.readouterr()
+    assert main(["score", "--dataset", str(official), "--estimator", str(path), "--mlps", "0"]) == 1
+    out = capsys.readouterr()
+    assert "predict raised PREDICT_ERROR" in out.out and "no weights" in out.out
+    assert "noise floor" in out.out and "[1/1]" in out.err and "1 of 1 MLP(s) raised" in out.err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--estimator", "magic"), "unknown estimator"),
+        (("--estimator", "mean", "--mlps", "0:9"), "not in this dataset"),
+        (("--estimator", "mean", "--budget", "much"), "cannot read budget"),
+        (("--estimator", "mean", "--round", "v9"), "unknown round"),
+        (("--estimator", "mc:0"), "at least 2"),
+        (("--estimator", "/no/such/estimator.py"), "does not exist"),
+    ],
+)
+def test_user_mistakes_are_one_line_errors(capsys, official, args, message):
+    capsys.readouterr()
+    assert main(["score", "--dataset", str(official), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_unknown_dataset_key_lists_what_is_served(capsys):
+    assert main(["score", "--dataset", "no-such-dataset", "--estimator", "mean"]) == 2
+    assert "no dataset 'no-such-dataset'" in capsys.readouterr().err
