@@ -15,6 +15,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "bake": ("whestboard.cli_bake", "bake a compact dataset (seeds + Monte Carlo ground truth)"),
     "datasets": ("whestboard.cli_datasets", "list the datasets the app would serve"),
+    "band": ("whestboard.cli_band", "measure a dataset's Monte Carlo convergence band (resumable)"),
     "import": ("whestboard.cli_submissions", "import graded submissions (CSV, Parquet, whest run --json)"),
     "export": ("whestboard.cli_submissions", "export every submission in the import schema (CSV)"),
     "sweep": ("whestboard.cli_sweep", "grade the baseline estimators on the embedded data as submissions"),
