@@ -100,3 +100,121 @@ def _entry_class(upload) -> str:
     if upload.class_name:
         return upload.class_name
     return uploads.guess_class_name((upload.submission.root / upload.entry).read_bytes())
+
+
+# --- the upload job: contract check, sandboxed run, baselines -------------------------------------
+
+BASELINES = ("mean", "cov")
+
+
+def job_spec(upload_sha: str, dataset_key: str, mlps: str, *, team: str | None = None,
+             budget: str | None = None) -> dict:
+    """What the page queues: everything a job needs to run again from scratch."""
+    return {"upload": upload_sha, "dataset": dataset_key, "mlps": mlps or "", "team": team or None,
+            "budget": budget or None}
+
+
+def _verdict_row(entry: dict) -> dict:
+    from whestboard.sandbox import verdict_of
+
+    verdict, message = verdict_of(entry)
+    return {"mlp_index": entry["mlp_index"], "mlp_name": entry.get("mlp_name", ""), "verdict": verdict,
+            "message": entry.get("failure_reason") or message, "flops_used": entry.get("flops_used", 0),
+            "final_layer_mse": entry.get("final_layer_mse"), "wall_time_s": entry.get("wall_time_s"),
+            "residual_wall_time_s": entry.get("residual_wall_time_s"), "traceback": entry.get("traceback")}
+
+
+def run_upload_job(ctx) -> dict:
+    """The body of an upload job (:class:`whestboard.jobqueue.JobContext`): check, score, compare."""
+    from whestboard import registry, runs, sandbox, uploads
+    from whestboard.contract import check_contract
+
+    spec = ctx.job.spec
+    upload = uploads.load(spec["upload"])
+    dataset = registry.get_dataset(spec["dataset"])
+    rulebook = runs.rulebook_for(dataset.info.round_tag)
+    rulebook = runs.rulebook_for(dataset.info.round_tag, runs.parse_budget(spec.get("budget"), rulebook.round_budget))
+    request_indices = runs.parse_mlp_selection(spec.get("mlps"), dataset.indices)
+    result: dict = {"ok": False, "upload": {"sha256": upload.sha256, "filename": upload.filename, "kind": upload.kind}}
+
+    ctx.report(phase="contract", done=0, total=len(request_indices), message="checking the contract in the sandbox")
+    sandbox.prewarm()  # the scoring worker imports its libraries while the contract runs
+    contract = check_contract(upload.submission, dataset.info.round or _round(rulebook.round_tag),
+                              should_cancel=ctx.should_cancel)
+    result["contract"] = contract.as_dict()
+    if not contract.ok:
+        result["error"] = contract.summary()
+        return result
+
+    created: list[SandboxedEstimator] = []
+    handle = _upload_handle(upload, ctx.should_cancel, created)
+    verdicts: list[dict] = []
+
+    def progress(done: int, total: int, entry: dict) -> None:
+        verdicts.append(_verdict_row(entry))
+        ctx.report(phase="scoring", done=done, total=total, verdicts=verdicts,
+                   message=f"scored MLP {entry['mlp_index']} ({done}/{total})")
+
+    ctx.report(phase="scoring", done=0, total=len(request_indices), verdicts=[], message="scoring in the sandbox")
+    request = runs.RunRequest(dataset, request_indices, handle, rulebook, source="upload", team=spec.get("team"))
+    try:
+        outcome = runs.run(request, on_progress=progress, should_cancel=ctx.should_cancel)
+    except sandbox.SandboxCancelled:
+        return {**result, "cancelled": True, "error": "cancelled while scoring", "verdicts": verdicts}
+    except runs.RunError as exc:
+        return {**result, "error": str(exc), "verdicts": verdicts}
+    finally:
+        _attach_sandbox_facts(result, created)
+    if outcome.cancelled:
+        return {**result, "cancelled": True, "error": "cancelled between MLPs", "verdicts": verdicts}
+    result.update(ok=True, run_id=outcome.run_id, cached=outcome.cached,
+                  verdicts=[_verdict_row(e) for e in outcome.report["results"]["per_mlp"]])
+    result["baselines"] = _baseline_runs(dataset, request_indices, rulebook, ctx)
+    return result
+
+
+def _round(tag: str):
+    from whestboard.rounds import get_round
+
+    return get_round(tag)
+
+
+def _upload_handle(upload, should_cancel, created: list) -> EstimatorHandle:
+    """The stored upload's handle, remembering the sandbox it builds (for output and confinement)."""
+    handle = sandboxed_handle(f"upload:{upload.sha256}", should_cancel=should_cancel)
+    build = handle.factory
+
+    def factory():
+        estimator = build()
+        created.append(estimator)
+        return estimator
+
+    return replace(handle, factory=factory)
+
+
+def _attach_sandbox_facts(result: dict, created: list) -> None:
+    if not created:
+        return
+    estimator = created[-1]
+    result["output"] = estimator.output.text()
+    result["output_truncated"] = estimator.output.truncated
+    result["confinement"] = estimator.started.confinement if estimator.started else {}
+    result["worker_restarts"] = estimator.restarts
+
+
+def _baseline_runs(dataset, indices: list[int], rulebook, ctx) -> dict[str, str | None]:
+    """Mean and covariance propagation on the same MLPs (served from the store when already run)."""
+    from whestboard import runs
+    from whestboard.estimators import resolve_estimator
+
+    found: dict[str, str | None] = {}
+    for name in BASELINES:
+        if ctx.should_cancel():
+            break
+        ctx.report(phase="baselines", done=0, total=len(indices), message=f"comparing with the {name} baseline")
+        request = runs.RunRequest(dataset, indices, resolve_estimator(name), rulebook, source="lab")
+        try:
+            found[name] = runs.run(request, should_cancel=ctx.should_cancel).run_id
+        except runs.RunError:
+            found[name] = None
+    return found
