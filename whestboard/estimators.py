@@ -2,8 +2,9 @@
 
 A spec is what a participant types: ``mean``, ``cov``, ``combined`` (whestbench's
 reference baselines), ``mc:N`` / ``mc:0.5B`` (plain Monte Carlo sampling with N
-samples, or with a fraction of the budget), or ``PATH.py`` (a participant's
-estimator file, loaded the way ``whest run --runner local`` loads it).
+samples, or with a fraction of the budget), or a participant's file
+(``PATH.py``, ``PATH.tar.gz``, ``upload:<sha256>``), which ``whestboard.upload_runs``
+turns into a sandboxed worker: participant code never runs in this process.
 
 ``resolve_estimator`` turns a spec into an ``EstimatorHandle``: a label, a kind,
 the sha256 of the code that will run (so a cached result is never served for
@@ -16,14 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import logging
 import math
 import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import flopscope as flops
@@ -247,63 +246,6 @@ def _mc_handle(text: str) -> EstimatorHandle:
         factory=lambda: MonteCarloEstimator(**params),
         description=f"Monte Carlo sampling, {what}, seeded from mlp.seed",
         class_name=MonteCarloEstimator.__name__,
-    )
-
-
-class LocalFileEstimator:
-    """A participant's file behind whestbench's ``LocalRunner``, as ``whest run --runner local`` runs it.
-
-    Going through the runner (not calling the class directly) is what makes a
-    failing predict read exactly as in ``whest run``: the runner wraps it as
-    ``PREDICT_ERROR`` and loads and sets up the file the same way. In-process,
-    so memory is not limited; the sandboxed runner is the isolated alternative.
-    """
-
-    enforces_wall_time_limit = False
-
-    def __init__(self, path: Path) -> None:
-        from whestbench.runner import LocalRunner
-
-        self.path = Path(path)
-        self._runner = LocalRunner()
-
-    def setup(self, context) -> None:
-        from whestbench.runner import EstimatorEntrypoint, ResourceLimits
-
-        limits = ResourceLimits(setup_timeout_s=5.0, predict_timeout_s=30.0, memory_limit_mb=8_192,
-                                flop_budget=context.flop_budget)
-        self._runner.start(EstimatorEntrypoint(file_path=self.path), context, limits)
-
-    def predict(self, mlp, budget: int):
-        return self._runner.predict(mlp, budget)
-
-    def last_predict_stats(self):
-        return self._runner.last_predict_stats()
-
-    def close(self) -> None:
-        self._runner.close()
-
-
-# LocalRunner logs that memory limits are advisory in-process on every start; the
-# class docstring above says so once, instead of a stderr line per run.
-logging.getLogger("whestbench.runner").setLevel(logging.ERROR)
-
-
-def _file_handle(path: Path) -> EstimatorHandle:
-    from whestbench.loader import resolve_estimator_class_metadata
-
-    path = path.expanduser().resolve()
-    if not path.is_file():
-        raise FileNotFoundError(f"estimator file {path} does not exist")
-    meta = resolve_estimator_class_metadata(path)
-    return EstimatorHandle(
-        label=path.name,
-        kind="file",
-        code_sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
-        factory=lambda: LocalFileEstimator(path),
-        description=f"{meta.class_name} from {path} (whestbench LocalRunner, in-process)",
-        class_name=meta.class_name,
-        submission_dir=str(path.parent),
     )
 
 
