@@ -1,0 +1,210 @@
+"""HTML building blocks of the explorer pages: cards, the MLP grid, the neuron drill-down.
+
+Plain functions from data to Dash components, so the pages stay a list of
+sections plus the callbacks that wire them. Every named quantity carries its
+plain-language explanation (``explorer_figures.GLOSSARY``) as a hover title.
+"""
+
+from __future__ import annotations
+
+import dash_ag_grid as dag
+import dash_bootstrap_components as dbc
+import pandas as pd
+from dash import dcc, html
+
+from components.explorer_figures import GLOSSARY
+from components.format import integer, sci
+from whestboard.datasets import Dataset
+from whestboard.mlp_stats import MLPStats, NeuronDetail, summary_for
+
+GRAPH_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
+
+
+def explained(label: str, key: str) -> html.Span:
+    """A label whose hover title explains the quantity."""
+    return html.Span(label, title=GLOSSARY[key], className="explained",
+                     style={"textDecoration": "underline dotted", "cursor": "help"})
+
+
+def _fact(label, value, *, value_id: str | None = None) -> html.Div:
+    return html.Div([html.Div(label, className="text-muted small"),
+                     html.Div(value, className="fw-semibold", id=value_id or "")],
+                    className="me-4 mb-2")
+
+
+# ---------------------------------------------------------------------------
+# list page
+# ---------------------------------------------------------------------------
+
+
+def dataset_facts(ds: Dataset) -> dbc.Card:
+    """Shape, reference size and the noise floor every MSE must be read against."""
+    info = ds.info
+    count = integer(info.n_mlps) + ("" if info.complete else f" of {integer(info.declared_n_mlps)} (still baking)")
+    mcb = ds.mc_at_bm()
+    facts = [
+        _fact("Round", info.round_tag or "custom"),
+        _fact("Width x depth", info.shape_label),
+        _fact("MLPs", count),
+        _fact("Reference samples N_ref", integer(info.n_samples)),
+        _fact(explained("mean avg_variance", "avg_variance"), sci(ds.mean_avg_variance)),
+        _fact(explained("Noise floor", "noise floor"), sci(ds.noise_floor), value_id="dataset-noise-floor"),
+        _fact(html.Span("MC@B", title="Expected final-layer MSE of spending the whole FLOP budget on "
+                                      "Monte Carlo sampling (mean avg_variance / samples affordable at B).",
+                        style={"textDecoration": "underline dotted", "cursor": "help"}), sci(mcb)),
+    ]
+    return dbc.Card(dbc.CardBody(html.Div(facts, className="d-flex flex-wrap")), className="mb-3",
+                    id="dataset-facts")
+
+
+def _number_column(field: str, header: str, tooltip: str, fmt: str = ".4~g", width: int = 140) -> dict:
+    return {
+        "field": field, "headerName": header, "headerTooltip": tooltip, "type": "numericColumn",
+        "filter": "agNumberColumnFilter", "width": width,
+        "valueFormatter": {"function": f"params.value == null ? '' : d3.format('{fmt}')(params.value)"},
+    }
+
+
+def mlp_grid_rows(summary: pd.DataFrame, dataset_key: str) -> list[dict]:
+    """Grid rows; seeds go as strings because int63 does not survive a JS number."""
+    rows = summary.copy()
+    rows["mlp"] = [f"[{name}](/mlp/{dataset_key}/{index})"
+                   for name, index in zip(rows["mlp_name"], rows["index"], strict=True)]
+    rows["mlp_seed"] = rows["mlp_seed"].astype(str)
+    return rows.to_dict("records")
+
+
+def mlp_grid(summary: pd.DataFrame, dataset_key: str) -> dag.AgGrid:
+    """One row per MLP, sortable and filterable; the name opens the MLP page."""
+    columns = [
+        {"field": "index", "headerName": "#", "type": "numericColumn", "filter": "agNumberColumnFilter",
+         "width": 90, "pinned": "left", "headerTooltip": "Position of the MLP in the dataset (mlp_index)."},
+        {"field": "mlp", "headerName": "MLP", "cellRenderer": "markdown", "filter": "agTextColumnFilter",
+         "width": 220, "pinned": "left", "headerTooltip": "The MLP's name; click to open its page."},
+        {"field": "mlp_id", "headerName": "id", "type": "numericColumn", "filter": "agNumberColumnFilter",
+         "width": 90, "headerTooltip": "mlp_id as stored in the dataset."},
+        {"field": "mlp_seed", "headerName": "seed", "filter": "agTextColumnFilter", "width": 200,
+         "headerTooltip": "mlp_seed: weights and reference samples are derived from it (seed protocol 3.0)."},
+        _number_column("avg_variance", "avg_variance", GLOSSARY["avg_variance"]),
+        _number_column("noise_floor", "noise floor", GLOSSARY["noise floor"] + " (this MLP)"),
+        _number_column("final_mean_avg", "final E[h] mean", GLOSSARY["final_mean"] + " Mean over neurons."),
+        _number_column("final_mean_median", "final E[h] median", GLOSSARY["final_mean"] + " Median."),
+        _number_column("final_mean_max", "final E[h] max", GLOSSARY["final_mean"] + " Largest."),
+        _number_column("final_dead_fraction", "final dead", GLOSSARY["final_dead_fraction"] + " "
+                       + GLOSSARY["dead"], fmt=".1%", width=120),
+        _number_column("dead_fraction", "dead (all layers)", GLOSSARY["dead_fraction"] + " "
+                       + GLOSSARY["dead"], fmt=".1%", width=140),
+    ]
+    return dag.AgGrid(
+        id="mlp-grid",
+        rowData=mlp_grid_rows(summary, dataset_key),
+        columnDefs=columns,
+        defaultColDef={"sortable": True, "resizable": True, "floatingFilter": True},
+        dashGridOptions={"tooltipShowDelay": 200, "animateRows": False, "rowHeight": 34,
+                         "enableCellTextSelection": True},
+        csvExportParams={"fileName": f"{dataset_key}-mlps.csv"},
+        getRowId="String(params.data.index)",
+        style={"height": "min(70vh, 760px)", "width": "100%"},
+    )
+
+
+# ---------------------------------------------------------------------------
+# MLP page
+# ---------------------------------------------------------------------------
+
+
+def graph_card(plot: str, figure, *, clickable: bool = False, note=None, controls=None) -> dbc.Card:
+    """A figure with its CSV button; PNG comes from the plotly toolbar."""
+    graph_id = {"type": "mlp-clickable", "plot": plot} if clickable else f"mlp-{plot}"
+    header = html.Div(
+        [html.Div(controls or [], className="me-auto"),
+         dbc.Button("CSV", id={"type": "mlp-csv", "plot": plot}, size="sm", color="secondary", outline=True,
+                    title="Download the numbers behind this plot as CSV (PNG: camera icon in the plot toolbar)")],
+        className="d-flex align-items-center mb-1",
+    )
+    body = [header, dcc.Graph(id=graph_id, figure=figure, config=GRAPH_CONFIG)]
+    if note:
+        body.append(html.Div(note, className="text-muted small"))
+    return dbc.Card(dbc.CardBody(body), className="mb-3 h-100")
+
+
+def mlp_facts(ds: Dataset, index: int, stats: MLPStats) -> dbc.Card:
+    final = stats.means[-1]
+    facts = [
+        _fact("Index / id", f"{index}"),
+        _fact("Seed", str(summary_for(ds).set_index("index").loc[index, "mlp_seed"])),
+        _fact(explained("avg_variance", "avg_variance"), sci(stats.avg_variance)),
+        _fact(explained("Noise floor (this MLP)", "noise floor"), sci(stats.noise_floor), value_id="mlp-noise-floor"),
+        _fact(explained("Noise floor (dataset)", "noise floor"), sci(ds.noise_floor)),
+        _fact(explained("final E[h] mean", "E[h]"), sci(float(final.mean()))),
+        _fact(explained("dead neurons", "dead"), f"{stats.dead.mean():.1%}"),
+        _fact(explained("always-on neurons", "always-on"), f"{stats.always_on.mean():.1%}"),
+    ]
+    return dbc.Card(dbc.CardBody(html.Div(facts, className="d-flex flex-wrap")), className="mb-3",
+                    id="mlp-facts")
+
+
+def _neuron_class(detail: NeuronDetail) -> dbc.Badge:
+    if detail.dead:
+        return dbc.Badge("dead", color="secondary", title=GLOSSARY["dead"], className="ms-2")
+    if detail.always_on:
+        return dbc.Badge("always-on", color="warning", title=GLOSSARY["always-on"], className="ms-2")
+    return dbc.Badge("kinked", color="info", className="ms-2",
+                     title="Neither dead nor always-on: the ReLU clips it on part of the inputs, "
+                           "which is where mean-field estimates struggle most.")
+
+
+def _connection_table(title: str, connections, *, other_layer: str, contribution: bool) -> html.Div:
+    header = [html.Th("neuron"), html.Th("weight"), html.Th(f"E[h] ({other_layer})")]
+    if contribution:
+        header.append(html.Th("w · E[h]", title="This input's contribution to the pre-activation mean E[z]."))
+    rows = []
+    for c in connections:
+        cells = [html.Td(c.neuron), html.Td(f"{c.weight:+.4f}"), html.Td(sci(c.mean, 4))]
+        if contribution:
+            cells.append(html.Td(f"{c.weight * c.mean:+.4g}"))
+        rows.append(html.Tr(cells))
+    return html.Div([html.Div(title, className="fw-semibold small mt-2"),
+                     dbc.Table([html.Thead(html.Tr(header)), html.Tbody(rows)], size="sm", className="mb-1")])
+
+
+def neuron_panel(detail: NeuronDetail, depth: int) -> html.Div:
+    """What the reference, the exact ReLU identity and the mean field say about one neuron."""
+    layer = detail.layer + 1
+    error = detail.mf_post_mean - detail.truth_mean
+    rows = [
+        (explained("E[h] (reference)", "E[h]"), sci(detail.truth_mean, 5)),
+        (html.Span("E[z] = Σ W·E[h_prev] (reference)", title="Pre-activation mean, exact from the reference "
+                   "means and the weights (the pre-activation is linear in the previous layer)."),
+         sci(detail.reference_pre_mean, 5)),
+        (explained("clipped E[max(−z, 0)]", "clipped"), sci(detail.clipped, 4)),
+        (explained("mean-field E[h]", "mean field"), sci(detail.mf_post_mean, 5)),
+        (html.Span("mean-field error", title="Mean-field prediction minus reference: what the "
+                   "mean-propagation baseline gets wrong on this neuron."), f"{error:+.4g}"),
+        (explained("mean-field pre-activation mean", "mean field"), sci(detail.mf_pre_mean, 5)),
+        (explained("mean-field pre-activation variance", "mean field"), sci(detail.mf_pre_var, 5)),
+        (html.Span("mean-field P(z > 0)", title="Chance the neuron fires if its pre-activation were "
+                   "Gaussian with the mean-field mean and variance: Phi(mean / std)."),
+         f"{detail.mf_active_probability:.4f}"),
+    ]
+    facts = dbc.Table(html.Tbody([html.Tr([html.Th(k, className="fw-normal"), html.Td(v)]) for k, v in rows]),
+                      size="sm", className="mb-1", id="drilldown-facts")
+    source = "input x" if detail.layer == 0 else f"layer {layer - 1}"
+    parts = [
+        html.H5(["Layer ", html.Span(layer, id="drilldown-layer"), ", neuron ",
+                 html.Span(detail.neuron, id="drilldown-neuron"), _neuron_class(detail)]),
+        facts,
+        _connection_table(f"Largest incoming weights (from {source})", detail.incoming,
+                          other_layer=source, contribution=True),
+    ]
+    if detail.outgoing:
+        parts.append(_connection_table(f"Largest outgoing weights (to layer {layer + 1})", detail.outgoing,
+                                       other_layer=f"layer {layer + 1}", contribution=False))
+    else:
+        parts.append(html.Div(f"Final layer ({depth}): no outgoing weights.", className="text-muted small"))
+    return html.Div(parts, id="drilldown-detail")
+
+
+def drilldown_hint() -> html.Div:
+    return html.Div("Click a heatmap cell (or a neuron in the network view), or type a layer and neuron "
+                    "above, to see that neuron in detail.", className="text-muted", id="drilldown-hint")

@@ -1,0 +1,168 @@
+"""Round and dataset selectors, shared by every page and kept in the URL.
+
+A page calls ``resolve_selection(**query)`` on its query parameters
+(``?dataset=KEY&round=TAG``), renders ``selector_row(selection, target_path=...)``
+and, when the URL names something that is not served, ``not_found_panel``.
+Changing a selector navigates to ``target_path?dataset=...&round=...`` through
+the shell's ``url`` Location, so the choice is always in a shareable address
+and the page re-renders from it. One callback here serves every page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+import dash_bootstrap_components as dbc
+from dash import Input, Output, State, callback, ctx, dcc, html, no_update
+
+from whestboard import registry
+from whestboard.rounds import ALL_ROUNDS
+
+ROUND_ID = "selector-round"
+DATASET_ID = "selector-dataset"
+TARGET_ID = "selector-target"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the URL resolved to; ``problem`` says why nothing could be shown."""
+
+    dataset_key: str | None
+    round_tag: str | None
+    problem: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None and self.dataset_key is not None
+
+
+def default_dataset_key(round_tag: str | None = None) -> str | None:
+    """The dataset a bare URL shows: the latest round that has data, else the first served."""
+    if round_tag is not None:
+        return registry.default_dataset_key(round_tag)
+    for tag in reversed(list(ALL_ROUNDS)):
+        key = registry.default_dataset_key(tag)
+        if key is not None:
+            return key
+    return registry.default_dataset_key()
+
+
+def resolve_selection(dataset: str | None = None, round: str | None = None, **_ignored) -> Selection:  # noqa: A002
+    """Turn ``?dataset=&round=`` into a served dataset, with sensible defaults.
+
+    A named dataset wins (its own round is used); a round alone picks that
+    round's first dataset; nothing picks ``default_dataset_key()``.
+    """
+    dataset = (dataset or "").strip() or None
+    round_tag = (round or "").strip() or None
+    served = registry.datasets()
+    if dataset is not None:
+        if dataset not in served:
+            return Selection(None, round_tag, f"There is no dataset called {dataset!r}.")
+        return Selection(dataset, served[dataset].info.round_tag)
+    if round_tag is not None:
+        if round_tag not in ALL_ROUNDS:
+            return Selection(None, None, f"There is no round called {round_tag!r}.")
+        key = registry.default_dataset_key(round_tag)
+        if key is None:
+            return Selection(None, round_tag, f"No dataset of round {round_tag} is served yet.")
+        return Selection(key, round_tag)
+    key = default_dataset_key()
+    if key is None:
+        return Selection(None, None, "No dataset is served yet.")
+    return Selection(key, served[key].info.round_tag)
+
+
+def page_url(path: str, dataset_key: str | None, round_tag: str | None = None, **extra) -> str:
+    """``path?dataset=..&round=..`` (and any extra parameters), skipping empty values."""
+    params = {"dataset": dataset_key, "round": round_tag, **extra}
+    query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
+    return f"{path}?{query}" if query else path
+
+
+def _round_options() -> list[dict]:
+    served_rounds = {ds.info.round_tag for ds in registry.datasets().values()}
+    return [
+        {"label": f"{tag} ({rnd.shape_label})" + ("" if tag in served_rounds else " — no data yet"),
+         "value": tag, "disabled": tag not in served_rounds}
+        for tag, rnd in ALL_ROUNDS.items()
+    ]
+
+
+def _dataset_options() -> list[dict]:
+    options = []
+    for key, ds in registry.datasets().items():
+        info = ds.info
+        count = f"{info.n_mlps}" if info.complete else f"{info.n_mlps} of {info.declared_n_mlps}"
+        options.append({"label": f"{key} — {info.round_tag or 'custom'}, {info.shape_label}, {count} MLPs",
+                        "value": key})
+    return options
+
+
+def selector_row(selection: Selection, *, target_path: str = "/explorer") -> dbc.Row:
+    """Round and dataset dropdowns for ``selection``; a change navigates to ``target_path``."""
+    return dbc.Row(
+        [
+            dbc.Col(html.Label("Round", htmlFor=ROUND_ID, className="col-form-label-sm fw-semibold"),
+                    width="auto"),
+            dbc.Col(dcc.Dropdown(id=ROUND_ID, options=_round_options(), value=selection.round_tag,
+                                 clearable=False, searchable=False, style={"minWidth": "15rem"}),
+                    width="auto"),
+            dbc.Col(html.Label("Dataset", htmlFor=DATASET_ID, className="col-form-label-sm fw-semibold"),
+                    width="auto"),
+            dbc.Col(dcc.Dropdown(id=DATASET_ID, options=_dataset_options(), value=selection.dataset_key,
+                                 clearable=False, searchable=False, style={"minWidth": "24rem"}),
+                    width="auto"),
+            dcc.Store(id=TARGET_ID, data=target_path),
+        ],
+        className="g-2 align-items-center mb-3",
+        id="selector-row",
+    )
+
+
+def not_found_panel(title: str, problem: str, *, hint: str | None = None) -> dbc.Alert:
+    """A friendly dead end: what was asked for, and every dataset that is served."""
+    links = [
+        html.Li([dcc.Link(key, href=page_url("/explorer", key)),
+                 html.Span(f" — {ds.info.round_tag or 'custom'}, {ds.info.shape_label}, "
+                           f"MLP indices {_index_range(ds)}", className="text-muted")])
+        for key, ds in registry.datasets().items()
+    ]
+    body = [html.H4(title, className="alert-heading"), html.P(problem)]
+    if hint:
+        body.append(html.P(hint))
+    body.append(html.P("Available datasets:", className="mb-1") if links else
+                html.P("No dataset is served yet: the embedded data may still be baking."))
+    if links:
+        body.append(html.Ul(links, className="mb-0"))
+    return dbc.Alert(body, color="warning", id="not-found-panel")
+
+
+def _index_range(ds) -> str:
+    indices = ds.indices
+    if not indices:
+        return "none yet"
+    contiguous = indices == list(range(indices[0], indices[-1] + 1))
+    return f"{indices[0]}–{indices[-1]}" if contiguous else ", ".join(map(str, indices))
+
+
+@callback(
+    Output("url", "href", allow_duplicate=True),
+    Input(ROUND_ID, "value"),
+    Input(DATASET_ID, "value"),
+    State(TARGET_ID, "data"),
+    prevent_initial_call=True,
+)
+def _navigate(round_tag: str | None, dataset_key: str | None, target_path: str | None):
+    """Move to the chosen round (its first dataset) or dataset (its own round)."""
+    path = target_path or "/explorer"
+    if ctx.triggered_id == ROUND_ID:
+        key = registry.default_dataset_key(round_tag) if round_tag else None
+        if key is None or key == dataset_key:
+            return no_update
+        return page_url(path, key, round_tag)
+    served = registry.datasets()
+    if dataset_key not in served:
+        return no_update
+    return page_url(path, dataset_key, served[dataset_key].info.round_tag)
