@@ -36,6 +36,7 @@ from whestboard import db
 
 STATUSES = ("graded", "failed")
 REVISION_KEY = "submissions_revision"
+EPOCH_KEY = "submissions_epoch"
 SEEDED_KEY = "submissions_seeded"
 _IN_CHUNK = 500  # ids per IN (...) clause: well under SQLite's and PostgreSQL's parameter limits
 
@@ -271,6 +272,15 @@ def _chunks(items: list, size: int = _IN_CHUNK) -> Iterable[list]:
 
 
 def _bump(s: Session, key: str) -> None:
+    """Count a change; a store whose counters were wiped starts a new random epoch.
+
+    The epoch keeps a wiped-and-refilled store from reusing a revision number
+    that a reader has cached different data under.
+    """
+    import secrets
+
+    if s.get(StoreMeta, EPOCH_KEY) is None:
+        s.add(StoreMeta(key=EPOCH_KEY, value=secrets.randbelow(2**31 - 1) + 1))
     meta = s.get(StoreMeta, key)
     if meta is None:
         s.add(StoreMeta(key=key, value=1))
@@ -331,11 +341,12 @@ def mark_seeded(*, url: str | None = None) -> bool:
 # ---------------------------------------------------------------------------
 
 
-def revision(*, url: str | None = None) -> int:
-    """Increases with every change; what caches of derived data are keyed by."""
+def revision(*, url: str | None = None) -> str:
+    """Changes with every write ("epoch:count"); what caches of derived data are keyed by."""
     with db.session(url) as s:
-        meta = s.get(StoreMeta, REVISION_KEY)
-        return int(meta.value) if meta else 0
+        rows = dict(s.execute(select(StoreMeta.key, StoreMeta.value)
+                              .where(StoreMeta.key.in_([EPOCH_KEY, REVISION_KEY]))).all())
+    return f"{rows.get(EPOCH_KEY, 0)}:{rows.get(REVISION_KEY, 0)}"
 
 
 def count(*, url: str | None = None) -> int:

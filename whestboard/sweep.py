@@ -112,9 +112,8 @@ def grade(member: SweepEstimator, dataset, *, on_mlp: Callable[[], None] | None 
           ) -> tuple[Submission, list[MLPResult], float]:
     """Score ``member`` on every baked MLP of ``dataset``; returns the submission, its MLPs, seconds."""
     from whestboard import runs
-    from whestboard.estimators import resolve_estimator
 
-    handle = resolve_estimator(member.resolved_spec())
+    handle = baseline_handle(member)
     request = runs.RunRequest(dataset, dataset.indices, handle, runs.rulebook_for(dataset.info.round_tag),
                               source="sweep", team=member.team)
     started = time.perf_counter()
@@ -122,6 +121,22 @@ def grade(member: SweepEstimator, dataset, *, on_mlp: Callable[[], None] | None 
     seconds = time.perf_counter() - started
     sub, mlps = from_run_report(outcome.report, member, dataset)
     return sub, mlps, seconds
+
+
+def baseline_handle(member: SweepEstimator):
+    """The estimator handle: built-ins and Monte Carlo by spec; our own baseline files in-process.
+
+    ``resolve_estimator`` sends every file to the upload sandbox, which is for
+    participants' code. The baseline variants ship in this repository, so they
+    run the way ``whest run --runner local`` runs a file (whestbench's
+    LocalRunner), with the timing and residual time of an in-process run like
+    every other baseline.
+    """
+    from whestboard import estimators
+
+    if member.spec.endswith(".py"):
+        return estimators._file_handle(Path(member.resolved_spec()))
+    return estimators.resolve_estimator(member.spec)
 
 
 def from_run_report(report: dict, member: SweepEstimator, dataset) -> tuple[Submission, list[MLPResult]]:

@@ -1,0 +1,147 @@
+"""Fixtures for the submissions tests: a store per test, on SQLite and on a real PostgreSQL server.
+
+PostgreSQL: a throwaway cluster (initdb + pg_ctl, as the ``postgres`` user when
+run as root) in a temporary folder on a free local port, started once per
+session (~4 s) and stopped at the end. ``scripts/test.sh`` installs Debian's
+``postgresql`` package when its binaries are missing; set
+``WHESTBOARD_SKIP_POSTGRES=1`` to run only the SQLite half (e.g. on a laptop).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from whestboard import db
+
+
+def _pg_bin(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    return candidates[-1] if candidates else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _as_postgres(cmd: list[str]) -> list[str]:
+    if os.geteuid() != 0:
+        return cmd
+    return ["runuser", "-u", "postgres", "--", *cmd]
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """Base URL (without database) of a private PostgreSQL server, or a skip/fail saying why not."""
+    if os.environ.get("WHESTBOARD_SKIP_POSTGRES") == "1":
+        pytest.skip("WHESTBOARD_SKIP_POSTGRES=1")
+    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
+    if not initdb or not pg_ctl:
+        pytest.fail("PostgreSQL server binaries not found: run ./scripts/test.sh (installs Debian's postgresql) "
+                    "or set WHESTBOARD_SKIP_POSTGRES=1")
+    folder = Path(tempfile.mkdtemp(prefix="whestboard-pg-"))
+    if os.geteuid() == 0:
+        shutil.chown(folder, "postgres")
+    data, port = folder / "data", _free_port()
+    subprocess.run(_as_postgres([initdb, "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"]),
+                   check=True, capture_output=True)
+    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
+    subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w", "start"]),
+                   check=True, capture_output=True)
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}"
+    finally:
+        db.reset_engines()
+        subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-m", "immediate", "stop"]), capture_output=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+_counter = {"n": 0}
+
+
+def _fresh_postgres_database(server: str) -> str:
+    import psycopg
+
+    _counter["n"] += 1
+    name = f"whestboard_{os.getpid()}_{_counter['n']}_{int(time.time() * 1000) % 10**6}"
+    with psycopg.connect(server.replace("postgresql+psycopg", "postgresql") + "/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return f"{server}/{name}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path, monkeypatch):
+    """An empty store, also made the default (``WHESTBOARD_DATABASE_URL``) for code that takes no url."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    else:
+        url = _fresh_postgres_database(request.getfixturevalue("postgres_server"))
+    monkeypatch.setenv("WHESTBOARD_DATABASE_URL", url)
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
+    yield url
+    db.reset_engines()
+
+
+@pytest.fixture()
+def sqlite_store(tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    monkeypatch.setenv("WHESTBOARD_DATABASE_URL", url)
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
+    yield url
+    db.reset_engines()
+
+
+# ---------------------------------------------------------------------------
+# files in the import schema
+# ---------------------------------------------------------------------------
+
+T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def submission_row(sid: str, team: str, *, round_tag: str = "v1-warmup", scores=(1e-5, 3e-5), mses=None,
+                   flops=(1e9, 1e9), failed=(False, False), minutes: int = 0, **extra) -> tuple[dict, list[dict]]:
+    """A consistent submission row and its per-MLP rows (aggregates are the per-MLP means)."""
+    mses = mses or [s * 10 for s in scores]
+    multipliers = [1.0 if f else 0.1 for f in failed]
+    n = len(scores)
+    row = {
+        "submission_id": sid, "team": team, "round": round_tag,
+        "submitted_at": (T0 + timedelta(minutes=minutes)).isoformat(), "status": "graded",
+        "whestbench_version": "0.16.2", "flopscope_version": "0.12.4",
+        "mean_flops_used": sum(flops) / n, "final_layer_mse": sum(mses) / n, "adjusted_score": sum(scores) / n,
+        "mean_multiplier": sum(multipliers) / n, "n_failed_mlps": sum(failed), "n_mlps": n,
+        **extra,
+    }
+    mlps = [
+        {"submission_id": sid, "mlp_index": i, "final_layer_mse": mses[i], "adjusted_score": scores[i],
+         "flops_used": flops[i], "multiplier": multipliers[i], "failed": failed[i]}
+        for i in range(n)
+    ]
+    return row, mlps
+
+
+def write_csvs(folder: Path, rows: list[tuple[dict, list[dict]]], stem: str = "subs") -> Path:
+    import pandas as pd
+
+    folder.mkdir(parents=True, exist_ok=True)
+    subs = pd.DataFrame([r for r, _ in rows])
+    mlps = pd.DataFrame([m for _, ms in rows for m in ms])
+    path = folder / f"{stem}.csv"
+    subs.to_csv(path, index=False)
+    if len(mlps):
+        mlps.to_csv(folder / f"{stem}.per_mlp.csv", index=False)
+    return path
