@@ -147,6 +147,22 @@ def _index_range(ds) -> str:
     return f"{indices[0]}–{indices[-1]}" if contiguous else ", ".join(map(str, indices))
 
 
+def navigation_target(changed: str, round_tag: str | None, dataset_key: str | None,
+                      target_path: str | None) -> str | None:
+    """Where a selector change leads: a round goes to its first dataset, a dataset
+    to itself (with its own round); ``None`` when nothing needs to move."""
+    path = target_path or "/explorer"
+    if changed == ROUND_ID:
+        key = registry.default_dataset_key(round_tag) if round_tag else None
+        if key is None or key == dataset_key:
+            return None
+        return page_url(path, key, round_tag)
+    served = registry.datasets()
+    if dataset_key not in served:
+        return None
+    return page_url(path, dataset_key, served[dataset_key].info.round_tag)
+
+
 @callback(
     Output("url", "href", allow_duplicate=True),
     Input(ROUND_ID, "value"),
@@ -155,14 +171,5 @@ def _index_range(ds) -> str:
     prevent_initial_call=True,
 )
 def _navigate(round_tag: str | None, dataset_key: str | None, target_path: str | None):
-    """Move to the chosen round (its first dataset) or dataset (its own round)."""
-    path = target_path or "/explorer"
-    if ctx.triggered_id == ROUND_ID:
-        key = registry.default_dataset_key(round_tag) if round_tag else None
-        if key is None or key == dataset_key:
-            return no_update
-        return page_url(path, key, round_tag)
-    served = registry.datasets()
-    if dataset_key not in served:
-        return no_update
-    return page_url(path, dataset_key, served[dataset_key].info.round_tag)
+    target = navigation_target(ctx.triggered_id, round_tag, dataset_key, target_path)
+    return no_update if target is None else target

@@ -1,0 +1,183 @@
+"""Explorer pages without a browser: URL resolution, not-found panels, page sections and CSVs."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from whestboard.bake import bake, plan_from_args
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """Two tiny datasets served as the embedded data: one tagged v1-warmup, one custom."""
+    root = tmp_path_factory.mktemp("data")
+    bake(root / "toy-warmup", plan_from_args(round_tag="v1-warmup", width=8, depth=3, n_mlps=2,
+                                             n_samples=256, seeds=[7, 8]), show_progress=False, explicit_seeds=True)
+    bake(root / "a-custom", plan_from_args(round_tag=None, width=6, depth=2, n_mlps=3, n_samples=256,
+                                           seeds=[1, 2, 3]), show_progress=False, explicit_seeds=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WHESTBOARD_DATA_DIR", str(root))
+        mp.setenv("WHESTBOARD_DATASETS", "")
+        mp.setenv("WHESTBOARD_STATE_DIR", str(tmp_path_factory.mktemp("state")))
+        import app  # noqa: F401  (registers the pages)
+
+        yield root
+
+
+def _find(component, component_id):
+    """The component with ``component_id`` anywhere in a Dash layout tree, or None."""
+    if getattr(component, "id", None) == component_id:
+        return component
+    for child in component._traverse() if hasattr(component, "_traverse") else ():
+        if getattr(child, "id", None) == component_id:
+            return child
+    return None
+
+
+def _text(component) -> str:
+    parts = []
+
+    def walk(node):
+        if isinstance(node, str | int | float):
+            parts.append(str(node))
+        elif isinstance(node, list | tuple):
+            for item in node:
+                walk(item)
+        elif hasattr(node, "children"):
+            walk(node.children)
+
+    walk(component)
+    return " ".join(parts)
+
+
+# -- selectors -------------------------------------------------------------------------
+
+
+def test_resolve_selection_defaults_and_errors(served):
+    from components.selectors import resolve_selection
+
+    assert resolve_selection(dataset="a-custom").dataset_key == "a-custom"
+    assert resolve_selection(dataset="a-custom").round_tag is None
+    chosen = resolve_selection(dataset="toy-warmup", round="v2-phase2")  # the dataset's own round wins
+    assert (chosen.dataset_key, chosen.round_tag) == ("toy-warmup", "v1-warmup")
+    assert resolve_selection(round="v1-warmup").dataset_key == "toy-warmup"
+    bare = resolve_selection()
+    assert bare.ok and bare.dataset_key == "toy-warmup"  # a round's data before custom data
+    missing = resolve_selection(dataset="nope")
+    assert not missing.ok and "'nope'" in missing.problem
+    assert "no round" in resolve_selection(round="v9").problem
+    assert "v2-phase2" in resolve_selection(round="v2-phase2").problem
+
+
+def test_navigation_target_keeps_choices_in_the_url(served):
+    from components.selectors import DATASET_ID, ROUND_ID, navigation_target, page_url
+
+    assert page_url("/explorer", "a b", None) == "/explorer?dataset=a+b"
+    assert navigation_target(DATASET_ID, None, "toy-warmup", "/explorer") == "/explorer?dataset=toy-warmup&round=v1-warmup"
+    assert navigation_target(DATASET_ID, None, "a-custom", None) == "/explorer?dataset=a-custom"
+    assert navigation_target(ROUND_ID, "v1-warmup", "a-custom", "/x") == "/x?dataset=toy-warmup&round=v1-warmup"
+    assert navigation_target(ROUND_ID, "v1-warmup", "toy-warmup", "/x") is None  # already there
+    assert navigation_target(ROUND_ID, "v2-phase2", "toy-warmup", "/x") is None  # nothing to show
+    assert navigation_target(DATASET_ID, None, "gone", "/x") is None
+
+
+def test_selector_row_offers_served_datasets_and_disables_empty_rounds(served):
+    from components.selectors import DATASET_ID, ROUND_ID, Selection, selector_row
+
+    row = selector_row(Selection("toy-warmup", "v1-warmup"))
+    rounds = {o["value"]: o for o in _find(row, ROUND_ID).options}
+    assert not rounds["v1-warmup"]["disabled"] and rounds["v2-phase2"]["disabled"]
+    datasets = _find(row, DATASET_ID)
+    assert {o["value"] for o in datasets.options} == {"toy-warmup", "a-custom"}
+    assert datasets.value == "toy-warmup"
+
+
+# -- explorer list ------------------------------------------------------------------------
+
+
+def test_explorer_list_shows_every_mlp_with_links_and_noise_floor(served):
+    from pages import explorer
+    from whestboard import registry
+
+    page = explorer.layout(dataset="toy-warmup")
+    grid = _find(page, "mlp-grid")
+    summary = registry.get_dataset("toy-warmup").summary()
+    assert [row["index"] for row in grid.rowData] == list(summary["index"])
+    assert grid.rowData[1]["mlp"] == f"[{summary['mlp_name'][1]}](/mlp/toy-warmup/1)"
+    assert grid.rowData[0]["mlp_seed"] == "7"  # int63 seeds travel as text
+    np.testing.assert_allclose([r["avg_variance"] for r in grid.rowData], summary["avg_variance"])
+    assert all(c.get("headerTooltip") for c in grid.columnDefs)
+    floor = registry.get_dataset("toy-warmup").noise_floor
+    assert float(_text(_find(page, "dataset-noise-floor"))) == pytest.approx(floor, rel=5e-3)
+
+
+def test_explorer_unknown_dataset_lists_what_is_served(served):
+    from pages import explorer
+
+    page = explorer.layout(dataset="nope")
+    panel = _find(page, "not-found-panel")
+    assert panel is not None
+    text = _text(panel)
+    assert "nope" in text and "toy-warmup" in text and "a-custom" in text
+
+
+# -- MLP page -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dataset,index,expected", [
+    ("nope", "0", "no dataset called 'nope'"),
+    ("a-custom", "7", "indices 0–2"),
+    ("a-custom", "x1", "indices 0–2"),
+])
+def test_mlp_page_not_found(served, dataset, index, expected):
+    from pages import mlp
+
+    page = mlp.layout(dataset=dataset, index=index)
+    panel = _find(page, "not-found-panel")
+    assert panel is not None, "expected the not-found panel"
+    assert expected in _text(panel)
+
+
+def test_mlp_page_has_every_section_and_a_network_for_narrow_mlps(served):
+    from pages import mlp
+
+    page = mlp.layout(dataset="toy-warmup", index="1")
+    for component_id in ("mlp-facts", "mlp-ribbon", "mlp-fractions", "mlp-histogram", "mlp-weights",
+                         {"type": "mlp-clickable", "plot": "heatmap"}, {"type": "mlp-clickable", "plot": "network"},
+                         "mlp-layer", "mlp-neuron", "mlp-download", "mlp-ident"):
+        assert _find(page, component_id) is not None, component_id
+    assert _find(page, "drilldown-hint") is not None
+
+
+def test_mlp_page_opens_the_neuron_named_in_the_url(served):
+    from pages import mlp
+    from whestboard import registry
+
+    page = mlp.layout(dataset="toy-warmup", index="0", layer="2", neuron="5")
+    means, _ = registry.get_dataset("toy-warmup").truth(0)
+    assert _text(_find(page, "drilldown-layer")) == "2"
+    assert _text(_find(page, "drilldown-neuron")) == "5"
+    from components.format import sci
+
+    assert sci(float(means[1, 5]), 5) in _text(_find(page, "drilldown-facts"))
+    out_of_range = mlp.layout(dataset="toy-warmup", index="0", layer="9", neuron="0")
+    assert _find(out_of_range, "drilldown-out-of-range") is not None
+
+
+@pytest.mark.parametrize("plot,rows", [("ribbon", 3), ("fractions", 3), ("weights", 3), ("heatmap", 24),
+                                       ("histogram", 40), ("network", 3 * 8 * 8)])
+def test_every_plot_has_a_csv(served, plot, rows):
+    from components.explorer_figures import csv_text
+    from pages import mlp
+    from whestboard import registry
+
+    ds = registry.get_dataset("toy-warmup")
+    table = pd.read_csv(io.StringIO(csv_text(mlp._table(plot, ds, 1))))
+    assert len(table) == rows
+    if plot == "heatmap":
+        means, _ = ds.truth(1)
+        np.testing.assert_array_equal(table["truth_mean"].to_numpy(np.float32).reshape(means.shape), means)
