@@ -1,0 +1,127 @@
+"""Organizer actions are refused by the server without the token, and nothing changes."""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+import pytest
+from flask import Flask
+
+from components import organizer_api
+from tests import submissions_helpers as helpers
+from tests.submissions_helpers import submission_row, write_csvs
+from whestboard import auth
+from whestboard import submission_import as si
+from whestboard import submissions as store
+
+sqlite_store = helpers.sqlite_store
+TOKEN = "correct horse battery staple"
+
+
+@pytest.fixture()
+def client(sqlite_store, monkeypatch):
+    monkeypatch.setenv("WHESTBOARD_ORGANIZER_TOKEN", TOKEN)
+    app = Flask(__name__)
+    app.register_blueprint(organizer_api.blueprint)
+    return app.test_client()
+
+
+@pytest.fixture()
+def seeded(client, tmp_path):
+    path = write_csvs(tmp_path / "seed", [submission_row("s-1", "alpha"), submission_row("s-2", "beta")])
+    si.import_files([path])
+    return client
+
+
+def _snapshot():
+    return store.frame(), store.mlp_frame(), store.revision()
+
+
+def _unchanged(before) -> None:
+    pd.testing.assert_frame_equal(store.frame(), before[0])
+    pd.testing.assert_frame_equal(store.mlp_frame(), before[1])
+    assert store.revision() == before[2]
+
+
+def _upload(client, headers, tmp_path):
+    path = write_csvs(tmp_path / "up", [submission_row("u-1", "gamma")])
+    data = {"files": [(io.BytesIO(path.read_bytes()), "up.csv"),
+                      (io.BytesIO(path.with_name(path.stem + ".per_mlp.csv").read_bytes()), "up.per_mlp.csv")]}
+    return client.post("/api/submissions/import", data=data, headers=headers, content_type="multipart/form-data")
+
+
+BAD_HEADERS = [
+    {},
+    {"Authorization": "Bearer wrong"},
+    {"Authorization": f"Basic {TOKEN}"},
+    {"Authorization": f"Bearer {TOKEN}x"},
+]
+
+
+@pytest.mark.parametrize("headers", BAD_HEADERS, ids=["none", "wrong", "not-bearer", "longer"])
+def test_writes_without_the_token_are_refused_and_change_nothing(seeded, tmp_path, headers):
+    before = _snapshot()
+    assert _upload(seeded, headers, tmp_path).status_code == 403
+    assert seeded.delete("/api/submissions/s-1", headers=headers).status_code == 403
+    response = seeded.patch("/api/submissions/s-1", json={"team": "mallory"}, headers=headers)
+    assert response.status_code == 403
+    assert response.get_json()["error"] == "missing or wrong organizer token"
+    _unchanged(before)
+
+
+def test_without_a_configured_token_organizer_actions_are_disabled(seeded, tmp_path, monkeypatch):
+    monkeypatch.delenv("WHESTBOARD_ORGANIZER_TOKEN")
+    before = _snapshot()
+    for headers in ({}, {"Authorization": "Bearer "}, {"Authorization": f"Bearer {TOKEN}"}):
+        response = seeded.delete("/api/submissions/s-1", headers=headers)
+        assert response.status_code == 403
+        assert "disabled" in response.get_json()["error"]
+        assert _upload(seeded, headers, tmp_path).status_code == 403
+    _unchanged(before)
+
+
+def test_the_organizer_can_import_edit_and_delete(seeded, tmp_path):
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    response = _upload(seeded, headers, tmp_path)
+    assert response.status_code == 200, response.get_json()
+    assert response.get_json()["inserted"] == ["u-1"]
+    assert seeded.patch("/api/submissions/u-1", json={"team": "gamma two"}, headers=headers).status_code == 200
+    assert store.get("u-1").team == "gamma two"
+    assert seeded.patch("/api/submissions/u-1", json={"adjusted_score": 0}, headers=headers).status_code == 400
+    assert seeded.delete("/api/submissions/u-1", headers=headers).status_code == 200
+    assert seeded.delete("/api/submissions/u-1", headers=headers).status_code == 404
+    assert store.count() == 2
+
+
+def test_a_bad_upload_reports_every_problem_and_imports_nothing(seeded, tmp_path):
+    row, _ = submission_row("u-9", "gamma")
+    row["adjusted_score"] = "n/a"
+    other, _ = submission_row("u-10", "gamma", round_tag="v0")
+    body = pd.DataFrame([row, other]).to_csv(index=False).encode()
+    before = _snapshot()
+    response = seeded.post("/api/submissions/import", headers={"Authorization": f"Bearer {TOKEN}"},
+                           data={"files": [(io.BytesIO(body), "bad.csv")]}, content_type="multipart/form-data")
+    assert response.status_code == 400
+    problems = response.get_json()["problems"]
+    assert any("line 2" in p and "adjusted_score" in p for p in problems)
+    assert any("line 3" in p and "round is 'v0'" in p for p in problems)
+    _unchanged(before)
+
+
+def test_export_is_public(seeded):
+    response = seeded.get("/api/submissions.csv")
+    assert response.status_code == 200
+    table = pd.read_csv(io.StringIO(response.get_data(as_text=True)))
+    assert sorted(table["submission_id"]) == ["s-1", "s-2"]
+    assert seeded.get("/api/submissions/per_mlp.csv").status_code == 200
+
+
+def test_token_check_is_exact(monkeypatch):
+    monkeypatch.setenv("WHESTBOARD_ORGANIZER_TOKEN", TOKEN)
+    assert auth.is_organizer(TOKEN)
+    assert not auth.is_organizer(TOKEN[:-1])
+    assert not auth.is_organizer("")
+    assert not auth.is_organizer(None)
+    assert auth.bearer_token(f"Bearer {TOKEN}") == TOKEN
+    assert auth.bearer_token("Bearer") is None
