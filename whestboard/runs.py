@@ -301,7 +301,7 @@ def _honesty_fields(entry: dict, case: MLPCase, mc_per_sample: int) -> dict:
     """Noise floor, corrected MSE and the Monte Carlo equivalent, for one MLP."""
     floor = case.noise_floor
     corrected = max(0.0, float(entry["final_layer_mse"]) - floor)
-    flops = float(entry["effective_compute"])
+    flops = float(entry["flops_used"])
     mc_samples = flops / mc_per_sample if flops > 0 else 0.0
     return {
         "avg_variance": case.avg_variance,

@@ -1,0 +1,258 @@
+"""Estimator lab: run an estimator under the grader's metered budget and see where its error comes from.
+
+Run is a Dash background callback (the app's DiskcacheManager): the estimator
+runs in a job process, so the page keeps serving; per-MLP results stream in
+through ``set_progress`` and Cancel kills the job. An identical run is answered
+from the flask cache / run store before any job starts, so a repeat is instant.
+"""
+
+from __future__ import annotations
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import Input, Output, State, callback, ctx, dcc, html, no_update
+
+from components import lab_figures as figs
+from components.runtime import cache
+from components.selectors import not_found_panel, resolve_selection, selector_row
+from whestboard import registry, runs, runstore
+from whestboard.estimators import builtin_choices, resolve_estimator
+
+dash.register_page(__name__, path="/lab", name="Lab", order=3, title="Estimator lab · Whestboard")
+
+HIDDEN, SHOWN = {"display": "none"}, {"display": "block"}
+
+
+def _controls(ds, mlps: str, estimator: str, mc: str, budget: str) -> dbc.Card:
+    rnd_budget = runs.rulebook_for(ds.info.round_tag).round_budget
+    first = ds.indices[0] if ds.indices else 0
+    return dbc.Card(dbc.CardBody([
+        dbc.Row([
+            dbc.Col([dbc.Label("MLPs", html_for="lab-mlps", className="small fw-semibold"),
+                     dbc.Input(id="lab-mlps", value=mlps or str(first), size="sm", debounce=True),
+                     dbc.FormText(f"indices {ds.indices[0]}–{ds.indices[-1]}: 0:8, 3 or 0,2,5")], md=2),
+            dbc.Col([dbc.Label("Estimator", html_for="lab-estimator", className="small fw-semibold"),
+                     dcc.Dropdown(id="lab-estimator", options=builtin_choices(), value=estimator or "mean",
+                                  clearable=False, searchable=False)], md=4),
+            dbc.Col([dbc.Label("Monte Carlo samples", html_for="lab-mc", className="small fw-semibold"),
+                     dbc.Input(id="lab-mc", value=mc or "0.5B", size="sm"),
+                     dbc.FormText("N samples, or 0.5B for half the budget")],
+                    md=2, id="lab-mc-col", style=SHOWN if estimator == "mc" else HIDDEN),
+            dbc.Col([dbc.Label("Budget per MLP (FLOPs)", html_for="lab-budget", className="small fw-semibold"),
+                     dbc.Input(id="lab-budget", value=budget or "", size="sm", placeholder=f"{rnd_budget:.4g} (the round's B)"),
+                     dbc.FormText("empty = the round's B; 2**41, 1e9 or 0.5B")], md=2),
+            dbc.Col([
+                dbc.Checkbox(id="lab-fresh", label="Score again even if stored", value=False, className="small mb-2"),
+                dbc.Button("Run", id="lab-run", color="primary", size="sm", className="me-2"),
+                dbc.Button("Cancel", id="lab-cancel", color="secondary", outline=True, size="sm", disabled=True),
+            ], md=2, className="align-self-end"),
+        ], className="g-3"),
+    ]), className="mb-3")
+
+
+def layout(dataset: str | None = None, round: str | None = None, mlps: str | None = None,  # noqa: A002
+           estimator: str | None = None, mc: str | None = None, budget: str | None = None, **_query) -> html.Div:
+    selection = resolve_selection(dataset=dataset, round=round)
+    title = html.H2("Estimator lab")
+    if not selection.ok:
+        return html.Div([title, not_found_panel("Dataset not found", selection.problem)])
+    ds = registry.get_dataset(selection.dataset_key)
+    return html.Div([
+        title,
+        html.P("Run an estimator on MLPs of the dataset exactly as the grader does: metered by flopscope under the "
+               "round's full rulebook, scored by whestbench's evaluate_estimator, with the grader's fallback for any "
+               "failure. " + figs.NOISE_HELP, className="text-muted"),
+        selector_row(selection, target_path="/lab"),
+        _controls(ds, mlps or "", estimator or "", mc or "", budget or ""),
+        dcc.Store(id="lab-dataset", data=selection.dataset_key),
+        dcc.Store(id="lab-job"),
+        dcc.Store(id="lab-job-result"),
+        dcc.Store(id="lab-plan-result"),
+        dcc.Store(id="lab-live-store", data=[]),
+        dcc.Store(id="lab-current-run"),
+        html.Div(id="lab-form-error"),
+        html.Div([
+            dbc.Progress(id="lab-progress", value=0, label="", striped=True, animated=True, className="mb-2",
+                         style={"height": "1.4rem"}),
+            html.Div(id="lab-status", className="small text-muted mb-2"),
+            html.Div(id="lab-live"),
+        ], id="lab-progress-wrap", style=HIDDEN),
+        dcc.Loading(html.Div(id="lab-results"), type="default", delay_show=300),
+        html.Div([
+            html.H5("One layer, every neuron", className="mt-4"),
+            dbc.Row([dbc.Col(dbc.Label("Layer", html_for="lab-layer", className="small fw-semibold"), width="auto"),
+                     dbc.Col(dcc.Dropdown(id="lab-layer", clearable=False, searchable=False,
+                                          style={"minWidth": "8rem"}), width="auto")],
+                    className="g-2 align-items-center mb-2"),
+            dbc.Row([dbc.Col(dcc.Graph(id="lab-heatmap"), md=7), dbc.Col(dcc.Graph(id="lab-scatter"), md=5)]),
+        ], id="lab-layer-panel", style=HIDDEN),
+    ])
+
+
+@callback(Output("lab-mc-col", "style"), Input("lab-estimator", "value"))
+def _toggle_mc(estimator: str):
+    return SHOWN if estimator == "mc" else HIDDEN
+
+
+def _spec(estimator: str, mc: str | None) -> str:
+    return f"mc:{(mc or '0.5B').strip()}" if estimator == "mc" else estimator
+
+
+def _request(dataset_key: str, mlps: str | None, spec: str, budget: str | None, *, source: str = "lab"):
+    """The run a form describes; RunError/ValueError name the field to fix."""
+    ds = registry.get_dataset(dataset_key)
+    rulebook = runs.rulebook_for(ds.info.round_tag)
+    rulebook = runs.rulebook_for(ds.info.round_tag, runs.parse_budget(budget, rulebook.round_budget))
+    return runs.RunRequest(ds, mlps, resolve_estimator(spec), rulebook, source=source)
+
+
+def _cache_key_name(key: str) -> str:
+    return f"lab-run:{key}"
+
+
+def _stored_run(key: str) -> str | None:
+    """A run with this cache key: flask cache first, then the durable store."""
+    run_id = cache.get(_cache_key_name(key))
+    if run_id and runstore.get_run(run_id) is not None:
+        return run_id
+    return runstore.find_cached(key)
+
+
+@callback(
+    Output("lab-plan-result", "data"),
+    Output("lab-job", "data"),
+    Output("lab-form-error", "children"),
+    Input("lab-run", "n_clicks"),
+    State("lab-dataset", "data"),
+    State("lab-mlps", "value"),
+    State("lab-estimator", "value"),
+    State("lab-mc", "value"),
+    State("lab-budget", "value"),
+    State("lab-fresh", "value"),
+    prevent_initial_call=True,
+)
+def _plan(n_clicks, dataset_key, mlps, estimator, mc, budget, fresh):
+    """Check the form; answer a stored identical run at once, or hand the job to the background."""
+    spec = _spec(estimator, mc)
+    try:
+        request = _request(dataset_key, mlps, spec, budget)
+        key = runs.cache_key(request)
+        run_id = None if fresh else _stored_run(key)
+    except (ValueError, KeyError, FileNotFoundError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        return no_update, no_update, dbc.Alert(message, color="warning", className="py-2", id="lab-error")
+    if run_id is not None:
+        return {"run_id": run_id, "cached": True, "nonce": n_clicks}, no_update, None
+    job = {"dataset": dataset_key, "mlps": mlps, "spec": spec, "budget": budget, "key": key, "nonce": n_clicks}
+    return no_update, job, None
+
+
+@callback(
+    Output("lab-job-result", "data"),
+    Input("lab-job", "data"),
+    background=True,
+    running=[
+        (Output("lab-run", "disabled"), True, False),
+        (Output("lab-cancel", "disabled"), False, True),
+        (Output("lab-progress-wrap", "style"), SHOWN, SHOWN),
+    ],
+    progress=[Output("lab-progress", "value"), Output("lab-progress", "label"), Output("lab-live-store", "data")],
+    cancel=[Input("lab-cancel", "n_clicks")],
+    interval=500,
+    prevent_initial_call=True,
+)
+def _run_job(set_progress, job):
+    """The metered run, in a job process; every finished MLP is streamed to the page."""
+    if not job:
+        return no_update
+    set_progress((0, "starting…", []))
+    finished: list[dict] = []
+
+    def on_progress(done: int, total: int, entry: dict) -> None:
+        finished.append(entry)
+        set_progress((100 * done / total, f"{done} of {total} MLPs", figs.live_rows(finished)))
+
+    try:
+        request = _request(job["dataset"], job["mlps"], job["spec"], job["budget"])
+        outcome = runs.run(request, use_cache=False, on_progress=on_progress)
+    except Exception as exc:  # the page shows a sentence, never a traceback
+        message = str(exc) if isinstance(exc, (ValueError, KeyError, FileNotFoundError)) else f"{type(exc).__name__}: {exc}"
+        return {"error": message, "nonce": job["nonce"]}
+    return {"run_id": outcome.run_id, "cached": False, "key": job["key"], "nonce": job["nonce"]}
+
+
+@callback(Output("lab-live", "children"), Input("lab-live-store", "data"))
+def _live(rows):
+    return figs.live_table(rows or [])
+
+
+@callback(
+    Output("lab-status", "children"),
+    Input("lab-cancel", "n_clicks"),
+    State("lab-live-store", "data"),
+    prevent_initial_call=True,
+)
+def _cancelled(_n, rows):
+    done = len(rows or [])
+    return f"Cancelled after {done} MLP(s). A cancelled run is not recorded; its finished MLPs are shown above."
+
+
+@callback(
+    Output("lab-results", "children"),
+    Output("lab-current-run", "data"),
+    Output("lab-layer", "options"),
+    Output("lab-layer", "value"),
+    Output("lab-layer-panel", "style"),
+    Input("lab-plan-result", "data"),
+    Input("lab-job-result", "data"),
+    prevent_initial_call=True,
+)
+def _show(planned, finished):
+    """Render the run that just finished (or was found in the store)."""
+    state = planned if ctx.triggered_id == "lab-plan-result" else finished
+    if not state:
+        return no_update, no_update, no_update, no_update, no_update
+    if state.get("error"):
+        alert = dbc.Alert(["The run could not finish: ", state["error"]], color="danger", id="lab-error")
+        return alert, None, [], None, HIDDEN
+    report = runstore.get_run(state["run_id"])
+    if report is None:
+        return dbc.Alert("The run was not recorded.", color="warning", id="lab-error"), None, [], None, HIDDEN
+    if state.get("key"):
+        cache.set(_cache_key_name(state["key"]), state["run_id"])
+    depth = report["dataset"]["depth"]
+    options = [{"label": f"layer {i + 1}", "value": i} for i in range(depth)]
+    return _results(report, cached=bool(state.get("cached"))), state["run_id"], options, depth - 1, SHOWN
+
+
+def _results(report: dict, *, cached: bool) -> html.Div:
+    return html.Div([
+        figs.results_header(report),
+        figs.summary_cards(report, cached=cached),
+        figs.failures_alert(report),
+        dbc.Row([dbc.Col(dcc.Graph(id="lab-budget-gauge", figure=figs.budget_gauge(report)), md=6),
+                 dbc.Col(dcc.Graph(id="lab-flop-breakdown", figure=figs.flop_breakdown(report)), md=6)]),
+        dbc.Row([dbc.Col(dcc.Graph(id="lab-per-layer-plot", figure=figs.per_layer_mse(report)), md=7),
+                 dbc.Col(dcc.Graph(id="lab-vs-sampling", figure=figs.versus_sampling(report)), md=5)]),
+        html.P(figs.MC_SAME_HELP, className="text-muted small"),
+        html.H5("Per MLP", className="mt-3"),
+        figs.per_mlp_table(report),
+    ], id="lab-result-panel")
+
+
+@callback(
+    Output("lab-heatmap", "figure"),
+    Output("lab-scatter", "figure"),
+    Input("lab-layer", "value"),
+    State("lab-current-run", "data"),
+    prevent_initial_call=True,
+)
+def _layer(layer, run_id):
+    if layer is None or not run_id:
+        return no_update, no_update
+    report = runstore.get_run(run_id)
+    if report is None:
+        return no_update, no_update
+    comparison = runs.layer_comparison(report, runstore.get_run_predictions(run_id),
+                                       registry.get_dataset(report["dataset"]["key"]), int(layer))
+    return figs.signed_error_heatmap(comparison), figs.predicted_vs_true(comparison)
