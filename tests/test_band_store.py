@@ -1,0 +1,162 @@
+"""Band storage: resumable per MLP, atomic files, found again by the app, and the CLI around it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from whestbench.budget import mc_flops_per_sample
+
+from whestboard import band_store
+from whestboard.bake import bake, plan_from_args
+from whestboard.band import BandError
+from whestboard.band_baselines import compute_baselines, load_baselines
+from whestboard.band_store import compute_band, load_band, mlp_file
+from whestboard.cli import main as cli_main
+from whestboard.datasets import open_dataset
+from whestboard.estimators import resolve_estimator
+from whestboard.runs import RunRequest, execute, rulebook_for
+
+REPO = Path(__file__).resolve().parent.parent
+WIDTH, DEPTH = 32, 2
+SEEDS = [5, 6, 7, 8]
+PER_SAMPLE = mc_flops_per_sample(WIDTH, DEPTH, dtype_aware_billing=True)
+BUDGET = PER_SAMPLE * 20_000
+
+
+def _bake(path: Path, seeds=SEEDS, n_samples=4096) -> Path:
+    bake(path, plan_from_args(round_tag=None, width=WIDTH, depth=DEPTH, n_mlps=None, n_samples=n_samples,
+                              seeds=seeds), explicit_seeds=True, show_progress=False)
+    return path
+
+
+@pytest.fixture()
+def dataset(tmp_path):
+    return open_dataset(_bake(tmp_path / "ds"))
+
+
+def test_band_is_stored_beside_the_dataset_and_loaded_back(dataset):
+    report = compute_band(dataset, budget=BUDGET, jobs=2, show_progress=False)
+    assert report.directory == Path(dataset.info.path) / "band"
+    assert len(report.computed) == 4 and report.skipped == 0
+    manifest = json.loads((report.directory / "band.json").read_text())
+    assert manifest["plan"]["checkpoints"] == list(report.plan.checkpoints)
+    assert manifest["stream"].startswith("numpy default_rng(SeedSequence(mlp_seed).spawn(4)[3])")
+    assert manifest["plan"]["n_at_budget"] == 20_000 and manifest["whestbench_version"]
+    band = load_band(dataset)
+    assert band.complete and band.indices == [0, 1, 2, 3]
+    for stored, fresh in zip(band.mlps, report.computed, strict=True):
+        np.testing.assert_array_equal(stored.per_layer_mse_raw, fresh.per_layer_mse_raw)
+        assert stored.avg_variance == dataset.truth(stored.index)[1]
+        assert list(stored.flops) == [PER_SAMPLE * n for n in stored.n]
+    assert not list((report.directory / "mlps").glob("*.tmp"))
+
+
+def test_resume_recomputes_only_missing_mlps_and_reproduces_them_bit_for_bit(dataset):
+    first = compute_band(dataset, budget=BUDGET, jobs=1, show_progress=False)
+    kept = {i: os.stat(mlp_file(first.directory, i)).st_mtime_ns for i in (0, 1, 3)}
+    removed = json.loads(mlp_file(first.directory, 2).read_text())
+    mlp_file(first.directory, 2).unlink()
+    again = compute_band(dataset, budget=BUDGET, jobs=2, show_progress=False)
+    assert [b.index for b in again.computed] == [2] and again.skipped == 3
+    for i, mtime in kept.items():
+        assert os.stat(mlp_file(first.directory, i)).st_mtime_ns == mtime
+    redone = json.loads(mlp_file(first.directory, 2).read_text())
+    assert redone["per_layer_mse_raw"] == removed["per_layer_mse_raw"]  # one BLAS thread: same bits, any --jobs
+
+
+def test_other_settings_are_refused_unless_restarted(dataset):
+    compute_band(dataset, budget=BUDGET, show_progress=False)
+    with pytest.raises(BandError, match="--restart"):
+        compute_band(dataset, budget=BUDGET, max_budget_multiple=2, show_progress=False)
+    report = compute_band(dataset, budget=BUDGET, max_budget_multiple=2, restart=True, show_progress=False)
+    assert len(report.computed) == 4
+    assert load_band(dataset).plan.max_budget_multiple == 2
+
+
+def test_a_file_for_another_reference_is_stale_and_recomputed(dataset):
+    report = compute_band(dataset, budget=BUDGET, show_progress=False)
+    path = mlp_file(report.directory, 1)
+    data = json.loads(path.read_text())
+    data["reference_sha256"] = "0" * 64
+    path.write_text(json.dumps(data))
+    band = load_band(dataset)
+    assert band.stale == [1] and band.indices == [0, 2, 3] and not band.complete
+    again = compute_band(dataset, budget=BUDGET, show_progress=False)
+    assert [b.index for b in again.computed] == [1]
+
+
+def test_read_only_datasets_get_their_band_in_the_state_folder(dataset, tmp_path, monkeypatch):
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(band_store.os, "access", lambda path, mode: False)
+    report = compute_band(dataset, budget=BUDGET, show_progress=False)
+    assert report.directory.parent == tmp_path / "state" / "bands"
+    assert report.directory.name.startswith("ds-")
+    assert load_band(dataset).directory == report.directory
+
+
+def test_baselines_are_the_runs_modules_numbers_and_resume_per_mlp(dataset):
+    directory = Path(dataset.info.path) / "band"
+    seen = []
+    results = compute_baselines(dataset, budget=BUDGET, directory=directory,
+                                on_progress=lambda kind, done, total: seen.append((kind, done, total)))
+    assert set(results) == {"mean", "cov"} and seen[-1] == ("cov", 4, 4)
+    request = RunRequest(dataset=dataset, indices=[0, 1, 2, 3], estimator=resolve_estimator("cov"),
+                         rulebook=rulebook_for(None, BUDGET))
+    direct = execute(request).report["results"]["per_mlp"]
+    for mine, theirs in zip(results["cov"].per_mlp, direct, strict=True):
+        assert mine["final_layer_mse"] == theirs["final_layer_mse"]
+        assert mine["flops_used"] == theirs["flops_used"]
+    summary = results["cov"].summary("final")
+    assert summary["mean"] == pytest.approx(np.mean([e["final_layer_mse"] for e in direct]), rel=1e-12)
+    # resumable: drop one MLP from the file, only it is scored again
+    path = directory / "baselines" / "mean.json"
+    data = json.loads(path.read_text())
+    data["per_mlp"] = data["per_mlp"][:3]
+    path.write_text(json.dumps(data))
+    seen.clear()
+    compute_baselines(dataset, budget=BUDGET, directory=directory,
+                      on_progress=lambda kind, done, total: seen.append((kind, done, total)))
+    assert seen == [("mean", 1, 1)]
+    assert len(load_baselines(dataset)["mean"].per_mlp) == 4
+
+
+def test_cli_band_computes_resumes_and_reports_user_errors(tmp_path, capsys):
+    path = _bake(tmp_path / "cli-ds", seeds=[1, 2])
+    assert cli_main(["band", "--dataset", str(path), "--budget", str(BUDGET), "--quiet", "--no-baselines"]) == 0
+    out = capsys.readouterr().out
+    assert "0 MLPs already stored, 2 computed" in out and "N at budget = 20,000" in out
+    assert cli_main(["band", "--dataset", str(path), "--budget", str(BUDGET), "--quiet", "--no-baselines"]) == 0
+    assert "2 MLPs already stored, 0 computed" in capsys.readouterr().out
+    assert cli_main(["band", "--dataset", str(path), "--quiet"]) == 2
+    assert "not a round's shape; give --budget" in capsys.readouterr().err
+    assert cli_main(["band", "--dataset", str(tmp_path / "missing"), "--quiet"]) == 2
+    assert "no such dataset directory" in capsys.readouterr().err
+    assert cli_main(["band", "--dataset", str(path), "--budget", str(BUDGET), "--max-budget-multiple", "100"]) == 2
+    assert "between 1" in capsys.readouterr().err
+
+
+def test_a_killed_band_resumes_without_recomputing_finished_mlps(tmp_path):
+    path = _bake(tmp_path / "kill-ds", seeds=[11, 12, 13, 14, 15, 16])
+    args = [sys.executable, "-m", "whestboard", "band", "--dataset", str(path), "--budget", str(PER_SAMPLE * 200_000),
+            "--jobs", "1", "--quiet", "--no-baselines"]
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    folder = path / "band" / "mlps"
+    deadline = time.time() + 120
+    while not list(folder.glob("*.json")) and time.time() < deadline:
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    kept = {p.name: p.stat().st_mtime_ns for p in folder.glob("*.json")}
+    assert 0 < len(kept) < 6, "the kill should land mid-run"
+    assert subprocess.run(args, cwd=REPO, capture_output=True, timeout=300).returncode == 0
+    assert len(list(folder.glob("*.json"))) == 6
+    for name, mtime in kept.items():
+        assert (folder / name).stat().st_mtime_ns == mtime
+    assert not list(folder.glob("*.tmp"))
