@@ -560,6 +560,7 @@ class SandboxedEstimator(BaseEstimator):
             raise self._death("predict", exc) from None
         finally:
             weights_path.unlink(missing_ok=True)
+        self._enforce_disk_quota(worker)  # a burst written between two watchdog looks still counts
         return self._predictions(reply, payload)
 
     def _hand_over(self, worker: WorkerProcess, mlp) -> Path:
@@ -609,13 +610,16 @@ class SandboxedEstimator(BaseEstimator):
             raise SandboxCancelled("cancelled")
         now = time.monotonic()
         if now >= self._next_watchdog:
-            self._next_watchdog = now + 1.0
-            used = worker.workdir_bytes()
-            if used > self.limits.workdir_bytes:
-                worker.kill("disk quota")
-                raise _runner_error("predict", "SANDBOX_DISK_QUOTA",
-                                    f"the estimator wrote {used / 2**20:.0f} MiB to its working folder, over the "
-                                    f"{self.limits.workdir_bytes / 2**20:.0f} MiB quota; the worker was stopped")
+            self._next_watchdog = now + 0.5
+            self._enforce_disk_quota(worker)
+
+    def _enforce_disk_quota(self, worker: WorkerProcess) -> None:
+        used = worker.workdir_bytes()
+        if used > self.limits.workdir_bytes:
+            worker.kill("disk quota")
+            raise _runner_error("predict", "SANDBOX_DISK_QUOTA",
+                                f"the estimator wrote {used / 2**20:.0f} MiB to its working folder, over the "
+                                f"{self.limits.workdir_bytes / 2**20:.0f} MiB quota; the worker was stopped")
 
     def _reply_error(self, stage: str, reply: dict) -> RunnerError:
         code = str(reply.get("code") or "PREDICT_ERROR")
@@ -626,8 +630,19 @@ class SandboxedEstimator(BaseEstimator):
             message = f"could not load the estimator: {message}"
         elif reply.get("stage") == "setup" and stage == "setup":
             message = f"setup() failed: {message}"
+        message += self._limit_note(code)
         details = reply.get("details") if isinstance(reply.get("details"), dict) else None
         return _runner_error(stage, code, message, traceback=reply.get("traceback"), details=details)
+
+    def _limit_note(self, code: str) -> str:
+        """Which sandbox limit an error came from, in words."""
+        limits = self.limits
+        return {
+            "SANDBOX_MEMORY": f": out of memory under the sandbox's {limits.memory_mb:,} MiB address-space limit",
+            "SANDBOX_FILE_SIZE": f": a file reached the sandbox's {limits.file_size_bytes / 2**20:g} MiB size limit",
+            "SANDBOX_FORK": ": the sandbox refuses new threads and processes (flopscope meters per thread; "
+                            "the grader prohibits subprocesses)",
+        }.get(code, "")
 
     def _death(self, stage: str, exc: ProtocolError) -> RunnerError:
         """The worker stopped answering: name the cause from how it ended."""
