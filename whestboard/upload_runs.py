@@ -218,3 +218,41 @@ def _baseline_runs(dataset, indices: list[int], rulebook, ctx) -> dict[str, str 
         except runs.RunError:
             found[name] = None
     return found
+
+
+# --- what the page shows after a job ------------------------------------------------------------------
+
+
+def comparison(result: dict) -> dict | None:
+    """Per-layer MSE of the upload's run and the baselines on the same MLPs, with the noise floor."""
+    from whestboard import runstore
+
+    if not result or not result.get("run_id"):
+        return None
+    report = runstore.get_run(result["run_id"])
+    if report is None:
+        return None
+    series = {"upload": report["results"]["per_layer_mse"]}
+    for name, run_id in (result.get("baselines") or {}).items():
+        baseline = runstore.get_run(run_id) if run_id else None
+        if baseline is not None:
+            series[name] = baseline["results"]["per_layer_mse"]
+    return {"series": series, "noise_floor": (report.get("noise") or {}).get("noise_floor"),
+            "label": report["estimator"]["label"]}
+
+
+def json_report(result: dict) -> dict | None:
+    """The run in the ``score --json`` format, plus what the sandbox saw (contract, verdicts, output)."""
+    from types import SimpleNamespace
+
+    from whestboard import runstore
+    from whestboard.cli_score import whest_shaped
+
+    report = runstore.get_run(result["run_id"]) if result and result.get("run_id") else None
+    if report is None:
+        return None
+    payload = whest_shaped(SimpleNamespace(report=report, cached=bool(result.get("cached"))))
+    payload["whestboard"]["sandbox"] = {key: result.get(key) for key in (
+        "upload", "contract", "verdicts", "output", "output_truncated", "confinement", "worker_restarts",
+        "baselines")}
+    return payload

@@ -1,0 +1,161 @@
+"""Pieces of the upload page: the upload card, the job card and its verdict table (data in, HTML out)."""
+
+from __future__ import annotations
+
+import time
+
+import dash_bootstrap_components as dbc
+from dash import html
+
+from components.format import integer, sci
+
+VERDICT_COLORS = {"ok": "success", "budget": "danger", "combined": "danger", "time": "danger",
+                  "residual": "danger", "exception": "danger", "shape": "warning", "non-finite": "warning",
+                  "memory": "danger", "fork": "dark", "disk": "dark", "crash": "dark"}
+
+DISABLED_WHY = (
+    "Uploads are off on this server. It runs under gunicorn, i.e. as a shared deployment, and uploaded "
+    "estimators are arbitrary code: an operator turns them on with WHESTBOARD_ALLOW_UPLOADS=1 after reading "
+    "the sandbox's threat model (README, 'Uploads and the sandbox'). On your own machine `python app.py` "
+    "has them on, and the command line scores a file in the same sandbox: "
+)
+UPLOAD_RULES = (
+    "It first passes a contract check (the class resolves as whestbench's loader resolves it, setup() returns "
+    "within 5 s, and predict() on a small MLP returns a finite (depth, width) array within the budget, the wall "
+    "cap and the residual-time rule). Limits: a .py or a `whest package` .tar.gz of at most 50 files and "
+    "50 MiB; 8 GiB of memory; no processes, threads or network; no access to the app's files; one job at a "
+    "time per machine, in order of arrival."
+)
+CLI_EXAMPLE = "python -m whestboard score --estimator estimator.py --dataset v1-warmup"
+
+
+def disabled_panel() -> dbc.Alert:
+    return dbc.Alert([html.H5("Uploads are disabled", className="alert-heading"), DISABLED_WHY,
+                      html.Code(CLI_EXAMPLE)], color="warning", id="upload-disabled")
+
+
+def upload_summary(upload) -> html.Div:
+    """What was accepted: name, kind, hash, files."""
+    files = ", ".join(f"{f.name} ({integer(f.size)} B)" for f in upload.files[:8])
+    more = f" and {len(upload.files) - 8} more" if len(upload.files) > 8 else ""
+    return dbc.Alert(
+        [html.Strong(upload.filename), f" accepted ({upload.kind}, {len(upload.files)} file(s), "
+                                        f"{integer(upload.total_bytes)} bytes). ",
+         html.Span(["sha256 ", html.Code(upload.sha256, id="upload-sha-text")]),
+         html.Div(f"Files: {files}{more}", className="small text-muted")],
+        color="info", className="py-2",
+    )
+
+
+def error_alert(message: str) -> dbc.Alert:
+    return dbc.Alert(message, color="danger", className="py-2", id="upload-error")
+
+
+def _phase_text(job) -> str:
+    progress = job.progress or {}
+    if job.status == "queued":
+        return f"Waiting in the queue: position {job.position}" + (
+            " (next)" if job.position == 1 else "")
+    if job.status == "running":
+        return progress.get("message") or "running"
+    if job.status == "done":
+        return "Done" + (" (identical run served from the store)" if (job.result or {}).get("cached") else "")
+    if job.status == "cancelled":
+        return f"Cancelled: {job.error or ''}"
+    return f"Failed: {job.error or 'unknown error'}"
+
+
+def progress_bar(job) -> dbc.Progress:
+    progress = job.progress or {}
+    total = max(1, int(progress.get("total") or 1))
+    done = int(progress.get("done") or 0)
+    if job.status == "done":
+        value, label = 100, "done"
+    elif job.status == "queued":
+        value, label = 0, f"queued #{job.position}"
+    elif progress.get("phase") == "contract":
+        value, label = 3, "contract check"
+    elif progress.get("phase") == "baselines":
+        value, label = 100, "comparing with baselines"
+    else:
+        value, label = round(100 * done / total), f"{done}/{total} MLPs"
+    animated = job.status in ("queued", "running")
+    color = {"failed": "danger", "cancelled": "secondary"}.get(job.status, "primary")
+    return dbc.Progress(value=value, label=label, striped=animated, animated=animated, color=color,
+                        id="upload-progress", className="mb-2", style={"height": "1.4rem"})
+
+
+def verdict_table(verdicts: list[dict]) -> dbc.Table | html.Div:
+    if not verdicts:
+        return html.Div()
+    header = html.Thead(html.Tr([html.Th(h) for h in ("MLP", "name", "verdict", "FLOPs", "final MSE", "wall s",
+                                                      "residual s", "what happened")]))
+    rows = []
+    for v in verdicts:
+        rows.append(html.Tr([
+            html.Td(v["mlp_index"]), html.Td(v.get("mlp_name", "")),
+            html.Td(dbc.Badge(v["verdict"], color=VERDICT_COLORS.get(v["verdict"], "secondary"),
+                              className="verdict-badge")),
+            html.Td(integer(v.get("flops_used"))), html.Td(sci(v.get("final_layer_mse"))),
+            html.Td(sci(v.get("wall_time_s"))), html.Td(sci(v.get("residual_wall_time_s"))),
+            html.Td(v.get("message") or "", className="small"),
+        ], className="verdict-row"))
+    return dbc.Table([header, html.Tbody(rows)], size="sm", hover=True, id="upload-verdicts")
+
+
+def contract_list(contract: dict | None) -> html.Div:
+    if not contract:
+        return html.Div()
+    items = []
+    for step in contract.get("steps", []):
+        mark = "✓" if step["ok"] else "✗"
+        body = [html.Strong(f"{mark} {step['name']}: "), step.get("message", "")]
+        if not step["ok"] and step.get("fix"):
+            body += [html.Br(), html.Em(f"Fix: {step['fix']}")]
+        if not step["ok"] and step.get("traceback"):
+            body.append(html.Pre(step["traceback"], className="small bg-light p-2 mt-1"))
+        items.append(html.Li(body, className="text-success" if step["ok"] else "text-danger"))
+    return html.Div([html.H6("Contract check"), html.Ul(items, className="list-unstyled", id="upload-contract")])
+
+
+def _output_block(result: dict) -> html.Div:
+    output = result.get("output")
+    if output is None:
+        return html.Div()
+    note = " (middle omitted: only the head and tail are kept)" if result.get("output_truncated") else ""
+    return html.Details([html.Summary(f"Estimator output (stdout + stderr){note}"),
+                         html.Pre(output or "(nothing printed)", id="upload-output", className="small bg-light p-2",
+                                  style={"maxHeight": "20rem", "overflowY": "auto"})])
+
+
+def _confinement_line(result: dict) -> html.Div:
+    facts = result.get("confinement") or {}
+    if not facts:
+        return html.Div()
+    rl = facts.get("rlimits", {})
+    parts = [facts.get("identity", ""), f"memory {sci(rl.get('RLIMIT_AS', 0) / 2**30)} GiB",
+             f"Landlock ABI {facts.get('landlock_abi')}" if facts.get("landlock_abi") else "no Landlock",
+             "seccomp on" if facts.get("seccomp") else "no seccomp"]
+    missing = facts.get("missing") or {}
+    text = "Sandbox: " + ", ".join(p for p in parts if p) + (
+        f"; not applied: {', '.join(missing)}" if missing else "")
+    return html.Div(text, className="small text-muted", id="upload-confinement")
+
+
+def job_card(job, *, now: float | None = None) -> html.Div:
+    """Status, progress, verdicts, output and links of one job."""
+    now = now or time.time()
+    result = job.result or {}
+    verdicts = result.get("verdicts") or (job.progress or {}).get("verdicts") or []
+    waited = (job.started_at or now) - job.created_at
+    header = html.Div([html.Strong(f"Job {job.id}: "), html.Span(_phase_text(job), id="upload-phase"),
+                       html.Span(f"  (waited {waited:.0f} s)", className="text-muted small")])
+    links = []
+    if result.get("run_id"):
+        links = [html.Div([
+            "Run ", html.Code(result["run_id"], id="upload-run-id"), " recorded: see it on the ",
+            html.A("convergence page", href="/convergence", id="upload-convergence-link"), " or compare in the ",
+            html.A("lab", href="/lab"), ".",
+        ], className="mb-2")]
+    return html.Div([header, progress_bar(job), *links, contract_list(result.get("contract")),
+                     verdict_table(verdicts), _output_block(result), _confinement_line(result)])
