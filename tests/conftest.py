@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import os
+
+# One BLAS thread per test process: CI has two cores and tests run beside a live
+# server; spinning BLAS threads that fight for them make everything slower.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import socket
 import subprocess
 import sys

@@ -1,0 +1,81 @@
+"""Rounds, the byte-bounded cache and the dataset registry."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from whestbench import budget
+
+from whestboard import registry
+from whestboard.bake import bake, plan_from_args
+from whestboard.mlp_cache import ByteBoundedCache
+from whestboard.rounds import ALL_ROUNDS, get_round, round_for_shape
+
+
+@pytest.mark.parametrize("tag", list(budget.ROUNDS))
+def test_rounds_come_from_whestbench(tag):
+    cfg, rnd = budget.ROUNDS[tag], get_round(tag)
+    assert (rnd.width, rnd.depth, rnd.budget) == (cfg.width, cfg.depth, cfg.flop_budget)
+    assert rnd.mc_samples_at_budget == budget.mc_samples_at_budget(cfg)
+    assert rnd.mc_flops_per_sample == budget.mc_flops_per_sample_for_round(cfg)
+    assert rnd.mc_at_bm(0.25) == budget.mc_at_bm(0.25, cfg)
+    assert rnd.charging_floor == 0.1 * cfg.flop_budget
+    assert round_for_shape(cfg.width, cfg.depth) is rnd
+
+
+def test_unknown_round_and_shape():
+    assert set(ALL_ROUNDS) == set(budget.ROUNDS)
+    assert round_for_shape(7, 3) is None
+    with pytest.raises(KeyError, match="known rounds"):
+        get_round("v9")
+
+
+def test_cache_stays_under_its_byte_bound():
+    cache = ByteBoundedCache(max_bytes=3 * 800)
+    loads = []
+    for key in range(5):
+        cache.get_or_load(key, lambda key=key: loads.append(key) or np.zeros(100, dtype=np.float64))
+    assert cache.nbytes <= 3 * 800 and len(cache) == 3
+    assert 4 in cache and 0 not in cache
+    cache.get_or_load(4, lambda: pytest.fail("cached value reloaded"))
+
+
+def test_cache_loads_once_under_concurrency():
+    cache = ByteBoundedCache(max_bytes=10_000)
+    calls = []
+    barrier = threading.Barrier(4)
+
+    def load():
+        calls.append(1)
+        return np.ones(10)
+
+    def worker():
+        barrier.wait()
+        cache.get_or_load("k", load)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1
+
+
+def test_registry_serves_data_dir_and_env_datasets(tmp_path, monkeypatch):
+    embedded, extra = tmp_path / "data", tmp_path / "elsewhere"
+    plan = plan_from_args(round_tag=None, width=8, depth=2, n_mlps=2, n_samples=64, seeds=None)
+    bake(embedded / "mine", plan, show_progress=False)
+    bake(extra / "mine", plan, show_progress=False)
+    (embedded / "broken").mkdir()
+    (embedded / "broken" / "metadata.json").write_text("{")
+    monkeypatch.setenv("WHESTBOARD_DATA_DIR", str(embedded))
+    monkeypatch.setenv("WHESTBOARD_DATASETS", str(extra / "mine"))
+    found = registry.datasets()
+    assert sorted(found) == ["mine", "mine-2"]
+    assert [b.key for b in registry.broken_datasets()] == ["broken"]
+    rows = {r["key"]: r for r in registry.dataset_overview()}
+    assert rows["mine"]["noise_floor"] == pytest.approx(found["mine"].mean_avg_variance / 64)
+    with pytest.raises(registry.DatasetNotFound, match="available: mine, mine-2"):
+        registry.get_dataset("nope")
