@@ -64,10 +64,20 @@ def _datasets_table() -> dbc.Table:
     return dbc.Table([header, html.Tbody(_dataset_rows())], hover=True, size="sm", id="datasets-table")
 
 
+def _served_for(tag: str) -> html.Td:
+    served = registry.datasets_for_round(tag)
+    if served:
+        return html.Td(", ".join(d.info.key for d in served))
+    return html.Td(
+        f"none — bake one: python -m whestboard bake --round {tag} --n-mlps 8 --samples 1048576 --out data/{tag}",
+        className="text-muted small",
+    )
+
+
 def _rounds_table() -> dbc.Table:
     header = html.Thead(
         html.Tr([html.Th(h) for h in ("Round", "Width x depth", "Budget B", "Residual time", "Wall cap",
-                                      "FLOPs per MC sample", "MC samples at B")])
+                                      "FLOPs per MC sample", "MC samples at B", "Datasets served")])
     )
     body = [
         html.Tr(
@@ -79,6 +89,7 @@ def _rounds_table() -> dbc.Table:
                 html.Td(f"{r.wall_time_limit_s:g} s"),
                 html.Td(integer(r.mc_flops_per_sample)),
                 html.Td(f"{r.mc_samples_at_budget:,.1f}"),
+                _served_for(r.tag),
             ]
         )
         for r in ALL_ROUNDS.values()
