@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from urllib.parse import urlencode
 
 import dash_bootstrap_components as dbc
 from dash import html
@@ -152,10 +153,13 @@ def job_card(job, *, now: float | None = None) -> html.Div:
                        html.Span(f"  (waited {waited:.0f} s)", className="text-muted small")])
     links = []
     if result.get("run_id"):
+        label = (result.get("upload") or {}).get("filename", "")
+        query = urlencode({"dataset": job.spec.get("dataset", ""), "highlight": f"estimator:{label}"})
         links = [html.Div([
-            "Run ", html.Code(result["run_id"], id="upload-run-id"), " recorded: see it on the ",
-            html.A("convergence page", href="/convergence", id="upload-convergence-link"), " or compare in the ",
-            html.A("lab", href="/lab"), ".",
+            "Run ", html.Code(result["run_id"], id="upload-run-id"), " recorded: see its dot on the ",
+            html.A("convergence page", href=f"/convergence?{query}", id="upload-convergence-link"),
+            " (highlighted) or compare in the ", html.A("lab", href=f"/lab?dataset={job.spec.get('dataset', '')}"),
+            ".",
         ], className="mb-2")]
     return html.Div([header, progress_bar(job), *links, contract_list(result.get("contract")),
                      verdict_table(verdicts), _output_block(result), _confinement_line(result)])

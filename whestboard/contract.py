@@ -93,8 +93,12 @@ def check_contract(
     depth: int | None = None,
     seed: int = 0,
     should_cancel: Callable[[], bool] | None = None,
+    on_started: Callable[[], None] | None = None,
 ) -> ContractReport:
-    """Load, set up and run the estimator once on a small MLP under ``rnd``'s rules, in the sandbox."""
+    """Load, set up and run the estimator once on a small MLP under ``rnd``'s rules, in the sandbox.
+
+    ``on_started`` runs once the worker has loaded and set up the estimator.
+    """
     from whestbench.runner import RunnerError
     from whestbench.sdk import SetupContext
 
@@ -110,6 +114,8 @@ def check_contract(
         except RunnerError as exc:
             report.steps += _start_failure(exc, limits)
             return report
+        if on_started is not None:
+            on_started()  # e.g. warm the next worker while this one predicts
         report.class_name = started.class_name
         report.confinement = started.confinement
         report.steps += [ContractStep("load", True, f"class {started.class_name} resolved ({started.load_s:.2f} s)"),

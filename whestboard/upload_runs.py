@@ -138,9 +138,9 @@ def run_upload_job(ctx) -> dict:
     result: dict = {"ok": False, "upload": {"sha256": upload.sha256, "filename": upload.filename, "kind": upload.kind}}
 
     ctx.report(phase="contract", done=0, total=len(request_indices), message="checking the contract in the sandbox")
-    sandbox.prewarm()  # the scoring worker imports its libraries while the contract runs
     contract = check_contract(upload.submission, dataset.info.round or _round(rulebook.round_tag),
-                              should_cancel=ctx.should_cancel)
+                              should_cancel=ctx.should_cancel,
+                              on_started=sandbox.prewarm)  # the scoring worker warms up meanwhile
     result["contract"] = contract.as_dict()
     if not contract.ok:
         result["error"] = contract.summary()
