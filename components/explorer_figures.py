@@ -58,7 +58,7 @@ GLOSSARY: dict[str, str] = {
     ),
     "spectral norm": (
         "Spectral norm: the largest factor by which layer l can stretch a vector. Estimated by "
-        "Lanczos (a lower bound within ~0.1%); a random He matrix sits near 2*sqrt(2) = 2.83."
+        "Lanczos (a lower bound, typically within 0.5%); a random He matrix sits near 2*sqrt(2) = 2.83."
     ),
     "final_mean": "Statistics of the final-layer reference means E[h_L,i] over the MLP's neurons.",
     "dead_fraction": "Fraction of all neurons (every layer) that are dead in the reference.",

@@ -57,11 +57,15 @@ def dataset_facts(ds: Dataset) -> dbc.Card:
                     id="dataset-facts")
 
 
-def _number_column(field: str, header: str, tooltip: str, fmt: str = ".4~g", width: int = 140) -> dict:
+SCI_FORMAT = ("params.value == null ? '' : (params.value != 0 && Math.abs(params.value) < 1e-3 "
+              "? d3.format('.3~e')(params.value) : d3.format('.4~g')(params.value))")
+
+
+def _number_column(field: str, header: str, tooltip: str, fmt: str | None = None, width: int = 140) -> dict:
+    formatter = SCI_FORMAT if fmt is None else f"params.value == null ? '' : d3.format('{fmt}')(params.value)"
     return {
         "field": field, "headerName": header, "headerTooltip": tooltip, "type": "numericColumn",
-        "filter": "agNumberColumnFilter", "width": width,
-        "valueFormatter": {"function": f"params.value == null ? '' : d3.format('{fmt}')(params.value)"},
+        "filter": "agNumberColumnFilter", "width": width, "valueFormatter": {"function": formatter},
     }
 
 
@@ -71,6 +75,7 @@ def mlp_grid_rows(summary: pd.DataFrame, dataset_key: str) -> list[dict]:
     rows["mlp"] = [f"[{name}](/mlp/{dataset_key}/{index})"
                    for name, index in zip(rows["mlp_name"], rows["index"], strict=True)]
     rows["mlp_seed"] = rows["mlp_seed"].astype(str)
+    rows["row_id"] = rows["index"].astype(str)  # AG Grid wants string row ids
     return rows.to_dict("records")
 
 
@@ -103,8 +108,9 @@ def mlp_grid(summary: pd.DataFrame, dataset_key: str) -> dag.AgGrid:
         dashGridOptions={"tooltipShowDelay": 200, "animateRows": False, "rowHeight": 34,
                          "enableCellTextSelection": True},
         csvExportParams={"fileName": f"{dataset_key}-mlps.csv"},
-        getRowId="String(params.data.index)",
-        style={"height": "min(70vh, 760px)", "width": "100%"},
+        getRowId="params.data.row_id",
+        # Rows are virtualised; the grid only grows as tall as a few rows need.
+        style={"height": f"min(70vh, {130 + 35 * len(summary)}px)", "width": "100%"},
     )
 
 
@@ -117,13 +123,14 @@ def graph_card(plot: str, figure, *, clickable: bool = False, note=None, control
     """A figure with its CSV button; PNG comes from the plotly toolbar."""
     graph_id = {"type": "mlp-clickable", "plot": plot} if clickable else f"mlp-{plot}"
     header = html.Div(
-        [html.Div(controls or [], className="me-auto"),
+        # ``controls or []`` would drop a childless component: Dash components define __len__.
+        [html.Div(controls if controls is not None else [], className="me-auto"),
          dbc.Button("CSV", id={"type": "mlp-csv", "plot": plot}, size="sm", color="secondary", outline=True,
                     title="Download the numbers behind this plot as CSV (PNG: camera icon in the plot toolbar)")],
         className="d-flex align-items-center mb-1",
     )
     body = [header, dcc.Graph(id=graph_id, figure=figure, config=GRAPH_CONFIG)]
-    if note:
+    if note is not None:
         body.append(html.Div(note, className="text-muted small"))
     return dbc.Card(dbc.CardBody(body), className="mb-3 h-100")
 

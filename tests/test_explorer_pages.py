@@ -148,7 +148,7 @@ def test_mlp_page_has_every_section_and_a_network_for_narrow_mlps(served):
     page = mlp.layout(dataset="toy-warmup", index="1")
     for component_id in ("mlp-facts", "mlp-ribbon", "mlp-fractions", "mlp-histogram", "mlp-weights",
                          {"type": "mlp-clickable", "plot": "heatmap"}, {"type": "mlp-clickable", "plot": "network"},
-                         "mlp-layer", "mlp-neuron", "mlp-download", "mlp-ident"):
+                         "mlp-heatmap-order", "mlp-layer", "mlp-neuron", "mlp-download", "mlp-ident"):
         assert _find(page, component_id) is not None, component_id
     assert _find(page, "drilldown-hint") is not None
 
