@@ -66,3 +66,68 @@ def test_repeat_is_answered_from_the_store_and_bad_input_is_a_sentence(page, war
     page.wait_for_selector("#lab-error")
     assert "not in this dataset" in page.locator("#lab-error").inner_text()
     wait_for_dash(page)
+
+
+def test_failures_show_the_grader_fallback_and_reason(page, warmup):
+    page.goto(page.base_url + f"/lab?dataset={DATASET}&mlps={warmup.indices[0]}&budget=1000")
+    wait_for_dash(page)
+    page.click("#lab-run")
+    page.wait_for_selector("#lab-failures", timeout=90_000)
+    text = page.locator("#lab-failures").inner_text()
+    assert "over the FLOP budget" in text and "all-zero prediction with multiplier 1.0" in text
+    assert "table-danger" in (page.locator("#lab-mlp-table tbody tr").first.get_attribute("class") or "")
+    wait_for_dash(page)
+
+
+# components.runtime's job ledger answers the renderer's first poll after a cancel with
+# job_failed_payload("cancelled"), which its error hook re-raises as HTTP 500 (it only
+# swallows "worker died"). That module is not the lab's; until it treats a cancelled job
+# as "no update", these are the only errors a cancel may log, and the strict xfail below
+# turns red the day they stop, so the allowance is removed then.
+KNOWN_CANCEL_ERRORS = ("lab-job-result.data", "&job=", "status of 500 (INTERNAL SERVER ERROR)")
+
+
+@pytest.fixture(scope="module")
+def cancelled_run(browser, live_server, warmup):
+    """Start a slow run, watch it stream, check the server answers, cancel; what the browser saw."""
+    from tests.conftest import ConsoleWatcher
+
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    watcher = ConsoleWatcher(page)
+    mlps = ",".join(str(i) for i in warmup.indices[:6])  # Monte Carlo at half of B: seconds per MLP
+    page.goto(live_server + f"/lab?dataset={DATASET}&mlps={mlps}&estimator=mc&mc=0.5B")
+    wait_for_dash(page)
+    page.click("#lab-run")
+    page.wait_for_selector("#lab-live-table tbody tr", timeout=120_000)
+    seen = {
+        "running": page.locator("#lab-run").is_disabled() and page.locator("#lab-cancel").is_enabled(),
+        "health": page.request.get(live_server + "/healthz").status,
+    }
+    page.click("#lab-cancel")
+    page.wait_for_function("() => !document.querySelector('#lab-run').disabled", timeout=30_000)
+    page.wait_for_timeout(1500)
+    seen.update(
+        status=page.locator("#lab-status").inner_text(),
+        results=page.locator("#lab-result-panel").count(),
+        rows=page.locator("#lab-live-table tbody tr").count(),
+        errors=list(watcher.errors),
+    )
+    context.close()
+    return seen
+
+
+def test_results_stream_in_the_page_keeps_serving_and_cancel_stops_the_run(cancelled_run):
+    assert cancelled_run["running"]  # Run disabled, Cancel enabled while the job runs
+    assert cancelled_run["health"] == 200  # the server answers while the job runs in its own process
+    assert "Cancelled after" in cancelled_run["status"]
+    assert cancelled_run["results"] == 0  # a cancelled run shows no result panel and is not recorded
+    assert 1 <= cancelled_run["rows"] < 6  # finished MLPs streamed in before the cancel
+    unexpected = [e for e in cancelled_run["errors"] if not any(k in e for k in KNOWN_CANCEL_ERRORS)]
+    assert not unexpected, unexpected
+
+
+@pytest.mark.xfail(strict=True, reason="components.runtime ledger reports a cancelled job's poll as HTTP 500")
+def test_cancel_logs_no_browser_error(cancelled_run):
+    assert not cancelled_run["errors"], cancelled_run["errors"]
