@@ -41,7 +41,6 @@ class SeedBuiltDataset:
     """One full-size MLP rebuilt from a seed, with a zero reference: enough to time the run path."""
 
     def __init__(self, seed: int) -> None:
-        import pandas as pd
         from whestbench.seeds import derive_estimator_seed
 
         from whestboard.bake import build_weights
@@ -56,10 +55,9 @@ class SeedBuiltDataset:
                                 width=rnd.width, depth=rnd.depth, n_mlps=1, n_samples=1, seed_protocol="3.0",
                                 split="bench")
         self.indices = [0]
-        self._summary = pd.DataFrame({"index": [0], "mlp_seed": [seed]})
 
-    def summary(self):
-        return self._summary
+    def estimator_seed(self, index: int) -> int:
+        return self._estimator_seed
 
     def truth(self, index: int):
         import numpy as np

@@ -430,13 +430,16 @@ class RunOutcome:
 
 
 def dataset_identity(dataset, indices: list[int]) -> dict:
-    """What pins the scored MLPs and references: seeds plus a hash of the reference means."""
-    summary = dataset.summary().set_index("index")
+    """What pins the scored MLPs and references: seeds plus a hash of the reference means.
+
+    Reads only the chosen MLPs' references (no weights, no whole-dataset summary),
+    so answering a repeated run stays instant on a 1000-MLP split.
+    """
     digest = hashlib.sha256()
     for index in indices:
         means, avg_variance = dataset.truth(index)
         digest.update(np.ascontiguousarray(means, dtype=np.float32).tobytes())
-        digest.update(repr((int(summary.loc[index, "mlp_seed"]), float(avg_variance))).encode())
+        digest.update(repr((int(dataset.estimator_seed(index)), float(avg_variance))).encode())
     info = dataset.info
     return {
         "key": info.key,
