@@ -530,3 +530,21 @@ def compare_with_sampling(
         times_better_corrected=corrected,
         at_noise_floor=measured_mse <= 2 * noise_floor,
     )
+
+
+def band_frame(round_tag: str, metric: str = "final") -> pd.DataFrame | None:
+    """The band table of a round's reference dataset (the embedded one first), for other pages.
+
+    Same dataset choice as ``whestboard.ranking.round_reference``; None when no
+    band has been computed for any dataset of the round.
+    """
+    from whestboard import registry
+    from whestboard.band_store import load_band
+
+    candidates = registry.datasets_for_round(round_tag)
+    candidates.sort(key=lambda d: d.info.key != round_tag)
+    for dataset in candidates:
+        band = load_band(dataset)
+        if band is not None and band.mlps:
+            return band.table(metric)
+    return None

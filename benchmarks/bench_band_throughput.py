@@ -1,0 +1,138 @@
+"""Band forward-pass throughput vs this machine's bare float32 matmul, measured in the same run.
+
+For each round's shape the script times, interleaved over several repetitions
+(the machine is shared, so every configuration sees the same background load):
+
+* ``bare, BLAS on all cores``: ``np.matmul`` chained through the layers on
+  whestbench's chunk shape (chunk x w) @ (w x w), nothing else;
+* ``bare, one BLAS thread per core``: the same work split over one thread per
+  core, each single-threaded: the other way to fill the machine;
+* ``band``: ``whestboard.band.checkpoint_means`` (draws, matmuls, ReLU,
+  float64 sums, checkpoints) on one MLP per core, one BLAS thread each:
+  exactly how ``python -m whestboard band`` runs;
+* ``band, 1 core`` and ``bare, 1 core``: per-core efficiency without contention
+  between our own threads.
+
+GFLOP/s count only the matmuls (2 d w^2 per sample) so every row is comparable;
+the band's rate therefore includes the cost of drawing inputs, ReLU and sums.
+The headline ratio is band / the faster of the two bare configurations.
+
+    .venv/bin/python benchmarks/bench_band_throughput.py [--rounds v1-warmup v2-phase2] [--reps 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from whestboard.band import band_rng, checkpoint_means  # noqa: E402
+from whestboard.rounds import ALL_ROUNDS  # noqa: E402
+from whestboard.sampling import chunk_size_for  # noqa: E402
+
+
+def weights_for(width: int, depth: int, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [(rng.standard_normal((width, width)) * np.sqrt(2 / width)).astype(np.float32) for _ in range(depth)]
+
+
+def bare_matmul(weights: list[np.ndarray], n_samples: int) -> None:
+    """Only the matmuls of a pass, on the same (chunk, w) @ (w, w) shapes, into reused buffers."""
+    width = weights[0].shape[0]
+    chunk = chunk_size_for(width)
+    x0 = np.ones((chunk, width), dtype=np.float32)
+    buffers = [np.empty_like(x0), np.empty_like(x0)]
+    for start in range(0, n_samples, chunk):
+        rows = min(chunk, n_samples - start)
+        x = x0[:rows]
+        for layer, w in enumerate(weights):
+            y = buffers[layer % 2][:rows]
+            np.matmul(x, w, out=y)
+            x = y
+
+
+def band_pass(weights: list[np.ndarray], n_samples: int, seed: int) -> None:
+    checkpoint_means(weights, [16, 1024, n_samples], band_rng(seed))
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def parallel(fn, jobs: int, per_job: int, weights_per_job: list[list[np.ndarray]]) -> float:
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(jobs) as pool:
+        def run() -> None:
+            futures = [pool.submit(fn, weights_per_job[j], per_job, j) for j in range(jobs)]
+            for f in futures:
+                f.result()
+        return timed(run)
+
+
+def measure(tag: str, reps: int, target_s: float, jobs: int) -> dict[str, float]:
+    rnd = ALL_ROUNDS[tag]
+    width, depth = rnd.width, rnd.depth
+    chunk = chunk_size_for(width)
+    weights = [weights_for(width, depth, j) for j in range(jobs)]
+    flops_per_sample = 2 * depth * width * width
+    # samples per job so that one band trial takes about target_s at ~20 GFLOP/s per core
+    per_job = max(chunk, int(target_s * 20e9 / flops_per_sample) // chunk * chunk)
+    configs = {
+        "bare, BLAS on all cores": lambda: timed(lambda: bare_matmul(weights[0], per_job * jobs)),
+        "bare, one BLAS thread per core": lambda: parallel(lambda w, n, _j: bare_matmul(w, n), jobs, per_job, weights),
+        "band, one MLP per core": lambda: parallel(band_pass, jobs, per_job, weights),
+        "bare, 1 core": lambda: _single(lambda: bare_matmul(weights[0], per_job)),
+        "band, 1 core": lambda: _single(lambda: band_pass(weights[0], per_job, 0)),
+    }
+    samples = {name: per_job if "1 core" in name else per_job * jobs for name in configs}
+    times: dict[str, list[float]] = {name: [] for name in configs}
+    band_pass(weights[0], chunk, 0)  # warm up allocations and BLAS
+    for _ in range(reps):
+        for name, fn in configs.items():
+            times[name].append(fn())
+    return {name: flops_per_sample * samples[name] / statistics.median(t) / 1e9 for name, t in times.items()}
+
+
+def _single(fn) -> float:
+    with threadpool_limits(limits=1, user_api="blas"):
+        return timed(fn)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", nargs="+", default=list(ALL_ROUNDS), choices=list(ALL_ROUNDS))
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=2.0, help="approximate length of one band trial")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args(argv)
+    print(f"{os.cpu_count()} cores, {args.jobs} jobs, median of {args.reps} interleaved repetitions; "
+          "GFLOP/s of matmul (2 d w^2 per sample)")
+    worst = float("inf")
+    for tag in args.rounds:
+        rates = measure(tag, args.reps, args.seconds, args.jobs)
+        rnd = ALL_ROUNDS[tag]
+        print(f"\n{tag} ({rnd.width} x {rnd.depth}, chunk {chunk_size_for(rnd.width)})")
+        for name, rate in rates.items():
+            print(f"  {name:34s} {rate:8.1f} GFLOP/s")
+        best_bare = max(rates["bare, BLAS on all cores"], rates["bare, one BLAS thread per core"])
+        ratio = rates["band, one MLP per core"] / best_bare
+        core_ratio = rates["band, 1 core"] / rates["bare, 1 core"]
+        worst = min(worst, ratio)
+        print(f"  ratio band / best bare matmul (whole machine): {ratio:.2f}")
+        print(f"  ratio band / bare matmul (one core):           {core_ratio:.2f}")
+    print(f"\nworst whole-machine ratio: {worst:.2f} (target >= 0.80)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

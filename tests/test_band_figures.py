@@ -1,0 +1,189 @@
+"""The convergence figure and readout, built from a real (tiny) band, baselines and run summaries."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from whestbench.budget import mc_flops_per_sample
+
+from components import convergence_figures as figs
+from whestboard.bake import bake, plan_from_args
+from whestboard.band import band_frame
+from whestboard.band_baselines import compute_baselines
+from whestboard.band_store import compute_band, load_band
+from whestboard.band_view import RunPoint, convergence_view
+from whestboard.datasets import open_dataset
+
+WIDTH, DEPTH = 32, 2
+PER_SAMPLE = mc_flops_per_sample(WIDTH, DEPTH, dtype_aware_billing=True)
+BUDGET = PER_SAMPLE * 10_000
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    path = tmp_path_factory.mktemp("figs") / "ds"
+    bake(path, plan_from_args(round_tag=None, width=WIDTH, depth=DEPTH, n_mlps=None, n_samples=8192,
+                              seeds=[21, 22, 23, 24, 25, 26]), explicit_seeds=True, show_progress=False)
+    ds = open_dataset(path)
+    compute_band(ds, budget=BUDGET, show_progress=False)
+    compute_baselines(ds, budget=BUDGET)
+    return ds
+
+
+def _run(run_id: str, flops: float, mse: float, *, team: str | None = None, label: str = "mean",
+         indices=(0, 1, 2), dataset_key: str = "ds") -> dict:
+    """A run summary shaped like ``whestboard.runstore.list_runs`` returns it."""
+    return {"run_id": run_id, "created_at": "2026-01-01T00:00:00+00:00", "dataset_key": dataset_key,
+            "round_tag": None, "estimator_label": label, "estimator_kind": "file", "code_sha256": "0" * 64,
+            "team": team, "source": "upload", "budget": BUDGET, "mlp_indices": list(indices),
+            "n_mlps": len(indices), "mean_flops_used": flops * 0.9, "mean_effective_compute": flops,
+            "final_layer_mse": mse, "all_layers_mse": mse * 2, "adjusted_score": mse * 0.5, "mean_multiplier": 0.5,
+            "n_failed": 0, "per_layer_mse": [mse * 3, mse], "noise_floor": None, "whestbench_version": "0.16.2",
+            "flopscope_version": "0.12.4"}
+
+
+@pytest.fixture(scope="module")
+def view(dataset):
+    runs = [
+        _run("inside", BUDGET / 2, 3e-4, team="alpha"),
+        _run("hot", BUDGET / 5, 1e-4, team="beta", label="clever.py"),
+        _run("above", BUDGET, 50.0, team="beta", label="clever.py"),
+        _run("below", BUDGET / 3, 1e-30),
+        _run("right", BUDGET * 1e6, 1e-4),
+        _run("elsewhere", BUDGET / 2, 2e-4, dataset_key="not-served"),
+    ]
+    return convergence_view(dataset, runs=runs)
+
+
+def _trace(fig, prefix: str):
+    return next(t for t in fig.data if t.name.startswith(prefix))
+
+
+def _shape(fig, name: str):
+    return next(s for s in fig.layout.shapes if s.name == name)
+
+
+def test_markers_sit_at_the_budget_its_tenth_and_the_noise_floor(dataset, view):
+    fig = figs.convergence_figure(view)
+    assert _shape(fig, "budget").x0 == _shape(fig, "budget").x1 == BUDGET
+    assert _shape(fig, "charging-floor").x0 == 0.1 * BUDGET
+    floor = np.mean(dataset.summary()["avg_variance"]) / dataset.info.n_samples
+    assert _shape(fig, "noise-floor").y0 == pytest.approx(floor, rel=1e-12)
+    assert _shape(fig, "below-noise-floor").y1 == pytest.approx(floor, rel=1e-12)
+
+
+def test_analytic_line_is_sigma2_over_n_solid_where_measured_dashed_beyond(dataset, view):
+    fig = figs.convergence_figure(view)
+    sigma2 = float(np.mean(dataset.summary()["avg_variance"]))
+    band = load_band(dataset)
+    measured = _trace(fig, "mean σ²/N (avg_variance of the MLPs), measured range")
+    assert list(measured.x) == [band.mlps[0].flops[0], band.mlps[0].flops[-1]]
+    np.testing.assert_allclose(measured.y, sigma2 * PER_SAMPLE / np.asarray(measured.x), rtol=1e-12)
+    extrapolated = _trace(fig, "mean σ²/N, extrapolated")
+    assert extrapolated.line.dash == "dash" and measured.line.dash is None
+    xs = np.asarray(extrapolated.x, dtype=float)
+    assert np.nanmin(xs) < 10 ** fig.layout.xaxis.range[0] and np.nanmax(xs) > 10 ** fig.layout.xaxis.range[1]
+    finite = np.isfinite(xs)
+    np.testing.assert_allclose(np.asarray(extrapolated.y, dtype=float)[finite], sigma2 * PER_SAMPLE / xs[finite])
+
+
+def test_band_traces_are_the_band_tables_percentiles(dataset, view):
+    fig = figs.convergence_figure(view)
+    table = load_band(dataset).table("final")
+    median = _trace(fig, "median of 6 MLPs")
+    np.testing.assert_array_equal(median.x, table["flops"].to_numpy(float))
+    np.testing.assert_array_equal(median.y, np.where(table["p50"] > 0, table["p50"], np.nan))
+    lower = next(t for t in fig.data if t.name == "10–90% of MLPs")
+    assert lower.fill == "tonexty"
+    np.testing.assert_array_equal(lower.y, np.where(table["p10"] > 0, table["p10"], np.nan))
+    assert [c[1] for c in median.customdata] == table["n"].tolist()
+
+
+def test_runs_inside_highlighted_and_pinned_to_the_edges(view):
+    fig = figs.convergence_figure(view, highlight="team:beta")
+    inside = _trace(fig, "recorded runs")
+    assert sorted(c[1] for c in inside.customdata) == ["elsewhere", "inside"]
+    hot = _trace(fig, "highlighted: team:beta")
+    assert [c[1] for c in hot.customdata] == ["hot"] and hot.x[0] == BUDGET / 5 and hot.y[0] == 1e-4
+    edge = _trace(fig, "runs outside the frame")
+    symbols = dict(zip([c[1] for c in edge.customdata], edge.marker.symbol, strict=True))
+    assert symbols == {"above": "triangle-up", "below": "triangle-down", "right": "triangle-right"}
+    x0, x1 = fig.layout.xaxis.range
+    y0, y1 = fig.layout.yaxis.range
+    for x, y in zip(edge.x, edge.y, strict=True):
+        assert x0 < math.log10(x) < x1 and y0 < math.log10(y) < y1
+    above = next(i for i, c in enumerate(edge.customdata) if c[1] == "above")
+    assert edge.marker.color[above] == figs.HIGHLIGHT  # a highlighted run stays highlighted at the edge
+    assert "outside the frame (top)" in edge.customdata[above][-1]
+
+
+def test_baselines_are_labelled_points_with_error_bars_across_mlps(view):
+    fig = figs.convergence_figure(view)
+    for b in view.baselines:
+        trace = _trace(fig, b.label)
+        stats = b.mse["final"]
+        assert trace.text == (b.label,) and trace.y[0] == stats["mean"] and trace.x[0] == b.flops
+        assert trace.error_y.array[0] == pytest.approx(stats["p90"] - stats["mean"])
+        assert trace.error_y.arrayminus[0] == pytest.approx(stats["mean"] - stats["p10"])
+
+
+def test_readout_of_a_run_uses_its_own_mlps_variance(dataset, view):
+    summary = dataset.summary().set_index("index")
+    sigma2 = float(summary.loc[[0, 1, 2], "avg_variance"].mean())
+    expected = sigma2 * PER_SAMPLE / (BUDGET / 5) / 1e-4
+    cmp = view.compare(BUDGET / 5, 1e-4, "final", sigma2=view.run("hot").sigma2["final"],
+                       noise_floor=view.run("hot").noise_floor["final"])
+    assert cmp.times_better == pytest.approx(expected, rel=1e-12)
+    panel = figs.readout_panel(view, "final", ["run", "hot"])
+    text = str(panel)
+    assert f"{expected:.3g}x better than sampling at equal FLOPs" in text
+    assert "its own MLPs" in text
+    assert "not served" in view.run("elsewhere").sigma2_basis
+    assert "1x by definition" in str(figs.readout_panel(view, "final", _trace(
+        figs.convergence_figure(view), "median").customdata[3]))
+    assert "Click a run" in str(figs.readout_panel(view, "final", None))
+
+
+def test_all_layer_view_uses_all_layer_band_variance_and_values(dataset, view):
+    fig = figs.convergence_figure(view, "all")
+    band = load_band(dataset)
+    assert fig.layout.yaxis.title.text.startswith("all-layer")
+    measured = _trace(fig, "mean σ²/N (layer-averaged variance of the MLPs), measured range")
+    np.testing.assert_allclose(measured.y[0] * measured.x[0] / PER_SAMPLE, band.mean_sigma2("all"), rtol=1e-12)
+    inside = _trace(fig, "recorded runs")
+    assert {c[1]: c[5] for c in inside.customdata}["inside"] == 6e-4  # the all-layer MSE of the run
+    assert _shape(fig, "noise-floor").y0 == pytest.approx(band.mean_sigma2("all") / dataset.info.n_samples)
+
+
+def test_without_a_band_only_the_extrapolated_line_is_drawn_and_the_page_says_why(tmp_path):
+    path = tmp_path / "bare"
+    bake(path, plan_from_args(round_tag="v1-warmup", width=None, depth=None, n_mlps=None, n_samples=64,
+                              seeds=[3]), explicit_seeds=True, show_progress=False)
+    view = convergence_view(open_dataset(path), runs=[])
+    fig = figs.convergence_figure(view)
+    names = [t.name for t in fig.data]
+    assert names == ["mean σ²/N (avg_variance of the MLPs), no band measured"]
+    assert "No Monte Carlo band" in view.notes[0]
+    assert _shape(fig, "budget").x0 == 68_000_000_000
+    assert figs.convergence_figure(view, "all").data == ()  # no all-layer variance without a band
+
+
+def test_highlight_matching():
+    run = RunPoint("r", "Clever.py", "file", "Beta", "upload", "ds", "", 1.0, 1.0, {"final": 1.0, "all": 1.0},
+                   1.0, 1.0, 1, 0, {"final": 1.0, "all": 1.0}, {"final": 0.0, "all": 0.0})
+    assert run.matches("team:beta") and run.matches("estimator:clever.py") and run.matches("beta")
+    assert not run.matches("team:clever.py") and not run.matches(None) and not run.matches("estimator:beta")
+
+
+def test_band_frame_for_other_pages_is_the_rounds_band_table():
+    from whestboard import registry
+
+    for tag in ("v1-warmup", "v1-phase1", "v2-phase2"):
+        frame = band_frame(tag)
+        bands = [load_band(ds) for ds in registry.datasets_for_round(tag)]
+        if frame is None:
+            assert not any(b is not None and b.mlps for b in bands)
+        else:
+            assert {"flops", "p10", "p25", "p50", "p75", "p90", "mean"} <= set(frame.columns)

@@ -1,0 +1,273 @@
+"""Everything the convergence page draws for one dataset, gathered as plain values.
+
+The page's figure builder (``components.convergence_figures``) takes a
+``ConvergenceView`` and nothing else, so it stays a pure function of data:
+band percentiles, the analytic sigma^2 / N, noise floors, budget markers,
+white-box baselines and every recorded run of the round.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from whestboard.band import METRICS, EqualFlopsComparison, compare_with_sampling
+from whestboard.band_baselines import BaselineResult, load_baselines
+from whestboard.band_store import Band, load_band
+
+
+@dataclass(frozen=True)
+class BaselinePoint:
+    """A white-box estimator across the dataset's MLPs: mean MSE, percentiles, mean compute."""
+
+    kind: str
+    label: str
+    flops: float  # mean effective compute C (= F where residual time is not priced)
+    flops_used: float
+    mse: dict[str, dict[str, float]]  # metric -> mean, p10 .. p90
+    n_mlps: int
+    n_failed: int
+    adjusted_score: float
+    mean_multiplier: float
+    source: str
+
+
+@dataclass(frozen=True)
+class RunPoint:
+    """One recorded run, placed at the compute it actually spent."""
+
+    run_id: str
+    label: str
+    kind: str
+    team: str | None
+    source: str
+    dataset_key: str
+    created_at: str
+    flops: float  # mean effective compute C
+    flops_used: float
+    mse: dict[str, float | None]  # metric -> MSE against the reference
+    adjusted_score: float | None
+    mean_multiplier: float
+    n_mlps: int
+    n_failed: int
+    sigma2: dict[str, float | None]  # metric -> mean sigma^2 of the run's own MLPs
+    noise_floor: dict[str, float | None]
+    sigma2_basis: str = "its own MLPs"
+
+    def matches(self, highlight: str | None) -> bool:
+        """``estimator:LABEL``, ``team:NAME`` or a bare name matching either (case-insensitive)."""
+        if not highlight:
+            return False
+        kind, _, value = highlight.partition(":")
+        if not value:
+            kind, value = "", highlight
+        value = value.strip().lower()
+        label, team = self.label.lower(), (self.team or "").lower()
+        if kind == "estimator":
+            return label == value
+        if kind == "team":
+            return team == value
+        return value in (label, team)
+
+
+@dataclass
+class ConvergenceView:
+    """The convergence picture of one dataset of one round."""
+
+    dataset_key: str
+    round_tag: str | None
+    width: int
+    depth: int
+    budget: float
+    charging_floor: float
+    flops_per_sample: float
+    reference_samples: int
+    n_mlps: int
+    sigma2: dict[str, float | None]
+    noise_floor: dict[str, float | None]
+    band: dict[str, pd.DataFrame | None]
+    band_n_mlps: int
+    band_max_multiple: float | None
+    baselines: list[BaselinePoint]
+    runs: list[RunPoint]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def has_band(self) -> bool:
+        return self.band.get("final") is not None and not self.band["final"].empty
+
+    def run(self, run_id: str) -> RunPoint | None:
+        return next((r for r in self.runs if r.run_id == run_id), None)
+
+    def baseline(self, kind: str) -> BaselinePoint | None:
+        return next((b for b in self.baselines if b.kind == kind), None)
+
+    def highlight_options(self) -> list[dict[str, str]]:
+        labels = sorted({r.label for r in self.runs if r.label})
+        teams = sorted({r.team for r in self.runs if r.team})
+        return ([{"label": f"estimator: {v}", "value": f"estimator:{v}"} for v in labels]
+                + [{"label": f"team: {v}", "value": f"team:{v}"} for v in teams])
+
+    def compare(self, flops: float, mse: float, metric: str, *, sigma2: float | None = None,
+                noise_floor: float | None = None) -> EqualFlopsComparison | None:
+        """"x better than sampling at equal FLOPs" for a point, with these MLPs' sigma^2 unless given."""
+        sigma2 = sigma2 if sigma2 is not None else self.sigma2.get(metric)
+        floor = noise_floor if noise_floor is not None else self.noise_floor.get(metric)
+        if not sigma2 or not mse or mse <= 0 or flops <= 0 or floor is None:
+            return None
+        return compare_with_sampling(flops, mse, mean_sigma2=sigma2, flops_per_sample=self.flops_per_sample,
+                                     noise_floor=floor)
+
+
+def _baseline_point(result: BaselineResult) -> BaselinePoint:
+    summaries = {metric: result.summary(metric) for metric in METRICS}
+    final = summaries["final"]
+    return BaselinePoint(
+        kind=result.kind,
+        label=result.label,
+        flops=final["mean_effective_compute"],
+        flops_used=final["mean_flops_used"],
+        mse={m: {k: v for k, v in s.items() if k == "mean" or k.startswith("p")} for m, s in summaries.items()},
+        n_mlps=final["n_mlps"],
+        n_failed=final["n_failed"],
+        adjusted_score=final["adjusted_score"],
+        mean_multiplier=final["mean_multiplier"],
+        source=result.source,
+    )
+
+
+def _list_runs(round_tag: str | None) -> list[dict]:
+    """The run store's summaries for the round; a missing or unreachable store means no runs."""
+    if round_tag is None:
+        return []
+    try:
+        from whestboard import runstore
+    except ImportError:
+        return []
+    try:
+        return list(runstore.list_runs(round_tag=round_tag))
+    except Exception:
+        return []
+
+
+def _finite(value: Any) -> float | None:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
+
+
+class _Variances:
+    """sigma^2 of any subset of a served dataset's MLPs (final layer; all layers from the band)."""
+
+    def __init__(self, dataset, band: Band | None) -> None:
+        summary = dataset.summary()
+        self.final = dict(zip(summary["index"].astype(int), summary["avg_variance"].astype(float), strict=True))
+        self.all = {b.index: b.sigma2("all") for b in band.mlps} if band is not None else {}
+        self.reference_samples = dataset.info.n_samples
+
+    def indices(self, metric: str) -> list[int]:
+        return list(self.final if metric == "final" else self.all)
+
+    def mean(self, indices: list[int], metric: str) -> float | None:
+        table = self.final if metric == "final" else self.all
+        values = [table[i] for i in indices if i in table]
+        if not values or len(values) < len(indices):
+            return None
+        return float(np.mean(values))
+
+
+def _run_point(row: dict, variances: dict[str, _Variances], fallback: _Variances) -> RunPoint:
+    """A run summary, with sigma^2 of its own MLPs (or of this dataset's when its dataset is not served)."""
+    indices = [int(i) for i in row.get("mlp_indices") or []]
+    source = variances.get(row.get("dataset_key"))
+    basis = source or fallback
+    sigma2 = {m: basis.mean(indices if source is not None else basis.indices(m), m) for m in METRICS}
+    floor = {m: (v / basis.reference_samples if v is not None else None) for m, v in sigma2.items()}
+    stored_floor = _finite(row.get("noise_floor"))
+    if stored_floor is not None:
+        floor["final"] = stored_floor
+    effective = _finite(row.get("mean_effective_compute")) or _finite(row.get("mean_flops_used")) or 0.0
+    return RunPoint(
+        run_id=str(row.get("run_id")),
+        label=str(row.get("estimator_label") or row.get("estimator_kind") or "?"),
+        kind=str(row.get("estimator_kind") or ""),
+        team=row.get("team"),
+        source=str(row.get("source") or ""),
+        dataset_key=str(row.get("dataset_key") or ""),
+        created_at=str(row.get("created_at") or ""),
+        flops=effective,
+        flops_used=_finite(row.get("mean_flops_used")) or 0.0,
+        mse={"final": _finite(row.get("final_layer_mse")), "all": _finite(row.get("all_layers_mse"))},
+        adjusted_score=_finite(row.get("adjusted_score")),
+        mean_multiplier=_finite(row.get("mean_multiplier")) or 1.0,
+        n_mlps=int(row.get("n_mlps") or len(indices)),
+        n_failed=int(row.get("n_failed") or 0),
+        sigma2=sigma2,
+        noise_floor=floor,
+        sigma2_basis="its own MLPs" if source is not None else f"this dataset's MLPs ({row.get('dataset_key')} "
+                                                                  "is not served)",
+    )
+
+
+def convergence_view(dataset, *, runs: list[dict] | None = None) -> ConvergenceView:
+    """Gather the band, baselines and runs of a dataset's round into one ``ConvergenceView``."""
+    from whestboard import registry
+    from whestboard.band import plan_for_dataset
+
+    info = dataset.info
+    band = load_band(dataset)
+    if band is not None:
+        plan = band.plan
+    else:
+        plan = plan_for_dataset(dataset) if info.round is not None else None
+    if plan is None:
+        raise ValueError(f"dataset {info.key!r} is not a round's shape and has no band; run the band command "
+                         "with --budget first")
+    notes = []
+    tables: dict[str, pd.DataFrame | None] = {m: None for m in METRICS}
+    if band is not None and band.mlps:
+        tables = {m: band.table(m) for m in METRICS}
+        if not band.complete:
+            notes.append(f"The band covers {len(band.mlps)} of the dataset's {info.n_mlps} MLPs; "
+                         f"run `python -m whestboard band --dataset {info.path}` to finish it.")
+        if band.stale:
+            notes.append(f"{len(band.stale)} stored band file(s) were measured against another reference and "
+                         "are left out.")
+    else:
+        notes.append(f"No Monte Carlo band has been measured for {info.key} yet: only the analytic sigma^2/N "
+                     f"line is drawn. Run `python -m whestboard band --dataset {info.path}`.")
+    own = _Variances(dataset, band)
+    served = {key: ds for key, ds in registry.datasets().items() if ds.info.round_tag == info.round_tag}
+    variances = {info.key: own}
+    rows = runs if runs is not None else _list_runs(info.round_tag)
+    for key in {r.get("dataset_key") for r in rows} - {info.key}:
+        if key in served:
+            variances[key] = _Variances(served[key], load_band(served[key]))
+    sigma2 = {"final": dataset.mean_avg_variance,
+              "all": band.mean_sigma2("all") if band is not None and band.mlps else None}
+    floors = {m: (s / info.n_samples if s is not None else None) for m, s in sigma2.items()}
+    return ConvergenceView(
+        dataset_key=info.key,
+        round_tag=info.round_tag,
+        width=info.width,
+        depth=info.depth,
+        budget=float(plan.budget),
+        charging_floor=0.1 * float(plan.budget),
+        flops_per_sample=float(plan.flops_per_sample),
+        reference_samples=info.n_samples,
+        n_mlps=info.n_mlps,
+        sigma2=sigma2,
+        noise_floor=floors,
+        band=tables,
+        band_n_mlps=len(band.mlps) if band is not None else 0,
+        band_max_multiple=plan.max_budget_multiple if band is not None else None,
+        baselines=[_baseline_point(r) for r in load_baselines(dataset).values()],
+        runs=[_run_point(r, variances, own) for r in rows],
+        notes=notes,
+    )
