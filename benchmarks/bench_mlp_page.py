@@ -175,10 +175,31 @@ def _measure(client: Client, key: str, index: int, width: int, repeats: int) -> 
                                   changed=[_json_id(csv_id) + ".n_clicks"])
         sizes[f"CSV {plot}"] = n
         rows.append((f"CSV download '{plot}' (s)", t, "s", None))
+    sizes["explorer list, 1000 MLPs (grid only)"] = _grid_bytes(1000)
     for name, n in sizes.items():
         rows.append((f"payload: {name} (bytes)", n, "B", PAYLOAD_TARGET_BYTES))
     _check_width(width)
     return rows
+
+
+def _grid_bytes(n_mlps: int) -> int:
+    """JSON size of the MLP grid for a full split (1000 MLPs), built from a synthetic summary:
+    its size depends on the row count, not on the widths."""
+    import numpy as np
+    import pandas as pd
+    from plotly.io.json import to_json_plotly
+
+    from components.explorer_panels import mlp_grid
+
+    rng = np.random.default_rng(0)
+    summary = pd.DataFrame({
+        "index": np.arange(n_mlps), "mlp_id": np.arange(n_mlps),
+        "mlp_name": [f"firstname-lastname{i}" for i in range(n_mlps)],
+        "mlp_seed": rng.integers(0, 2**63 - 1, n_mlps, dtype=np.int64),
+        **{c: rng.random(n_mlps) for c in ("avg_variance", "final_mean_avg", "final_mean_median", "final_mean_max",
+                                           "final_dead_fraction", "dead_fraction", "noise_floor")},
+    })
+    return len(to_json_plotly(mlp_grid(summary, "full")))
 
 
 def _cold_breakdown(client: Client, key: str, index: int) -> list[tuple]:
