@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 import dash_bootstrap_components as dbc
-from dash import Input, Output, State, callback, ctx, dcc, html, no_update
+from dash import Input, Output, State, callback, dcc, html, no_update
 
 from whestboard import registry
 from whestboard.rounds import ALL_ROUNDS
@@ -115,7 +115,8 @@ def selector_row(selection: Selection, *, target_path: str = "/explorer") -> dbc
             dbc.Col(dcc.Dropdown(id=DATASET_ID, options=_dataset_options(), value=selection.dataset_key,
                                  clearable=False, searchable=False, style={"minWidth": "24rem"}),
                     width="auto"),
-            dcc.Store(id=TARGET_ID, data=target_path),
+            dcc.Store(id=TARGET_ID, data={"path": target_path, "dataset": selection.dataset_key,
+                                          "round": selection.round_tag}),
         ],
         className="g-2 align-items-center mb-3",
         id="selector-row",
@@ -148,20 +149,22 @@ def _index_range(ds) -> str:
     return f"{indices[0]}–{indices[-1]}" if contiguous else ", ".join(map(str, indices))
 
 
-def navigation_target(changed: str, round_tag: str | None, dataset_key: str | None,
-                      target_path: str | None) -> str | None:
-    """Where a selector change leads: a round goes to its first dataset, a dataset
-    to itself (with its own round); ``None`` when nothing needs to move."""
-    path = target_path or "/explorer"
-    if changed == ROUND_ID:
-        key = registry.default_dataset_key(round_tag) if round_tag else None
-        if key is None or key == dataset_key:
-            return None
-        return page_url(path, key, round_tag)
+def navigation_target(round_tag: str | None, dataset_key: str | None, shown: dict | None) -> str | None:
+    """Where the selectors lead, or ``None`` when they still show the page's own selection.
+
+    Comparing with what the page shows (not with which input fired) matters: a
+    dropdown may report its value when it mounts, which must not navigate.
+    A new round goes to its first dataset; a new dataset to itself, with its round.
+    """
+    shown = shown or {}
+    path = shown.get("path") or "/explorer"
+    if round_tag and round_tag != shown.get("round"):
+        key = registry.default_dataset_key(round_tag)
+        return None if key is None else page_url(path, key, round_tag)
     served = registry.datasets()
-    if dataset_key not in served:
-        return None
-    return page_url(path, dataset_key, served[dataset_key].info.round_tag)
+    if dataset_key and dataset_key != shown.get("dataset") and dataset_key in served:
+        return page_url(path, dataset_key, served[dataset_key].info.round_tag)
+    return None
 
 
 @callback(
@@ -171,6 +174,6 @@ def navigation_target(changed: str, round_tag: str | None, dataset_key: str | No
     State(TARGET_ID, "data"),
     prevent_initial_call=True,
 )
-def _navigate(round_tag: str | None, dataset_key: str | None, target_path: str | None):
-    target = navigation_target(ctx.triggered_id, round_tag, dataset_key, target_path)
+def _navigate(round_tag: str | None, dataset_key: str | None, shown: dict | None):
+    target = navigation_target(round_tag, dataset_key, shown)
     return no_update if target is None else target

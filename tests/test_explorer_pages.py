@@ -74,15 +74,18 @@ def test_resolve_selection_defaults_and_errors(served):
 
 
 def test_navigation_target_keeps_choices_in_the_url(served):
-    from components.selectors import DATASET_ID, ROUND_ID, navigation_target, page_url
+    from components.selectors import navigation_target, page_url
 
     assert page_url("/explorer", "a b", None) == "/explorer?dataset=a+b"
-    assert navigation_target(DATASET_ID, None, "toy-warmup", "/explorer") == "/explorer?dataset=toy-warmup&round=v1-warmup"
-    assert navigation_target(DATASET_ID, None, "a-custom", None) == "/explorer?dataset=a-custom"
-    assert navigation_target(ROUND_ID, "v1-warmup", "a-custom", "/x") == "/x?dataset=toy-warmup&round=v1-warmup"
-    assert navigation_target(ROUND_ID, "v1-warmup", "toy-warmup", "/x") is None  # already there
-    assert navigation_target(ROUND_ID, "v2-phase2", "toy-warmup", "/x") is None  # nothing to show
-    assert navigation_target(DATASET_ID, None, "gone", "/x") is None
+    on_warmup = {"path": "/explorer", "dataset": "toy-warmup", "round": "v1-warmup"}
+    on_custom = {"path": "/x", "dataset": "a-custom", "round": None}
+    assert navigation_target("v1-warmup", "toy-warmup", on_warmup) is None  # values reported on mount
+    assert navigation_target(None, "a-custom", on_custom) is None
+    assert navigation_target("v1-warmup", "a-custom", on_warmup) == "/explorer?dataset=a-custom"
+    assert navigation_target(None, "toy-warmup", on_custom) == "/x?dataset=toy-warmup&round=v1-warmup"
+    assert navigation_target("v1-warmup", "a-custom", on_custom) == "/x?dataset=toy-warmup&round=v1-warmup"
+    assert navigation_target("v2-phase2", "toy-warmup", on_warmup) is None  # nothing served there
+    assert navigation_target("v1-warmup", "gone", on_warmup) is None
 
 
 def test_selector_row_offers_served_datasets_and_disables_empty_rounds(served):
