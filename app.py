@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=int(os.environ.get("WHESTBOARD_PORT", "8050")))
     parser.add_argument("--debug", action="store_true")
     args = parser.parse_args(argv)
+    runtime.start_job_launcher()  # fork job processes from a single-threaded helper (components/runtime.py)
     app.run(host=args.host, port=args.port, debug=args.debug)
 
 

@@ -48,9 +48,28 @@ loglevel = os.environ.get("WHESTBOARD_LOG_LEVEL", "info").lower()
 worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
+def when_ready(server) -> None:
+    """Create the store's tables once, in the master, before workers race to do it."""
+    from whestboard import db, jobs
+
+    try:
+        jobs.ensure_table()
+    except Exception as exc:  # noqa: BLE001 - /healthz reports an unreachable store; keep serving
+        server.log.error("store not ready: %s", type(exc).__name__)
+    finally:
+        db.reset_engines()  # no connection of the master's is left for workers to inherit
+
+
 def post_fork(server, worker) -> None:
     """Each worker starts with its own connections (the pid guard does the rest lazily)."""
     from whestboard import forksafe
 
     forksafe.install()
     server.log.info("worker %s ready (threads=%s)", worker.pid, threads)
+
+
+def post_worker_init(worker) -> None:
+    """The app is loaded and no request thread exists yet: the one safe moment to fork the job launcher."""
+    from components import runtime
+
+    runtime.start_job_launcher()

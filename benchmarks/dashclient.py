@@ -88,10 +88,14 @@ def walk(tree: Any, found: dict[str, dict], types: dict[str, str]) -> None:
 class DashClient:
     """One simulated browser: a requests session plus the timings of everything it sent."""
 
-    def __init__(self, base_url: str, *, timeout: float = 120.0, record: Callable[[Timing], None] | None = None):
+    def __init__(self, base_url: str, *, timeout: float = 120.0, record: Callable[[Timing], None] | None = None,
+                 keepalive: bool = True):
         require_loopback(base_url)
         self.base = base_url.rstrip("/")
         self.http = requests.Session()
+        if not keepalive:  # a new connection per request: consecutive requests spread over workers
+            self.http.headers["Connection"] = "close"
+        self.responses: list[requests.Response] = []
         self.timeout = timeout
         self.timings: list[Timing] = []
         self._record = record
@@ -111,6 +115,7 @@ class DashClient:
         except requests.RequestException:
             self._note(kind, path.split("?")[0], started, 0, False)
             raise
+        self.responses.append(r)
         self._note(kind, path.split("?")[0], started, r.status_code, r.status_code < 400)
         if r.status_code >= 400:
             raise CallbackFailed(f"GET {path} -> {r.status_code}")
@@ -150,6 +155,7 @@ class DashClient:
         except requests.RequestException as exc:
             self._note(kind, label, started, 0, False)
             raise CallbackFailed(f"{label}: {exc}") from exc
+        self.responses.append(r)
         ok = r.status_code in (200, 204)
         self._note(kind, label, started, r.status_code, ok)
         if not ok:

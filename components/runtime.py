@@ -17,9 +17,11 @@ poll silently giving up (what plain Dash does).
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import json
 import logging
+import threading
 import time
 import uuid
 from typing import Any
@@ -31,7 +33,7 @@ from dash.exceptions import BackgroundCallbackError, PreventUpdate
 from flask import Flask, g, got_request_exception, request
 from flask_caching import Cache
 
-from whestboard import jobs, logs, settings
+from whestboard import jobs, launcher, logs, settings
 
 cache = Cache()
 logs.configure()
@@ -90,10 +92,21 @@ def job_failed_payload(reason: str) -> dict:
     return {"background_callback_error": {"msg": msg, "tb": ""}}
 
 
+_poll = threading.local()
+
+
 class _Ledger:
     """Mixin recording every background launch in ``whestboard.jobs``."""
 
     backend_name = ""
+
+    def build_cache_key(self, fn, args, cache_args_to_ignore, triggered):
+        """One result key per launch, not per input: two users asking the same thing at once
+        otherwise share a key, and the first to read the result deletes it for the other."""
+        key = super().build_cache_key(fn, args, cache_args_to_ignore, triggered)
+        if self.cache_by is None:
+            key = hashlib.sha256(f"{key}:{uuid.uuid4().hex}".encode()).hexdigest()
+        return key
 
     def call_job_fn(self, key, job_fn, args, context):
         jobs.reap()
@@ -138,6 +151,7 @@ class _Ledger:
         return False
 
     def get_result(self, key, job):
+        _poll.key = key  # job_running() below is asked about this same poll
         result = super().get_result(key, job)
         if result is not self.UNDEFINED or job is None:
             return result
@@ -156,17 +170,85 @@ class _Ledger:
             return job_failed_payload(f"{JOB_DIED}: process {row.worker} ended without storing its result")
         return result
 
+    def job_running(self, job):
+        """Dash asks this right after get_result(): a job that stored its result and exited in
+        between would read as "not running, no result", and the poll would silently give up."""
+        running = super().job_running(job)
+        key, _poll.key = getattr(_poll, "key", None), None
+        if not running and key is not None and self.result_ready(key):
+            return True  # the next poll collects the result
+        return running
+
     def terminate_job(self, job):
         if job is not None:
             jobs.cancel(str(job))
         return super().terminate_job(job)
 
 
+_diskcache_managers: list = []
+
+
 def _diskcache_manager():
     import diskcache
+    import psutil
     from dash import DiskcacheManager
 
-    class LedgerDiskcacheManager(_Ledger, DiskcacheManager):
+    class LaunchingDiskcacheManager(DiskcacheManager):
+        """DiskcacheManager whose job processes come from a single-threaded launcher (whestboard.launcher)."""
+
+        _launcher: launcher.Launcher | None = None
+
+        def ensure_launcher(self, *, quiet: bool) -> launcher.Launcher:
+            if self._launcher is None or not self._launcher.alive():
+                if not quiet:
+                    logs.event("job.launcher_late", level=logging.WARNING,
+                               msg="job launcher started from a threaded process; call "
+                                   "runtime.start_job_launcher() while single-threaded")
+                self._launcher = launcher.Launcher(self.func_registry)
+            return self._launcher
+
+        def _process(self, job) -> psutil.Process | None:
+            """The job's process, unless its pid now belongs to someone else (pids wrap around)."""
+            pid, _, started = str(job).partition("@")
+            try:
+                proc = psutil.Process(int(pid))
+                if started and abs(proc.create_time() - float(started)) > 0.05:
+                    return None
+                return proc
+            except (psutil.NoSuchProcess, ValueError):
+                return None
+
+        def job_running(self, job):
+            proc = self._process(job)
+            try:
+                return proc is not None and proc.status() != psutil.STATUS_ZOMBIE
+            except psutil.NoSuchProcess:
+                return False
+
+        def terminate_job(self, job):
+            proc = self._process(job) if job is not None else None
+            if proc is None:
+                return
+            try:
+                victims = [*proc.children(recursive=True), proc]
+            except psutil.NoSuchProcess:  # it ended on its own meanwhile
+                return
+            for victim in victims:
+                try:
+                    victim.kill()
+                except psutil.NoSuchProcess:
+                    pass
+
+        def call_job_fn(self, key, job_fn, args, context):
+            fn_key = next(k for k, fn in self.func_registry.items() if fn is job_fn)
+            job_args = (key, self._make_progress_key(key), args, dict(context))
+            pid = self.ensure_launcher(quiet=False).launch(fn_key, job_args)
+            try:  # the handle names the process, not just a pid that may be reused later
+                return f"{pid}@{psutil.Process(pid).create_time():.3f}"
+            except psutil.NoSuchProcess:
+                return str(pid)
+
+    class LedgerDiskcacheManager(_Ledger, LaunchingDiskcacheManager):
         backend_name = "diskcache"
 
         def _stored_result(self, key):
@@ -176,14 +258,23 @@ def _diskcache_manager():
             return value
 
         def _process_gone(self, job) -> bool:
-            try:
-                return not self.job_running(job)
-            except (TypeError, ValueError):
-                return False
+            return not LaunchingDiskcacheManager.job_running(self, job)
 
     store = diskcache.Cache(str(settings.state_dir() / "dash-jobs"))
     store.close()  # reopened lazily per process: no SQLite handle crosses gunicorn's fork
-    return LedgerDiskcacheManager(store)
+    manager = LedgerDiskcacheManager(store)
+    _diskcache_managers.append(manager)
+    return manager
+
+
+def start_job_launcher() -> None:
+    """Fork this process's job launcher now, while it is single-threaded (after the app is imported).
+
+    gunicorn.conf.py calls it from ``post_worker_init``, ``python app.py`` before
+    serving. Without it the first background job starts one late, from a thread.
+    """
+    for manager in _diskcache_managers:
+        manager.ensure_launcher(quiet=True)
 
 
 @functools.cache

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Float, Index, Integer, String, Text, select, update
+from sqlalchemy import Float, Index, Integer, String, Text, exc, inspect, select, update
 from sqlalchemy.orm import Mapped, mapped_column
 
 from whestboard import db, forksafe, logs
@@ -74,13 +74,24 @@ _tables_ready: set[str] = set()
 _tables_lock = threading.Lock()
 
 
+def ensure_table(url: str | None = None) -> None:
+    """Create the jobs table if missing; safe when several processes race to do it."""
+    key = url or "<default>"
+    if key in _tables_ready:
+        return
+    with _tables_lock:
+        eng = db.engine(url)
+        try:
+            Job.__table__.create(eng, checkfirst=True)
+        except exc.SQLAlchemyError:
+            if not inspect(eng).has_table(Job.__tablename__):  # lost a race: fine if it now exists
+                raise
+        _tables_ready.add(key)
+
+
 def _session(url: str | None = None):
     """A store transaction, with the jobs table created on first use of that store."""
-    key = url or "<default>"
-    if key not in _tables_ready:
-        with _tables_lock:
-            Job.__table__.create(db.engine(url), checkfirst=True)
-            _tables_ready.add(key)
+    ensure_table(url)
     return db.session(url)
 
 

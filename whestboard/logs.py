@@ -100,7 +100,15 @@ def configure(level: str | None = None) -> logging.Logger:
     return logger
 
 
+_configured = False
+
+
 def get_logger(name: str = "") -> logging.Logger:
+    """The ``whestboard`` logger (configured on first use, so CLI and workers log JSON too)."""
+    global _configured
+    if not _configured:
+        configure()
+        _configured = True
     return logging.getLogger(f"{LOGGER_NAME}.{name}" if name else LOGGER_NAME)
 
 

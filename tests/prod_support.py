@@ -1,0 +1,226 @@
+"""Servers for the production tests: gunicorn, redis-server, PostgreSQL and Celery, on free loopback ports.
+
+Each is started from its real command line in a private temporary folder and
+torn down with its whole process group, so tests never share state with a
+developer's server or with each other.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import requests
+
+REPO = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def load_dashclient():
+    """benchmarks/dashclient.py by path (flopscope ships a top-level ``benchmarks`` package)."""
+    spec = importlib.util.spec_from_file_location("wb_dashclient", REPO / "benchmarks" / "dashclient.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["wb_dashclient"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _stop(proc: subprocess.Popen, grace: float = 15.0) -> None:
+    """SIGTERM the leader, then SIGKILL whatever is left of its process group (job children too)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def base_env(state_dir: Path, **extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("WHESTBOARD_REDIS_URL", "WHESTBOARD_DATABASE_URL", "WHESTBOARD_WORKERS", "WHESTBOARD_THREADS")}
+    env.update(WHESTBOARD_STATE_DIR=str(state_dir), PYTHONUNBUFFERED="1", WHESTBOARD_HOST="127.0.0.1")
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Server:
+    base: str
+    proc: subprocess.Popen
+    log: Path
+    state_dir: Path
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def worker_pids(self) -> set[int]:
+        import psutil
+
+        return {c.pid for c in psutil.Process(self.proc.pid).children() if c.name() != "python"} or {
+            c.pid for c in psutil.Process(self.proc.pid).children()}
+
+
+def wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 90.0) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            if requests.get(url, timeout=3).status_code < 500:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"{url} did not answer within {timeout}s:\n{log.read_text()[-3000:]}")
+
+
+def gunicorn_argv(target: str = "app:server") -> list[str]:
+    """The Dockerfile's CMD, with gunicorn taken from this virtual environment."""
+    exe = VENV_BIN / "gunicorn"
+    return [str(exe) if exe.exists() else "gunicorn", "-c", "gunicorn.conf.py", target]
+
+
+@contextmanager
+def gunicorn(target: str, state_dir: Path, *, workers: int = 2, threads: int = 2, ready_path: str = "/",
+             **env_extra: str):
+    """``gunicorn -c gunicorn.conf.py <target>`` on a free port, configured only through the environment."""
+    port = free_port()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    env = base_env(state_dir, WHESTBOARD_PORT=str(port), WHESTBOARD_WORKERS=str(workers),
+                   WHESTBOARD_THREADS=str(threads), **env_extra)
+    log = state_dir / f"gunicorn-{port}.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(gunicorn_argv(target), cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(base + ready_path, proc, log)
+        yield Server(base, proc, log, state_dir)
+    finally:
+        _stop(proc)
+
+
+@contextmanager
+def celery_worker(target: str, state_dir: Path, redis_url: str, *, concurrency: int = 1, **env_extra: str):
+    """``celery -A <target> worker`` (prefork) until the test ends."""
+    env = base_env(state_dir, WHESTBOARD_REDIS_URL=redis_url, **env_extra)
+    log = state_dir / f"celery-{time.time_ns()}.log"
+    argv = [str(VENV_BIN / "celery"), "-A", target, "worker", "--loglevel=INFO", "--pool=prefork",
+            f"--concurrency={concurrency}", "--without-gossip", "--without-mingle", "--without-heartbeat",
+            "-n", f"test-{os.getpid()}-{time.time_ns()}@%h"]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        deadline = time.time() + 90
+        while "ready." not in log.read_text(errors="replace"):
+            if proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError(f"celery worker did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.3)
+        yield proc, log
+    finally:
+        _stop(proc, grace=20)
+
+
+# --------------------------------------------------------------------------- redis-server
+
+
+@contextmanager
+def redis_server():
+    """A throwaway ``redis-server`` (Debian package) on a free loopback port; yields its URL."""
+    exe = shutil.which("redis-server")
+    if not exe:
+        pytest.fail("redis-server not found: install Debian's redis-server (./scripts/test.sh does)")
+    workdir = Path(tempfile.mkdtemp(prefix="wb-redis-"))
+    port = free_port()
+    log = workdir / "redis.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(workdir),
+                                 "--save", "", "--appendonly", "no", "--protected-mode", "yes"],
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    import redis
+
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        deadline = time.time() + 30
+        while True:
+            try:
+                redis.Redis.from_url(url).ping()
+                break
+            except redis.ConnectionError:
+                if proc.poll() is not None or time.time() > deadline:
+                    raise RuntimeError(f"redis-server did not start:\n{log.read_text()}") from None
+                time.sleep(0.1)
+        yield url
+    finally:
+        _stop(proc, grace=5)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- PostgreSQL
+
+
+def _pg_bin(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    return candidates[-1] if candidates else None
+
+
+def _as_postgres_user(argv: list[str]) -> list[str]:
+    """PostgreSQL refuses to run as root: CI runs as root, so drop to the ``postgres`` user."""
+    if os.geteuid() != 0:
+        return argv
+    return ["runuser", "-u", "postgres", "--", *argv]
+
+
+@contextmanager
+def postgres_server():
+    """A throwaway PostgreSQL cluster (Debian package) on a free loopback port; yields its SQLAlchemy URL."""
+    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
+    if not (initdb and pg_ctl):
+        pytest.fail("PostgreSQL server binaries not found: apt-get install -y postgresql (./scripts/test.sh does)")
+    workdir = Path(tempfile.mkdtemp(prefix="wb-pg-"))
+    data = workdir / "data"
+    if os.geteuid() == 0:
+        shutil.chown(workdir, "postgres", "postgres")
+    port = free_port()
+    run = dict(check=True, capture_output=True, text=True, timeout=120)
+    subprocess.run(_as_postgres_user([initdb, "-D", str(data), "-A", "trust", "-U", "whestboard", "--no-sync",
+                                      "-E", "UTF8"]), **run)
+    opts = f"-p {port} -k {workdir} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off"
+    subprocess.run(_as_postgres_user([pg_ctl, "-D", str(data), "-o", opts, "-l", str(workdir / "pg.log"),
+                                      "-w", "-t", "60", "start"]), **run)
+    try:
+        yield f"postgresql+psycopg://whestboard@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(_as_postgres_user([pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"]),
+                       capture_output=True, timeout=60)
+        shutil.rmtree(workdir, ignore_errors=True)
