@@ -137,9 +137,10 @@ def graph_card(plot: str, figure, *, clickable: bool = False, note=None, control
 
 def mlp_facts(ds: Dataset, index: int, stats: MLPStats) -> dbc.Card:
     final = stats.means[-1]
+    row = summary_for(ds).set_index("index").loc[index]
     facts = [
-        _fact("Index / id", f"{index}"),
-        _fact("Seed", str(summary_for(ds).set_index("index").loc[index, "mlp_seed"])),
+        _fact("Index / id", f"{index} / {row['mlp_id']}"),
+        _fact("Seed", str(row["mlp_seed"])),
         _fact(explained("avg_variance", "avg_variance"), sci(stats.avg_variance)),
         _fact(explained("Noise floor (this MLP)", "noise floor"), sci(stats.noise_floor), value_id="mlp-noise-floor"),
         _fact(explained("Noise floor (dataset)", "noise floor"), sci(ds.noise_floor)),
