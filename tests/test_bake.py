@@ -90,3 +90,32 @@ def test_cli_reports_errors_without_traceback(tmp_path):
     _out, err = proc.communicate(timeout=180)
     assert proc.returncode == 2
     assert err.strip().startswith("error:") and "Traceback" not in err
+
+
+def test_two_bakes_share_one_dataset(tmp_path):
+    """Two processes on one folder split the MLPs between them and agree with a single bake."""
+    shared, single = tmp_path / "shared", tmp_path / "single"
+    procs = [_cli(*_bake_args(shared)) for _ in range(2)]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    assert _cli(*_bake_args(single)).wait(timeout=300) == 0
+    a, b = open_dataset(shared), open_dataset(single)
+    assert a.indices == b.indices == list(range(8))
+    for i in a.indices:
+        np.testing.assert_array_equal(a.truth(i)[0], b.truth(i)[0])
+    assert not list((shared / compact.MLP_DIR).glob("*.claim"))
+
+
+def test_stale_claim_of_a_dead_process_is_taken_over(tmp_path):
+    from whestboard.bake import claim
+
+    plan = plan_from_args(round_tag=None, width=8, depth=2, n_mlps=2, n_samples=64, seeds=None)
+    out = tmp_path / "ds"
+    bake(out, plan, show_progress=False)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = compact.mlp_path(out, 0).with_suffix(".claim")
+    stale.write_text(f"{dead.pid}@{__import__('socket').gethostname()}")
+    with claim(out, 0) as mine:
+        assert mine
+    with claim(out, 1) as first, claim(out, 1) as second:
+        assert first and not second

@@ -9,9 +9,12 @@ truth ``create_dataset`` writes, bit for bit (the tests bake both and compare).
 
 from __future__ import annotations
 
+import os
 import secrets
+import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -144,7 +147,8 @@ def prepare(directory: Path, plan: BakePlan, *, engine: str, explicit_seeds: boo
     if directory.exists() and any(directory.iterdir()):
         raise BakeError(f"{directory} exists and is not a Whestboard bake; choose another --out")
     manifest = _manifest_for(plan, engine)
-    compact.write_manifest(directory, manifest)
+    if not compact.create_manifest(directory, manifest):
+        return prepare(directory, plan, engine=engine, explicit_seeds=explicit_seeds)  # lost the race
     return manifest
 
 
@@ -260,11 +264,58 @@ def bake(
                 bar.n = offset + completed
                 bar.refresh()
 
-            bar.set_postfix_str(f"MLP {index + 1}/{manifest['n_mlps']}")
-            bake_one(directory, manifest, index, engine=engine, progress=on_chunk)
+            with claim(directory, index) as mine:
+                if not mine or index in compact.baked_indices(directory):
+                    continue  # another bake process has it, or finished it meanwhile
+                bar.set_postfix_str(f"MLP {index + 1}/{manifest['n_mlps']}")
+                bake_one(directory, manifest, index, engine=engine, progress=on_chunk)
     finally:
         bar.close()
     return manifest
+
+
+@contextmanager
+def claim(directory: Path, index: int) -> Iterator[bool]:
+    """Claim one MLP so several bake processes can share a dataset without duplicating work.
+
+    The claim is a file holding the owner's pid, created exclusively. A claim whose
+    process is gone (a killed bake) is stale and taken over.
+    """
+    path = compact.mlp_path(directory, index).with_suffix(".claim")
+    for _attempt in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            if _claim_is_alive(path):
+                yield False
+                return
+            path.unlink(missing_ok=True)
+            continue
+        with os.fdopen(fd, "w") as fh:
+            fh.write(f"{os.getpid()}@{socket.gethostname()}")
+        try:
+            yield True
+        finally:
+            path.unlink(missing_ok=True)
+        return
+    yield False
+
+
+def _claim_is_alive(path: Path) -> bool:
+    try:
+        pid_text, _, host = path.read_text().partition("@")
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        return False
+    if host and host != socket.gethostname():
+        return True  # another machine's bake: trust it
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _progress_bar(total: int, enabled: bool, label: str):

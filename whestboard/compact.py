@@ -51,12 +51,21 @@ def is_compact_dir(directory: Path) -> bool:
     return manifest_path(directory).is_file()
 
 
-def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
+def create_manifest(directory: Path, manifest: dict[str, Any]) -> bool:
+    """Write the manifest only if none exists; False when another process won the race."""
     directory = Path(directory)
     (directory / MLP_DIR).mkdir(parents=True, exist_ok=True)
-    _atomic_write_bytes(
-        manifest_path(directory), (json.dumps(manifest, indent=1) + "\n").encode()
-    )
+    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
+    os.chmod(tmp, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write((json.dumps(manifest, indent=1) + "\n").encode())
+        os.link(tmp, manifest_path(directory))
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        Path(tmp).unlink(missing_ok=True)
 
 
 def read_manifest(directory: Path) -> dict[str, Any]:
