@@ -129,6 +129,7 @@ def gunicorn(target: str, state_dir: Path, *, workers: int = 2, threads: int = 2
 @contextmanager
 def celery_worker(target: str, state_dir: Path, redis_url: str, *, concurrency: int = 1, **env_extra: str):
     """``celery -A <target> worker`` (prefork) until the test ends."""
+    state_dir.mkdir(parents=True, exist_ok=True)
     env = base_env(state_dir, WHESTBOARD_REDIS_URL=redis_url, **env_extra)
     log = state_dir / f"celery-{time.time_ns()}.log"
     argv = [str(VENV_BIN / "celery"), "-A", target, "worker", "--loglevel=INFO", "--pool=prefork",
