@@ -260,6 +260,13 @@ def _markers(view: ConvergenceView, metric: str, frame: Frame) -> tuple[list[dic
     return shapes, notes
 
 
+def _title(view: ConvergenceView) -> str:
+    band = (f"band of {view.band_n_mlps} MLPs up to {view.band_max_multiple:g}x B" if view.has_band
+            else "no band measured yet")
+    dataset = "" if view.dataset_key == view.round_tag else f" · dataset {view.dataset_key}"
+    return f"{view.round_tag or 'custom shape'} · {view.width} x {view.depth}{dataset} · {band}"
+
+
 def convergence_figure(view: ConvergenceView, metric: str = "final", *, highlight: str | None = None,
                        frame: Frame | None = None) -> go.Figure:
     """The whole picture for one dataset and one metric."""
@@ -289,7 +296,7 @@ def convergence_figure(view: ConvergenceView, metric: str = "final", *, highligh
         uirevision=f"{view.dataset_key}:{metric}",
         meta={"budget": view.budget, "charging_floor": view.charging_floor, "metric": metric,
               "dataset": view.dataset_key, "round": view.round_tag},
-        title=dict(text=f"{view.round_tag or 'custom'} · {view.dataset_key} · {view.width} x {view.depth}",
+        title=dict(text=_title(view),
                    x=0.01, font=dict(size=15)),
     )
     return fig

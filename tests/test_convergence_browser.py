@@ -1,0 +1,195 @@
+"""The convergence page in headless Chromium: every embedded round, markers where the rulebook puts them.
+
+This module runs its own app server with a private state folder, so the run
+it records (for the highlight and the readout) cannot disturb other pages' tests.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from tests.browser_helpers import wait_for_dash
+from tests.conftest import REPO, ConsoleWatcher, _free_port, _wait_for
+from whestboard import registry
+from whestboard.rounds import get_round
+
+GRAPH = "#convergence-graph .js-plotly-plot"
+
+
+def _embedded_rounds() -> list[tuple[str, str]]:
+    """(round, dataset key) of every embedded dataset the registry serves now."""
+    root = registry.data_dir().resolve()
+    out = []
+    for key, ds in registry.datasets().items():
+        if ds.info.path.resolve().parent == root and ds.info.round_tag:
+            out.append((ds.info.round_tag, key))
+    return out
+
+
+@pytest.fixture(scope="module")
+def convergence_server(tmp_path_factory):
+    state = tmp_path_factory.mktemp("convergence-state")
+    _record_highlight_run(state)
+    port = _free_port()
+    env = dict(os.environ, WHESTBOARD_STATE_DIR=str(state), PYTHONUNBUFFERED="1")
+    log = open(state / "server.log", "w")
+    proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=REPO, env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for(base + "/healthz", proc, timeout=240)  # a loaded 2-core machine starts the app slowly
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        log.close()
+
+
+def _record_highlight_run(state) -> None:
+    """One real run (mean propagation on two MLPs of the first embedded round) in the private store."""
+    from whestboard import db, runs
+    from whestboard.estimators import resolve_estimator
+
+    rounds = _embedded_rounds()
+    if not rounds:
+        return
+    tag, key = rounds[0]
+    old = os.environ.get("WHESTBOARD_STATE_DIR")
+    os.environ["WHESTBOARD_STATE_DIR"] = str(state)
+    db.reset_engines()
+    try:
+        ds = registry.get_dataset(key)
+        request = runs.RunRequest(ds, ds.indices[:2], resolve_estimator("mean"), runs.rulebook_for(tag),
+                                  source="cli", team="convergence-testers")
+        runs.run(request, use_cache=False)
+    finally:
+        if old is None:
+            os.environ.pop("WHESTBOARD_STATE_DIR", None)
+        else:
+            os.environ["WHESTBOARD_STATE_DIR"] = old
+        db.reset_engines()
+
+
+@pytest.fixture()
+def cpage(browser, convergence_server):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.set_default_timeout(60_000)
+    watcher = ConsoleWatcher(pg)
+    pg.base_url = convergence_server
+    yield pg
+    context.close()
+    assert not watcher.errors, "browser reported errors:\n" + "\n".join(watcher.errors)
+
+
+def _figure(page) -> dict:
+    page.wait_for_selector(GRAPH)
+    return page.evaluate(f"""() => {{
+        const gd = document.querySelector('{GRAPH}');
+        const shapes = (gd.layout.shapes || []).map((s, i) => {{
+            const path = gd.querySelector(`.shapelayer path[data-index="${{i}}"]`);
+            const box = path ? path.getBBox() : null;
+            return {{name: s.name, x0: s.x0, x1: s.x1, y0: s.y0, y1: s.y1, px: box ? box.x : null,
+                     py: box ? box.y + box.height : null}};
+        }});
+        return {{shapes, names: gd.data.map(t => t.name), title: gd.layout.yaxis.title.text,
+                 meta: gd.layout.meta}};
+    }}""")
+
+
+def _pixel_x(page, value: float, *, absolute: bool = True) -> float:
+    """Where Plotly's own x axis puts ``value`` (SVG coordinates, or relative to the plot area)."""
+    return page.evaluate(f"() => {{ const xa = document.querySelector('{GRAPH}')._fullLayout.xaxis;"
+                         f" return xa.l2p(Math.log10({value})) + {'xa._offset' if absolute else 0}; }}")
+
+
+def _pixel_y(page, value: float, *, absolute: bool = True) -> float:
+    return page.evaluate(f"() => {{ const ya = document.querySelector('{GRAPH}')._fullLayout.yaxis;"
+                         f" return ya.l2p(Math.log10({value})) + {'ya._offset' if absolute else 0}; }}")
+
+
+def _shape(fig: dict, name: str) -> dict:
+    return next(s for s in fig["shapes"] if s["name"] == name)
+
+
+@pytest.mark.parametrize("tag,key", _embedded_rounds() or [pytest.param(None, None, marks=pytest.mark.skip(
+    reason="no embedded dataset is baked yet"))])
+def test_every_embedded_round_loads_with_markers_at_its_rulebook(cpage, tag, key):
+    cpage.goto(f"{cpage.base_url}/convergence?round={tag}")
+    wait_for_dash(cpage)
+    fig = _figure(cpage)
+    rnd = get_round(tag)
+    ds = registry.get_dataset(key)
+    budget = _shape(fig, "budget")
+    assert budget["x0"] == budget["x1"] == rnd.budget
+    assert abs(budget["px"] - _pixel_x(cpage, rnd.budget)) < 1.5, "the budget line is not drawn at B"
+    floor = _shape(fig, "charging-floor")
+    assert floor["x0"] == 0.1 * rnd.budget
+    assert abs(floor["px"] - _pixel_x(cpage, 0.1 * rnd.budget)) < 1.5
+    noise = _shape(fig, "noise-floor")
+    assert noise["y0"] == pytest.approx(ds.noise_floor, rel=1e-12)
+    assert abs(noise["py"] - _pixel_y(cpage, ds.noise_floor)) < 1.5
+    assert fig["meta"]["round"] == tag and fig["meta"]["dataset"] == key
+    assert any(n.startswith("mean σ²/N") for n in fig["names"])
+    if (ds.info.path / "band" / "band.json").is_file():
+        assert any(n.startswith("median of") for n in fig["names"])
+        assert "10–90% of MLPs" in fig["names"] and "25–75% of MLPs" in fig["names"]
+
+
+def test_view_toggle_and_highlight_live_in_the_url_and_the_readout_compares_with_sampling(cpage):
+    rounds = _embedded_rounds()
+    if not rounds:
+        pytest.skip("no embedded dataset is baked yet")
+    tag, key = rounds[0]
+    cpage.goto(f"{cpage.base_url}/convergence?round={tag}&highlight=team:convergence-testers")
+    wait_for_dash(cpage)
+    fig = _figure(cpage)
+    assert "highlighted: team:convergence-testers" in fig["names"] or any(
+        n.startswith("runs outside") for n in fig["names"])
+
+    # click the highlighted run: the readout states how it compares with sampling at its FLOPs
+    point = cpage.evaluate(f"""() => {{
+        const gd = document.querySelector('{GRAPH}');
+        const i = gd.data.findIndex(t => t.name.startsWith('highlighted'));
+        const t = gd.data[i];
+        return {{x: t.x[0], y: t.y[0], custom: t.customdata[0]}};
+    }}""")
+    box = cpage.locator(f"{GRAPH} .nsewdrag").first.bounding_box()
+    px = box["x"] + _pixel_x(cpage, point["x"], absolute=False)
+    py = box["y"] + _pixel_y(cpage, point["y"], absolute=False)
+    cpage.mouse.move(px, py)
+    cpage.mouse.click(px, py)
+    cpage.wait_for_selector("#convergence-ratio")
+    ratio_text = cpage.inner_text("#convergence-ratio")
+    ds = registry.get_dataset(key)
+    rnd = get_round(tag)
+    summary = ds.summary().set_index("index")
+    sigma2 = float(summary.loc[ds.indices[:2], "avg_variance"].mean())
+    expected = sigma2 * rnd.mc_flops_per_sample / point["x"] / point["y"]
+    shown = float(ratio_text.split("x ")[0])
+    if "worse" in ratio_text:
+        shown = 1 / shown
+    assert math.isclose(shown, expected, rel_tol=5e-3), (ratio_text, expected)
+
+    # the all-layer view rewrites the address in place and changes the y axis
+    cpage.get_by_label("all layers").check()
+    wait_for_dash(cpage)
+    cpage.wait_for_function(f"() => document.querySelector('{GRAPH}').layout.yaxis.title.text.startsWith('all')")
+    query = parse_qs(urlparse(cpage.url).query)
+    assert query["view"] == ["all"] and query["highlight"] == ["team:convergence-testers"]
+    assert query["round"] == [tag]
+
+
+def test_a_round_without_data_says_so(cpage):
+    missing = [t for t in ("v1-warmup", "v1-phase1", "v2-phase2") if not registry.datasets_for_round(t)]
+    if not missing:
+        pytest.skip("every round has data")
+    cpage.goto(f"{cpage.base_url}/convergence?round={missing[0]}")
+    wait_for_dash(cpage)
+    cpage.wait_for_selector("#not-found-panel")
