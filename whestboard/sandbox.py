@@ -426,6 +426,8 @@ class SandboxedEstimator(BaseEstimator):
         self.started: StartInfo | None = None
         self.output = OutputCapture(self.limits.output_bytes)
         self.restarts = 0
+        #: Seconds the last MLP took to hand over: writing the file here, mapping it there, the round trip.
+        self.last_handover: dict[str, float | None] = {}
         self._last_stats: dict | None = None
         self._next_watchdog = 0.0
 
@@ -545,12 +547,16 @@ class SandboxedEstimator(BaseEstimator):
         worker = self.worker
         assert worker is not None
         self._last_stats = None
+        writing = time.perf_counter()
         weights_path = self._hand_over(worker, mlp)
+        sent = time.perf_counter()
         try:
             worker.send({"cmd": "predict", "budget": int(budget), "width": int(mlp.width), "depth": int(mlp.depth),
                          "seed": int(getattr(mlp, "seed", 0)), "name": str(getattr(mlp, "name", "")),
                          "weights_path": str(weights_path)})
             reply, payload = worker.receive(self.limits.predict_deadline_s(), on_wait=self._watch)
+            self.last_handover = {"write_s": sent - writing, "map_s": reply.get("map_s"),
+                                  "round_trip_s": time.perf_counter() - sent}
         except FrameTimeout:
             worker.kill("predict timeout")
             raise _runner_error("predict", "PREDICT_TIMEOUT",
