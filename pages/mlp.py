@@ -2,24 +2,29 @@
 
 URL: ``/mlp/<dataset>/<index>`` (optionally ``?layer=L&neuron=J`` to open the
 drill-down on a neuron). Statistics come from ``whestboard.mlp_stats`` and are
-computed once per (dataset, MLP) per process; figures are cached on top.
+computed once per (dataset, MLP) and kept in this process and in the app's shared
+flask-caching cache; figures are cached per process on top.
 """
 
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 
 import dash
 import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, State, callback, ctx, dcc, html, no_update
+from flask import has_app_context
 
 from components import explorer_figures as figs
 from components.explorer_panels import drilldown_hint, graph_card, mlp_facts, neuron_panel
+from components.runtime import cache
 from components.selectors import Selection, not_found_panel, page_url, selector_row
 from whestboard import registry
 from whestboard.datasets import Dataset, DatasetError
 from whestboard.mlp_stats import (
     HeatmapBins,
+    MLPStats,
     final_histogram,
     heatmap_bins,
     neuron_detail,
@@ -71,7 +76,7 @@ def _resolve(dataset: str | None, index) -> tuple[Dataset, int]:
 @lru_cache(maxsize=32)
 def _static_figures(cache_key: tuple, dataset_key: str, index: int) -> dict:
     ds = registry.get_dataset(dataset_key)
-    stats = stats_for(ds, index)
+    stats = _stats(ds, index)
     counts, edges = _histogram(stats)
     out = {
         "ribbon": figs.ribbon_figure(stats.ribbon),
@@ -86,9 +91,14 @@ def _static_figures(cache_key: tuple, dataset_key: str, index: int) -> dict:
 
 @lru_cache(maxsize=64)
 def _heatmap(cache_key: tuple, dataset_key: str, index: int, ordered: bool) -> tuple[HeatmapBins, object]:
-    stats = stats_for(registry.get_dataset(dataset_key), index)
+    stats = _stats(registry.get_dataset(dataset_key), index)
     bins = heatmap_bins(stats.means, ordered=ordered)
     return bins, figs.heatmap_figure(bins)
+
+
+def _stats(ds: Dataset, index: int) -> MLPStats:
+    """Statistics from this process, else the app's shared cache, else computed."""
+    return stats_for(ds, index, shared=cache if has_app_context() else None)
 
 
 def _histogram(stats):
@@ -156,7 +166,7 @@ def _parse_neuron(layer, neuron) -> tuple[int, int] | None:
 
 
 def _drilldown_content(ds: Dataset, index: int, layer: int, neuron: int):
-    stats = stats_for(ds, index)
+    stats = _stats(ds, index)
     if not (1 <= layer <= stats.depth and 0 <= neuron < stats.width):
         return dbc.Alert(f"Pick a layer in 1–{stats.depth} and a neuron in 0–{stats.width - 1}.",
                          color="warning", className="py-2", id="drilldown-out-of-range")
@@ -166,8 +176,15 @@ def _drilldown_content(ds: Dataset, index: int, layer: int, neuron: int):
                      html.A("link to this neuron", href=link, className="small")])
 
 
+def _warm_weights(ds: Dataset, index: int) -> None:
+    """Load the weights in the background: statistics may have come from the shared cache
+    without them, and the drill-down will want them by the time the user clicks."""
+    threading.Thread(target=ds.weights, args=(index,), daemon=True, name=f"weights-{index}").start()
+
+
 def _page(ds: Dataset, index: int, layer, neuron) -> html.Div:
-    stats = stats_for(ds, index)
+    stats = _stats(ds, index)
+    _warm_weights(ds, index)
     key = stats_cache_key(ds, index)
     static = _static_figures(key, ds.info.key, index)
     bins, heatmap = _heatmap(key, ds.info.key, index, False)
@@ -272,7 +289,7 @@ def _download(_n_clicks, _ordered, ident: dict):
 
 
 def _table(plot: str, ds: Dataset, index: int):
-    stats = stats_for(ds, index)
+    stats = _stats(ds, index)
     if plot == "ribbon":
         return figs.ribbon_table(stats.ribbon)
     if plot == "heatmap":

@@ -271,3 +271,28 @@ def test_stats_for_computes_once_from_the_dataset(tiny_dataset):
     summary = ms.summary_for(tiny_dataset)
     assert ms.summary_for(tiny_dataset) is summary
     assert list(summary["index"]) == [0, 1]
+
+
+class _DictCache:
+    """The get/set surface of flask-caching, in memory."""
+
+    def __init__(self) -> None:
+        self.items: dict = {}
+
+    def get(self, key):
+        return self.items.get(key)
+
+    def set(self, key, value) -> None:
+        self.items[key] = value
+
+
+def test_stats_for_shares_results_with_other_processes(tiny_dataset, monkeypatch):
+    shared = _DictCache()
+    ms.STATS_CACHE.clear()
+    computed = ms.stats_for(tiny_dataset, 0, shared=shared)
+    assert len(shared.items) == 1
+    ms.STATS_CACHE.clear()  # as a fresh worker: nothing in process, weights must not be needed
+    monkeypatch.setattr(tiny_dataset, "weights", lambda i: pytest.fail("weights rebuilt despite the shared cache"))
+    assert ms.stats_for(tiny_dataset, 0, shared=shared) is computed
+    key = next(iter(shared.items))
+    assert key.startswith(f"mlp-stats:{ms.STATS_FORMAT}|")

@@ -16,6 +16,10 @@ Two neuron classes are read off the reference itself, never off a model:
   rounding. A neuron is always-on when that clipped part is under
   ``ALWAYS_ON_RELATIVE_CLIP`` of its mean (for a Gaussian z: negative on less
   than about 1% of inputs), so it behaves linearly for estimation purposes.
+  Layer 1 uses the exact input mean E[x] = 0 rather than the reference's
+  (unstored) sample mean, so its clipped part carries that sampling noise; it
+  is never near 0 there anyway, a Gaussian pre-activation being negative half
+  the time.
 """
 
 from __future__ import annotations
@@ -485,16 +489,35 @@ def summary_for(dataset):
     return summary
 
 
+#: Part of every cache key: bump when a computation here changes, so a shared cache
+#: (which outlives the process) never serves statistics computed the old way.
+STATS_FORMAT = 1
+
+
 def stats_cache_key(dataset, index: int) -> tuple:
     info = dataset.info
-    return (str(info.path), info.format, info.n_samples, int(index))
+    return (STATS_FORMAT, str(info.path), info.format, info.n_samples, int(index))
 
 
-def stats_for(dataset, index: int) -> MLPStats:
-    """``MLPStats`` of one MLP of a ``whestboard.datasets.Dataset``, computed once per process."""
+def stats_for(dataset, index: int, *, shared=None) -> MLPStats:
+    """``MLPStats`` of one MLP of a ``whestboard.datasets.Dataset``, computed once per process.
+
+    ``shared`` is an optional second level with ``get(key)`` / ``set(key, value)`` (the
+    app passes its flask-caching cache), so gunicorn workers and restarts reuse the
+    statistics instead of rebuilding 64 MiB of weights each.
+    """
+    key = stats_cache_key(dataset, index)
 
     def compute() -> MLPStats:
+        shared_key = "mlp-stats:" + "|".join(map(str, key))
+        if shared is not None:
+            found = shared.get(shared_key)
+            if isinstance(found, MLPStats):
+                return found
         means, avg_variance = dataset.truth(index)
-        return compute_mlp_stats(means, dataset.weights(index), avg_variance, dataset.info.n_samples)
+        stats = compute_mlp_stats(means, dataset.weights(index), avg_variance, dataset.info.n_samples)
+        if shared is not None:
+            shared.set(shared_key, stats)
+        return stats
 
-    return STATS_CACHE.get_or_compute(stats_cache_key(dataset, index), compute)
+    return STATS_CACHE.get_or_compute(key, compute)
