@@ -264,8 +264,8 @@ def checkpoint_means(
     """One Monte Carlo pass to the largest checkpoint, recording the running means at each.
 
     ``on_chunk(rows)`` is called after every chunk (progress bars; raising from
-    it stops the pass). Buffers are reused across chunks and layers, so a pass
-    allocates nothing per chunk but the input draw.
+    it stops the pass). Inputs and activations live in buffers reused across
+    chunks and layers, so a pass allocates nothing per chunk.
     """
     ws = [np.ascontiguousarray(np.asarray(w), dtype=np.float32) for w in weights]
     depth, width = len(ws), ws[0].shape[0]
@@ -276,6 +276,7 @@ def checkpoint_means(
     sums = np.zeros((depth, width), dtype=np.float64)
     means = np.empty((len(stops), depth, width), dtype=np.float32)
     prefix = _Prefix(depth, width, min(int(variance_samples), stops[-1]))
+    inputs = np.empty((chunk, width), dtype=np.float32)
     buffers = [np.empty((chunk, width), dtype=np.float32) for _ in range(2)]
     recorded = 0
     for start in range(0, stops[-1], chunk):
@@ -283,7 +284,7 @@ def checkpoint_means(
         inner = [s - start for s in stops[recorded:] if s - start < n]
         before = sums.copy() if inner else None
         partial = np.zeros((len(inner), depth, width))
-        x = rng.standard_normal((n, width), dtype=np.float32)
+        x = rng.standard_normal(dtype=np.float32, out=inputs[:n])  # the same draws as size=(n, width)
         for layer, w in enumerate(ws):
             y = buffers[layer % 2][:n]
             np.matmul(x, w, out=y)
