@@ -105,6 +105,8 @@ def check_python_source(data: bytes, name: str) -> None:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UploadError(f"{name} is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
+    if "\x00" in text:
+        raise UploadError(f"{name} is not valid Python source: it contains NUL bytes")
     try:
         compile(text, name, "exec", dont_inherit=True)
     except SyntaxError as exc:
@@ -306,6 +308,7 @@ def ingest(data: bytes, filename: str, *, store: Path | None = None) -> Upload:
     kind, files, entry, class_name = validate(data, filename)
     digest = sha256_hex(data)
     store = store or uploads_dir()
+    store.mkdir(parents=True, exist_ok=True)
     target = store / digest
     if (target / "upload.json").is_file():
         return load(digest, store=store)

@@ -1,0 +1,287 @@
+"""Upload validation (sizes before unpacking, manifests as ``whest package`` writes them) and the deployment switch."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import io
+import json
+import tarfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from whestbench.limits import MAX_SUBMISSION_BYTES, MAX_SUBMISSION_FILES
+from whestbench.packaging import package_submission
+
+from whestboard import settings, uploads
+from whestboard.uploads import UploadError
+
+ESTIMATOR = textwrap.dedent('''
+    import flopscope.numpy as fnp
+    from whestbench import BaseEstimator
+
+    from helper import ZERO
+
+
+    class Estimator(BaseEstimator):
+        def predict(self, mlp, budget):
+            return fnp.zeros((mlp.depth, mlp.width)) + ZERO
+''')
+
+
+@pytest.fixture()
+def store(tmp_path) -> Path:
+    return tmp_path / "uploads"
+
+
+@pytest.fixture()
+def packaged(tmp_path) -> Path:
+    """A folder submission packaged by whestbench's own ``whest package`` code."""
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / "estimator.py").write_text(ESTIMATOR)
+    (folder / "helper.py").write_text("ZERO = 0.0\n")
+    (folder / "notes.txt").write_text("shipped alongside\n")
+    return package_submission(folder, output_path=tmp_path / "submission.tar.gz")
+
+
+def rebuild(archive: Path, *, change=None, extra: dict[str, bytes] | None = None, drop=()) -> bytes:
+    """The archive's members re-packed, optionally altered (for tampering tests)."""
+    members: dict[str, bytes] = {}
+    with tarfile.open(archive, "r:gz") as tar:
+        for member in tar.getmembers():
+            members[member.name] = tar.extractfile(member).read()
+    for name in drop:
+        members.pop(name)
+    if change:
+        change(members)
+    members.update(extra or {})
+    return tarball(members)
+
+
+def tarball(members: dict[str, bytes], special: list[tarfile.TarInfo] = ()) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, body in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+        for info in special:
+            tar.addfile(info)
+    return buffer.getvalue()
+
+
+def manifest_for(files: dict[str, bytes]) -> bytes:
+    return json.dumps({
+        "schema_version": "1.0", "api_version": "2.0", "entrypoint": {"module": "estimator", "class": "Estimator"},
+        "files": [{"name": n, "sha256": hashlib.sha256(b).hexdigest()} for n, b in files.items()],
+    }).encode()
+
+
+# -- single files ---------------------------------------------------------------------------------
+
+
+def test_a_python_file_is_stored_once_under_its_hash(store):
+    data = b"from whestbench import BaseEstimator\nclass Mine(BaseEstimator):\n    def predict(self, m, b):\n        pass\n"
+    upload = uploads.ingest(data, "my_solution.py", store=store)
+    assert upload.sha256 == hashlib.sha256(data).hexdigest()
+    assert upload.kind == "py" and upload.filename == "my_solution.py"
+    assert (upload.root / "files" / "estimator.py").read_bytes() == data  # shipped as estimator.py, as whest does
+    assert uploads.ingest(data, "again.py", store=store).root == upload.root
+    assert uploads.load(upload.sha256, store=store).files == upload.files
+    assert uploads.guess_class_name(data) == "Mine"
+
+
+@pytest.mark.parametrize(
+    ("data", "name", "message"),
+    [
+        (b"def predict(:\n", "bad.py", "bad.py line 1"),
+        (b"\xff\xfe not text", "latin.py", "not UTF-8"),
+        (b"", "empty.py", "empty"),
+        (b"print(1)", "estimator.zip", "upload a .py file or the .tar.gz"),
+        (b"x = 1\x00\n", "nul.py", "not valid Python"),
+    ],
+)
+def test_bad_python_files_are_refused_with_what_to_fix(store, data, name, message):
+    with pytest.raises(UploadError, match=message):
+        uploads.ingest(data, name, store=store)
+    assert not store.exists() or not any(store.iterdir())
+
+
+def test_size_is_checked_before_the_file_is_read(tmp_path, store):
+    big = tmp_path / "huge.py"
+    with big.open("wb") as out:
+        out.truncate(MAX_SUBMISSION_BYTES + 1)  # sparse: nothing to read, only a size to refuse
+    with pytest.raises(UploadError, match="over whestbench's 50 MiB cap"):
+        uploads.ingest_path(big, store=store)
+
+
+# -- archives ---------------------------------------------------------------------------------------
+
+
+def test_a_whest_package_archive_is_verified_and_unpacked(packaged, store):
+    data = packaged.read_bytes()
+    upload = uploads.ingest(data, packaged.name, store=store)
+    assert upload.kind == "tar.gz" and upload.sha256 == hashlib.sha256(data).hexdigest()
+    assert upload.class_name == "Estimator" and upload.entry == "estimator.py"
+    names = sorted(f.name for f in upload.files)
+    assert names == ["estimator.py", "helper.py", "notes.txt"]
+    files = upload.submission.root
+    assert (files / "helper.py").read_text() == "ZERO = 0.0\n" and not (files / "manifest.json").exists()
+    for stored in upload.files:
+        assert hashlib.sha256((files / stored.name).read_bytes()).hexdigest() == stored.sha256
+
+
+def _tamper(members: dict[str, bytes]) -> None:
+    members["helper.py"] = b"ZERO = 1.0\n"
+
+
+def _no_entrypoint(members: dict[str, bytes]) -> None:
+    manifest = json.loads(members["manifest.json"])
+    manifest["entrypoint"]["module"] = "solution"
+    members["manifest.json"] = json.dumps(manifest).encode()
+
+
+def _old_schema(members: dict[str, bytes]) -> None:
+    manifest = json.loads(members["manifest.json"])
+    manifest["schema_version"] = "0.9"
+    members["manifest.json"] = json.dumps(manifest).encode()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"change": _tamper}, "sha256 mismatch for 'helper.py'"),
+        ({"extra": {"smuggled.py": b"x = 1\n"}}, "not listed in manifest.json: smuggled.py"),
+        ({"drop": ["manifest.json"]}, "no manifest.json"),
+        ({"drop": ["helper.py"]}, "lists 'helper.py' but the archive does not contain it"),
+        ({"change": _no_entrypoint}, "no solution.py"),
+        ({"change": _old_schema}, "not supported"),
+    ],
+)
+def test_archives_that_disagree_with_their_manifest_are_refused(packaged, store, kwargs, message):
+    with pytest.raises(UploadError, match=message):
+        uploads.ingest(rebuild(packaged, **kwargs), "submission.tar.gz", store=store)
+
+
+def _special(kind: bytes, name: str = "evil", linkname: str = "/etc/passwd") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.linkname = linkname
+    return info
+
+
+@pytest.mark.parametrize(
+    ("members", "special", "message"),
+    [
+        ({"/etc/cron.d/evil": b"x"}, [], "absolute path"),
+        ({"../outside.py": b"x"}, [], "climbs out"),
+        ({"a/../../outside.py": b"x"}, [], "climbs out"),
+        ({}, [_special(tarfile.SYMTYPE)], "is a link"),
+        ({}, [_special(tarfile.LNKTYPE, linkname="estimator.py")], "is a link"),
+        ({}, [_special(tarfile.CHRTYPE)], "special file"),
+        ({}, [_special(tarfile.FIFOTYPE)], "special file"),
+    ],
+)
+def test_hostile_archive_members_are_refused_before_anything_is_written(store, members, special, message):
+    files = {"estimator.py": ESTIMATOR.encode(), **members}
+    data = tarball({**files, "manifest.json": manifest_for(files)}, special)
+    with pytest.raises(UploadError, match=message):
+        uploads.ingest(data, "submission.tar.gz", store=store)
+    assert not store.exists() or not any(store.iterdir())
+
+
+def test_more_files_than_whestbench_allows_are_refused(store):
+    files = {"estimator.py": ESTIMATOR.encode(), **{f"data/{n}.txt": b"x" for n in range(MAX_SUBMISSION_FILES)}}
+    with pytest.raises(UploadError, match="more than 50 files"):
+        uploads.ingest(tarball({**files, "manifest.json": manifest_for(files)}), "s.tar.gz", store=store)
+
+
+def test_a_gzip_bomb_stops_at_the_cap_without_unpacking_it(store):
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:  # 200 MiB of zeros, ~200 KB compressed
+        info = tarfile.TarInfo("estimator.py")
+        info.size = 200 << 20
+        tar.addfile(info, io.BytesIO(bytes(info.size)))
+    data = gzip.compress(raw.getvalue(), compresslevel=9)
+    assert len(data) < 1 << 20
+    started = time.monotonic()
+    with pytest.raises(UploadError, match="more than 50 MiB"):
+        uploads.ingest(data, "bomb.tar.gz", store=store)
+    assert time.monotonic() - started < 10
+
+
+def test_garbage_is_not_an_archive(store):
+    with pytest.raises(UploadError, match="not a readable .tar.gz"):
+        uploads.ingest(b"definitely not gzip" * 100, "submission.tar.gz", store=store)
+
+
+# -- the deployment switch -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("under_gunicorn", "flag", "allowed"),
+    [(False, None, True), (True, None, False), (True, "1", True), (False, "0", False), (True, "yes", True)],
+)
+def test_uploads_are_on_locally_and_opt_in_under_gunicorn(monkeypatch, under_gunicorn, flag, allowed):
+    if flag is None:
+        monkeypatch.delenv("WHESTBOARD_ALLOW_UPLOADS", raising=False)
+    else:
+        monkeypatch.setenv("WHESTBOARD_ALLOW_UPLOADS", flag)
+    assert settings.uploads_allowed(under_gunicorn=under_gunicorn) is allowed
+
+
+@pytest.fixture()
+def dash_app(tmp_path, monkeypatch):
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("WHESTBOARD_ALLOW_UPLOADS", raising=False)
+    import app
+
+    previous = app.server.config["WHESTBOARD_UNDER_GUNICORN"]
+    yield app
+    app.server.config["WHESTBOARD_UNDER_GUNICORN"] = previous
+
+
+def _accept_request(source: bytes, name: str) -> dict:
+    contents = "data:text/x-python;base64," + base64.b64encode(source).decode()
+    outputs = [{"id": "upload-sha", "property": "data"}, {"id": "upload-file-status", "property": "children"},
+               {"id": "upload-run", "property": "disabled"}]
+    return {
+        "output": "..upload-sha.data...upload-file-status.children...upload-run.disabled..",
+        "outputs": outputs,
+        "inputs": [{"id": "upload-file", "property": "contents", "value": contents}],
+        "state": [{"id": "upload-file", "property": "filename", "value": name}],
+        "changedPropIds": ["upload-file.contents"],
+    }
+
+
+def test_the_server_refuses_uploads_when_the_switch_is_off(dash_app, tmp_path):
+    from pages import upload as page
+
+    dash_app.server.config["WHESTBOARD_UNDER_GUNICORN"] = True
+    with dash_app.server.test_request_context("/upload"):
+        layout = page.layout()
+    text = json.dumps(layout.to_plotly_json(), default=str)
+    assert "upload-disabled" in text and "WHESTBOARD_ALLOW_UPLOADS=1" in text and "upload-file" not in text
+
+    client = dash_app.server.test_client()
+    source = (Path(__file__).parent / "hostile" / "good.py").read_bytes()
+    refused = client.post("/_dash-update-component", json=_accept_request(source, "good.py"))
+    assert refused.status_code == 200 and "Uploads are disabled on this server" in refused.get_data(as_text=True)
+    assert not (tmp_path / "state" / "uploads").exists() or not any((tmp_path / "state" / "uploads").iterdir())
+
+    dash_app.server.config["WHESTBOARD_UNDER_GUNICORN"] = False
+    accepted = client.post("/_dash-update-component", json=_accept_request(source, "good.py"))
+    assert hashlib.sha256(source).hexdigest() in accepted.get_data(as_text=True)
+
+
+def test_an_oversized_callback_request_is_refused_before_it_is_parsed(dash_app):
+    from pages import upload as page
+
+    client = dash_app.server.test_client()
+    response = client.post("/_dash-update-component", data=b" " * (page.MAX_CALLBACK_BYTES + 1),
+                           content_type="application/json")
+    assert response.status_code == 413
