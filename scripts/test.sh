@@ -7,6 +7,8 @@ SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 need=()
 [ -x /usr/bin/chromium ] || need+=(chromium)
 command -v redis-server >/dev/null || need+=(redis-server)
+# PostgreSQL server binaries: the store tests start a throwaway cluster as the postgres user.
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null || need+=(postgresql)
 if ((${#need[@]})); then
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
