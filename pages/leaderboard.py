@@ -1,9 +1,11 @@
 """Leaderboard: every graded submission of a round against the FLOPs it spent, rankings, timeline.
 
 ``/leaderboard?round=TAG&team=NAME`` (plus ``y=score|mse`` and ``x=flops|compute``).
-Changing the round navigates; highlighting a team only patches the
-highlight traces and rewrites the address in place, so 10,000 dots are not
-resent. Organizer actions (upload, edit, delete) check the token on the
+Changing the round follows a link (a new page render); highlighting a team
+only patches the highlight traces and rewrites the address in place with
+``history.replaceState``, so 10,000 dots are not resent. Nothing on this page
+writes to a ``dcc.Location``: a Location whose props went stale would push the
+old address back and re-render the page. Organizer actions (upload, edit, delete) check the token on the
 server through ``whestboard.auth``, exactly as the HTTP API does.
 """
 
@@ -16,7 +18,7 @@ from urllib.parse import urlencode
 import dash
 import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
-from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
+from dash import ALL, Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
 
 from components import leaderboard_figures as figs
 from components.format import sci
@@ -141,16 +143,24 @@ def layout(round: str | None = None, team: str | None = None, y: str | None = No
     )
 
 
+def _round_links(round_tag: str, team: str | None, y: str, x: str) -> html.Div:
+    """Plain links (no callback touches the shared Location): choosing a round navigates."""
+    return html.Div(
+        [
+            dcc.Link(f"{tag} ({r.shape_label})", href=PATH + _query(tag, team, y, x),
+                     id={"type": "lb-round-link", "round": tag},
+                     className="btn btn-sm me-1 " + ("btn-primary active" if tag == round_tag else "btn-outline-primary"))
+            for tag, r in ALL_ROUNDS.items()
+        ],
+        id="lb-round-choice",
+    )
+
+
 def _controls(round_tag: str, team: str | None, y: str, x: str) -> dbc.Row:
     return dbc.Row(
         [
             dbc.Col(html.Label("Round", className="col-form-label-sm fw-semibold"), width="auto"),
-            dbc.Col(dbc.RadioItems(
-                id="lb-round-choice",
-                options=[{"label": f"{tag} ({r.shape_label})", "value": tag} for tag, r in ALL_ROUNDS.items()],
-                value=round_tag, inline=True, inputClassName="btn-check",
-                labelClassName="btn btn-sm btn-outline-primary", labelCheckedClassName="active",
-            ), width="auto"),
+            dbc.Col(_round_links(round_tag, team, y, x), width="auto"),
             dbc.Col(html.Label("Highlight team", className="col-form-label-sm fw-semibold"), width="auto"),
             dbc.Col(dcc.Dropdown(id="lb-team", value=team or None, options=[team] if team else [],
                                  placeholder="choose a team…", clearable=True, style={"minWidth": "16rem"}),
@@ -166,8 +176,8 @@ def _controls(round_tag: str, team: str | None, y: str, x: str) -> dbc.Row:
 
 RANKING_COLUMNS = [
     {"field": "rank", "headerName": "#", "width": 64, "sort": "asc"},
-    {"field": "team", "headerName": "Team", "minWidth": 200, "flex": 2},
-    {"field": "vs_leader", "headerName": "vs leader", "minWidth": 190, "flex": 1,
+    {"field": "team", "headerName": "Team", "minWidth": 250, "flex": 2},
+    {"field": "vs_leader", "headerName": "vs leader", "minWidth": 240, "flex": 1,
      "headerTooltip": "Paired sign-flip test of the per-MLP score difference on the MLPs both were scored on."},
     {"field": "score_text", "headerName": "Score (95% CI)", "minWidth": 210, "flex": 1.5,
      "headerTooltip": "Mean adjusted score; interval from resampling its MLPs (bootstrap)."},
@@ -194,6 +204,7 @@ def _ranking_grid() -> dag.AgGrid:
         defaultColDef={"sortable": True, "resizable": True, "filter": True},
         dashGridOptions={"domLayout": "autoHeight", "tooltipShowDelay": 300},
         getRowId="params.data.submission_id",
+        getRowStyle=_row_style(None),
         style={"width": "100%"},
     )
 
@@ -301,9 +312,8 @@ def _verdict_text(row: dict) -> str:
 
 
 def _row_style(team: str | None) -> dict:
-    if not team:
-        return {}
-    return {"styleConditions": [{"condition": f"params.data.team === {json.dumps(team)}",
+    """AG Grid style rules (always a styleConditions object: an empty dict breaks the grid)."""
+    return {"styleConditions": [{"condition": f"params.data.team === {json.dumps(team or None)}",
                                  "style": {"backgroundColor": "#fde2e2", "fontWeight": "600"}}]}
 
 
@@ -381,42 +391,37 @@ def _highlight(team: str | None, round_tag: str, y_metric: str, x_metric: str, i
     return scatter_patch, timeline_patch, _row_style(team)
 
 
-@callback(
-    Output("url", "href", allow_duplicate=True),
-    Input("lb-round-choice", "value"),
-    State("lb-round", "data"),
-    State("lb-team", "value"),
-    State("lb-y", "value"),
-    State("lb-x", "value"),
-    prevent_initial_call=True,
-)
-def _change_round(choice: str, current: str, team: str | None, y_metric: str, x_metric: str):
-    if choice == current or choice not in ALL_ROUNDS:
-        return no_update
-    return PATH + _query(choice, team, y_metric, x_metric)
-
-
-# The address follows the team and axes in place (no navigation, nothing re-rendered).
+# The address follows the team and axes in place: replaceState, no navigation, nothing re-rendered.
+# No callback on this page writes to a dcc.Location, so none of them pushes a stale address back.
+# The round links are rewritten too, so switching round keeps the highlighted team.
 clientside_callback(
     """
-    function(team, y, x, round) {
-        const params = new URLSearchParams();
-        params.set('round', round);
-        if (team) { params.set('team', team); }
-        if (y && y !== 'score') { params.set('y', y); }
-        if (x && x !== 'flops') { params.set('x', x); }
-        const target = window.location.pathname + '?' + params.toString();
-        if (window.location.pathname + window.location.search !== target) {
+    function(team, y, x, round, linkIds) {
+        function query(r) {
+            const params = new URLSearchParams();
+            params.set('round', r);
+            if (team) { params.set('team', team); }
+            if (y && y !== 'score') { params.set('y', y); }
+            if (x && x !== 'flops') { params.set('x', x); }
+            return window.location.pathname + '?' + params.toString();
+        }
+        const target = query(round);
+        // Only on a change the user made: while the page mounts, the Location components are still
+        // reading the address, and one that read it before a rewrite would push the old one back.
+        const triggered = (dash_clientside.callback_context.triggered || []).filter(t => t.prop_id !== '.');
+        if (triggered.length && window.location.pathname + window.location.search !== target) {
             window.history.replaceState(window.history.state, '', target);
         }
-        return target;
+        return [target, linkIds.map(id => query(id.round))];
     }
     """,
     Output("lb-url-sync", "data"),
+    Output({"type": "lb-round-link", "round": ALL}, "href"),
     Input("lb-team", "value"),
     Input("lb-y", "value"),
     Input("lb-x", "value"),
     State("lb-round", "data"),
+    State({"type": "lb-round-link", "round": ALL}, "id"),
 )
 
 
