@@ -61,11 +61,11 @@ SCI_FORMAT = ("params.value == null ? '' : (params.value != 0 && Math.abs(params
               "? d3.format('.3~e')(params.value) : d3.format('.4~g')(params.value))")
 
 
-def _number_column(field: str, header: str, tooltip: str, fmt: str | None = None, width: int = 140) -> dict:
+def _number_column(field: str, header: str, tooltip: str, fmt: str | None = None, width: int = 118) -> dict:
     formatter = SCI_FORMAT if fmt is None else f"params.value == null ? '' : d3.format('{fmt}')(params.value)"
     return {
         "field": field, "headerName": header, "headerTooltip": tooltip, "type": "numericColumn",
-        "filter": "agNumberColumnFilter", "width": width, "valueFormatter": {"function": formatter},
+        "filter": "agNumberColumnFilter", "minWidth": width, "valueFormatter": {"function": formatter},
     }
 
 
@@ -83,28 +83,30 @@ def mlp_grid(summary: pd.DataFrame, dataset_key: str) -> dag.AgGrid:
     """One row per MLP, sortable and filterable; the name opens the MLP page."""
     columns = [
         {"field": "index", "headerName": "#", "type": "numericColumn", "filter": "agNumberColumnFilter",
-         "width": 90, "pinned": "left", "headerTooltip": "Position of the MLP in the dataset (mlp_index)."},
+         "minWidth": 80, "maxWidth": 100, "pinned": "left",
+         "headerTooltip": "Position of the MLP in the dataset (mlp_index)."},
         {"field": "mlp", "headerName": "MLP", "cellRenderer": "markdown", "filter": "agTextColumnFilter",
-         "width": 220, "pinned": "left", "headerTooltip": "The MLP's name; click to open its page."},
+         "minWidth": 170, "pinned": "left", "headerTooltip": "The MLP's name; click to open its page."},
         {"field": "mlp_id", "headerName": "id", "type": "numericColumn", "filter": "agNumberColumnFilter",
-         "width": 90, "headerTooltip": "mlp_id as stored in the dataset."},
-        {"field": "mlp_seed", "headerName": "seed", "filter": "agTextColumnFilter", "width": 200,
+         "minWidth": 70, "maxWidth": 100, "headerTooltip": "mlp_id as stored in the dataset."},
+        {"field": "mlp_seed", "headerName": "seed", "filter": "agTextColumnFilter", "minWidth": 195,
          "headerTooltip": "mlp_seed: weights and reference samples are derived from it (seed protocol 3.0)."},
         _number_column("avg_variance", "avg_variance", GLOSSARY["avg_variance"]),
         _number_column("noise_floor", "noise floor", GLOSSARY["noise floor"] + " (this MLP)"),
-        _number_column("final_mean_avg", "final E[h] mean", GLOSSARY["final_mean"] + " Mean over neurons."),
-        _number_column("final_mean_median", "final E[h] median", GLOSSARY["final_mean"] + " Median."),
-        _number_column("final_mean_max", "final E[h] max", GLOSSARY["final_mean"] + " Largest."),
+        _number_column("final_mean_avg", "final mean", GLOSSARY["final_mean"] + " Mean over neurons."),
+        _number_column("final_mean_median", "final median", GLOSSARY["final_mean"] + " Median."),
+        _number_column("final_mean_max", "final max", GLOSSARY["final_mean"] + " Largest."),
         _number_column("final_dead_fraction", "final dead", GLOSSARY["final_dead_fraction"] + " "
-                       + GLOSSARY["dead"], fmt=".1%", width=120),
-        _number_column("dead_fraction", "dead (all layers)", GLOSSARY["dead_fraction"] + " "
-                       + GLOSSARY["dead"], fmt=".1%", width=140),
+                       + GLOSSARY["dead"], fmt=".1%", width=100),
+        _number_column("dead_fraction", "dead (all)", GLOSSARY["dead_fraction"] + " "
+                       + GLOSSARY["dead"], fmt=".1%", width=110),
     ]
     return dag.AgGrid(
         id="mlp-grid",
         rowData=mlp_grid_rows(summary, dataset_key),
         columnDefs=columns,
         defaultColDef={"sortable": True, "resizable": True, "floatingFilter": True},
+        columnSize="responsiveSizeToFit",
         dashGridOptions={"tooltipShowDelay": 200, "animateRows": False, "rowHeight": 34,
                          "enableCellTextSelection": True},
         csvExportParams={"fileName": f"{dataset_key}-mlps.csv"},
@@ -144,7 +146,7 @@ def mlp_facts(ds: Dataset, index: int, stats: MLPStats) -> dbc.Card:
         _fact(explained("avg_variance", "avg_variance"), sci(stats.avg_variance)),
         _fact(explained("Noise floor (this MLP)", "noise floor"), sci(stats.noise_floor), value_id="mlp-noise-floor"),
         _fact(explained("Noise floor (dataset)", "noise floor"), sci(ds.noise_floor)),
-        _fact(explained("final E[h] mean", "E[h]"), sci(float(final.mean()))),
+        _fact(explained("final mean", "E[h]"), sci(float(final.mean()))),
         _fact(explained("dead neurons", "dead"), f"{stats.dead.mean():.1%}"),
         _fact(explained("always-on neurons", "always-on"), f"{stats.always_on.mean():.1%}"),
     ]
