@@ -146,7 +146,7 @@ def mlp_facts(ds: Dataset, index: int, stats: MLPStats) -> dbc.Card:
         _fact(explained("avg_variance", "avg_variance"), sci(stats.avg_variance)),
         _fact(explained("Noise floor (this MLP)", "noise floor"), sci(stats.noise_floor), value_id="mlp-noise-floor"),
         _fact(explained("Noise floor (dataset)", "noise floor"), sci(ds.noise_floor)),
-        _fact(explained("final mean", "E[h]"), sci(float(final.mean()))),
+        _fact(explained("final-layer mean E[h]", "E[h]"), sci(float(final.mean()))),
         _fact(explained("dead neurons", "dead"), f"{stats.dead.mean():.1%}"),
         _fact(explained("always-on neurons", "always-on"), f"{stats.always_on.mean():.1%}"),
     ]
