@@ -90,6 +90,39 @@ def default_frame(view: ConvergenceView, metric: str = "final") -> Frame:
     )
 
 
+def frame_after_relayout(relayout: dict | None, previous: dict | None, metric: str) -> dict | None:
+    """The frame to draw after a zoom or pan, as stored by the page: {"metric", "x", "y"} in log10.
+
+    ``relayoutData`` carries only what changed (a horizontal drag moves x
+    alone), so it is merged into the previous frame; a double-click
+    (autorange) returns None, meaning the default frame. Anything else (the
+    initial ``autosize``) leaves the frame as it was.
+    """
+    if not relayout:
+        return previous
+    if any(k.endswith(".autorange") for k in relayout):
+        return None
+    frame = dict(previous) if previous and previous.get("metric") == metric else {"metric": metric}
+    changed = False
+    for axis in ("x", "y"):
+        key = f"{axis}axis.range"
+        if f"{key}[0]" in relayout and f"{key}[1]" in relayout:
+            frame[axis] = [float(relayout[f"{key}[0]"]), float(relayout[f"{key}[1]"])]
+            changed = True
+        elif key in relayout and len(relayout[key]) == 2:
+            frame[axis] = [float(v) for v in relayout[key]]
+            changed = True
+    return frame if changed else previous
+
+
+def frame_for(view: ConvergenceView, metric: str, stored: dict | None) -> Frame:
+    """The stored (zoomed) frame for this metric, completed from the default where it says nothing."""
+    default = default_frame(view, metric)
+    if not stored or stored.get("metric") != metric:
+        return default
+    return Frame(x=tuple(stored.get("x") or default.x), y=tuple(stored.get("y") or default.y))
+
+
 # ---------------------------------------------------------------------------
 # traces
 # ---------------------------------------------------------------------------
@@ -268,18 +301,26 @@ def _title(view: ConvergenceView) -> str:
 
 
 def convergence_figure(view: ConvergenceView, metric: str = "final", *, highlight: str | None = None,
-                       frame: Frame | None = None) -> go.Figure:
-    """The whole picture for one dataset and one metric."""
+                       frame: Frame | None = None, visible: Frame | None = None) -> go.Figure:
+    """The whole picture for one dataset and one metric.
+
+    ``frame`` sets the axes (the default frame when None; a double-click
+    returns to it); ``visible`` is what the user currently sees after zooming
+    (``frame`` when None): runs outside it are pinned to its edges.
+    """
     frame = frame or default_frame(view, metric)
+    visible = visible or frame
+    wide = Frame(x=(min(frame.x[0], visible.x[0]), max(frame.x[1], visible.x[1])),
+                 y=(min(frame.y[0], visible.y[0]), max(frame.y[1], visible.y[1])))
     fig = go.Figure()
     if view.band.get(metric) is not None and not view.band[metric].empty:
         for trace in _band_traces(view, metric):
             fig.add_trace(trace)
-    for trace in _analytic_traces(view, metric, frame) + _baseline_traces(view, metric):
+    for trace in _analytic_traces(view, metric, wide) + _baseline_traces(view, metric):
         fig.add_trace(trace)
-    for trace in _run_traces(view, metric, highlight, frame):
+    for trace in _run_traces(view, metric, highlight, visible):
         fig.add_trace(trace)
-    shapes, notes = _markers(view, metric, frame)
+    shapes, notes = _markers(view, metric, wide)
     fig.update_layout(
         shapes=shapes,
         annotations=notes,

@@ -58,6 +58,7 @@ def _baseline_panel(missing: list[str]) -> html.Div:
                               className="ms-2")], color="secondary", className="py-2 small mb-2"),
         dbc.Progress(id="convergence-progress", value=0, label="", striped=True, animated=True,
                      style={"height": "1.2rem"}, className="mb-2"),
+        html.Div(id="convergence-baseline-error"),
     ], id="convergence-baseline-panel", style=SHOWN if missing else HIDDEN)
 
 
@@ -84,6 +85,7 @@ def layout(dataset: str | None = None, round: str | None = None, highlight: str 
         dcc.Store(id="convergence-dataset", data=selection.dataset_key),
         dcc.Store(id="convergence-round", data=selection.round_tag),
         dcc.Store(id="convergence-refresh", data=0),
+        dcc.Store(id="convergence-frame"),
         dcc.Location(id="convergence-url", refresh=False),
         html.Div(id="convergence-status"),
         _baseline_panel(missing),
@@ -100,14 +102,30 @@ def layout(dataset: str | None = None, round: str | None = None, highlight: str 
     Input("convergence-metric", "value"),
     Input("convergence-highlight", "value"),
     Input("convergence-refresh", "data"),
+    Input("convergence-frame", "data"),
     State("convergence-dataset", "data"),
 )
-def _render(metric: str, highlight: str | None, _refresh, dataset_key: str):
+def _render(metric: str, highlight: str | None, _refresh, stored_frame: dict | None, dataset_key: str):
+    metric = metric or "final"
     try:
         view = convergence_view(registry.get_dataset(dataset_key))
     except Exception as exc:
         return figs.empty_figure(str(exc)), dbc.Alert(f"Cannot draw {dataset_key}: {exc}", color="danger")
-    return figs.convergence_figure(view, metric or "final", highlight=highlight), figs.status_alerts(view)
+    visible = figs.frame_for(view, metric, stored_frame)
+    return figs.convergence_figure(view, metric, highlight=highlight, visible=visible), figs.status_alerts(view)
+
+
+@callback(
+    Output("convergence-frame", "data"),
+    Input("convergence-graph", "relayoutData"),
+    State("convergence-frame", "data"),
+    State("convergence-metric", "value"),
+    prevent_initial_call=True,
+)
+def _zoom(relayout: dict | None, stored: dict | None, metric: str):
+    """Remember a zoom or pan, so runs outside the new view are pinned to its edges."""
+    frame = figs.frame_after_relayout(relayout, stored, metric or "final")
+    return no_update if frame == stored else frame
 
 
 @callback(
@@ -145,6 +163,7 @@ def _readout(click: dict | None, metric: str, dataset_key: str):
 @callback(
     Output("convergence-refresh", "data"),
     Output("convergence-baseline-panel", "style"),
+    Output("convergence-baseline-error", "children"),
     Input("convergence-compute", "n_clicks"),
     State("convergence-dataset", "data"),
     background=True,
@@ -155,14 +174,19 @@ def _readout(click: dict | None, metric: str, dataset_key: str):
 def _compute_baselines(set_progress, n_clicks, dataset_key: str):
     """Score mean and covariance propagation on every MLP (the grader's way), stored for next time."""
     if not n_clicks:
-        return no_update, no_update
-    ds = registry.get_dataset(dataset_key)
-    kinds = tuple(missing_baselines(ds))
+        return no_update, no_update, no_update
     set_progress((0, "starting…"))
+    try:
+        ds = registry.get_dataset(dataset_key)
+        kinds = tuple(missing_baselines(ds))
 
-    def on_progress(kind: str, done: int, total: int) -> None:
-        step = kinds.index(kind) if kind in kinds else 0
-        set_progress((100 * (step + done / total) / max(len(kinds), 1), f"{BASELINE_LABELS[kind]}: {done}/{total}"))
+        def on_progress(kind: str, done: int, total: int) -> None:
+            step = kinds.index(kind) if kind in kinds else 0
+            set_progress((100 * (step + done / total) / max(len(kinds), 1),
+                          f"{BASELINE_LABELS[kind]}: {done}/{total} MLPs"))
 
-    compute_baselines(ds, kinds=kinds, on_progress=on_progress)
-    return n_clicks, HIDDEN
+        compute_baselines(ds, kinds=kinds, on_progress=on_progress)
+    except Exception as exc:  # shown in the page, never as a traceback
+        return no_update, SHOWN, dbc.Alert(f"Could not compute the baselines: {exc}", color="danger",
+                                           className="py-2 small")
+    return n_clicks, HIDDEN, None

@@ -177,6 +177,20 @@ def test_view_toggle_and_highlight_live_in_the_url_and_the_readout_compares_with
         shown = 1 / shown
     assert math.isclose(shown, expected, rel_tol=5e-3), (ratio_text, expected)
 
+    # zooming away from the run pins it to the new frame's edge; a double-click (autorange) brings it back
+    budget = get_round(tag).budget
+    cpage.evaluate(f"""() => Plotly.relayout(document.querySelector('{GRAPH}'),
+        {{'xaxis.range[0]': {math.log10(budget) + 0.1}, 'xaxis.range[1]': {math.log10(budget) + 0.5}}})""")
+    cpage.wait_for_function(f"() => document.querySelector('{GRAPH}').data.some("
+                            "t => t.name.startsWith('runs outside'))")
+    edge = cpage.evaluate(f"""() => document.querySelector('{GRAPH}').data.find(
+        t => t.name.startsWith('runs outside')).marker.symbol""")
+    assert edge == ["triangle-left"] or edge == "triangle-left" or set(edge) == {"triangle-left"}
+    drag = cpage.locator(f"{GRAPH} .nsewdrag").first.bounding_box()
+    cpage.mouse.dblclick(drag["x"] + drag["width"] / 2, drag["y"] + drag["height"] / 2)
+    cpage.wait_for_function(f"() => document.querySelector('{GRAPH}').data.some("
+                            "t => t.name.startsWith('highlighted'))")
+
     # the all-layer view rewrites the address in place and changes the y axis
     cpage.get_by_label("all layers").check()
     wait_for_dash(cpage)
@@ -193,3 +207,51 @@ def test_a_round_without_data_says_so(cpage):
     cpage.goto(f"{cpage.base_url}/convergence?round={missing[0]}")
     wait_for_dash(cpage)
     cpage.wait_for_selector("#not-found-panel")
+
+
+@pytest.fixture(scope="module")
+def bare_server(tmp_path_factory):
+    """A server whose only dataset is a tiny v1-warmup-shaped one with no band and no baselines."""
+    from whestboard.bake import bake, plan_from_args
+
+    data = tmp_path_factory.mktemp("bare-data")
+    bake(data / "tiny-warmup", plan_from_args(round_tag="v1-warmup", width=None, depth=None, n_mlps=None,
+                                              n_samples=256, seeds=[101, 202]),
+         explicit_seeds=True, show_progress=False)
+    state = tmp_path_factory.mktemp("bare-state")
+    port = _free_port()
+    env = dict(os.environ, WHESTBOARD_STATE_DIR=str(state), WHESTBOARD_DATA_DIR=str(data), PYTHONUNBUFFERED="1")
+    log = open(state / "server.log", "w")
+    proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=REPO, env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for(base + "/healthz", proc, timeout=240)
+        yield base, data / "tiny-warmup"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        log.close()
+
+
+def test_missing_baselines_are_computed_in_the_background_with_progress(browser, bare_server):
+    base, path = bare_server
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(120_000)
+    watcher = ConsoleWatcher(page)
+    try:
+        page.goto(f"{base}/convergence?dataset=tiny-warmup")
+        wait_for_dash(page)
+        assert "No Monte Carlo band has been measured" in page.inner_text("#convergence-status")
+        page.wait_for_selector("#convergence-compute")
+        page.click("#convergence-compute")
+        page.wait_for_selector("#convergence-baseline-panel", state="hidden")
+        page.wait_for_function(f"() => document.querySelector('{GRAPH}').data.some("
+                               "t => t.name.startsWith('Covariance propagation'))")
+        names = page.evaluate(f"() => document.querySelector('{GRAPH}').data.map(t => t.name)")
+        assert any(n.startswith("Mean propagation") for n in names)
+        assert (path / "band" / "baselines" / "cov.json").is_file()
+    finally:
+        context.close()
+    assert not watcher.errors, "browser reported errors:\n" + "\n".join(watcher.errors)

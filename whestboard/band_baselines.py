@@ -143,7 +143,7 @@ def compute_baselines(
     from whestboard.runs import RunRequest, execute, rulebook_for
 
     directory = Path(directory) if directory is not None else writable_band_dir(dataset)
-    rulebook = rulebook_for(dataset.info.round_tag, budget)
+    rulebook = rulebook_for(dataset.info.round_tag, budget if budget is not None else _custom_budget(dataset))
     for kind in kinds:
         path = _file(directory, kind)
         stored = read_json(path) if path.is_file() else None
@@ -167,6 +167,19 @@ def compute_baselines(
         kind: BaselineResult(kind, BASELINE_LABELS[kind], read_json(_file(directory, kind))["per_mlp"], "file")
         for kind in kinds if _file(directory, kind).is_file()
     }
+
+
+def _custom_budget(dataset) -> int | None:
+    """A custom-shaped dataset is scored at its band's budget (it has no round to take one from)."""
+    if dataset.info.round is not None:
+        return None
+    from whestboard.band import BandError
+    from whestboard.band_store import load_band
+
+    band = load_band(dataset)
+    if band is None:
+        raise BandError(f"dataset {dataset.info.key!r} is not a round's shape: compute its band with --budget first")
+    return band.plan.budget
 
 
 def _payload(dataset, kind: str, rulebook, entries: dict[int, dict]) -> dict[str, Any]:
