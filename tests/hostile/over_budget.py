@@ -1,4 +1,8 @@
-"""Spends far more FLOPs than the budget allows."""
+"""Asks for one product costing more FLOPs than any round's budget (2^20 x 2 times 2 x 2^20).
+
+flopscope prices an operation before running it, so this fails at once with
+BudgetExhaustedError instead of allocating the 4 TiB result.
+"""
 
 import flopscope.numpy as fnp
 from whestbench import BaseEstimator
@@ -6,7 +10,6 @@ from whestbench import BaseEstimator
 
 class Estimator(BaseEstimator):
     def predict(self, mlp, budget):
-        x = fnp.ones((512, 512))
-        for _ in range(1000):
-            x = x @ x
-        return x[: mlp.depth, : mlp.width]
+        tall = fnp.ones((1 << 20, 2), dtype=fnp.float32)
+        wide = fnp.ones((2, 1 << 20), dtype=fnp.float32)
+        return (tall @ wide)[: mlp.depth, : mlp.width]
