@@ -14,9 +14,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="dataset directory (official schema-3.0 or compact), or the key of a served dataset")
     p.add_argument("--max-budget-multiple", type=float, default=DEFAULT_MAX_BUDGET_MULTIPLE,
                    help="sample up to this many times the round's budget (default %(default)g)")
-    p.add_argument("--budget", type=float, help="budget B in FLOPs (only for datasets that are not a round's shape)")
+    p.add_argument("--budget", type=float, help="budget B in FLOPs (default: the round's; required for custom shapes)")
     p.add_argument("--jobs", type=int, help="MLPs measured at once, one BLAS thread each (default: cores)")
-    p.add_argument("--out", type=Path, help="band directory (default: beside the dataset, else the state folder)")
+    p.add_argument("--out", type=Path, help="band directory (default: beside the dataset, else the state folder; "
+                        "the app looks only in those two)")
     p.add_argument("--restart", action="store_true", help="discard a stored band made with other settings")
     p.add_argument("--no-baselines", action="store_true", help="skip mean / covariance propagation")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
