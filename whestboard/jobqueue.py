@@ -416,8 +416,10 @@ class Executor:
             status = "cancelled" if result.get("cancelled") else ("done" if result.get("ok") else "failed")
             finish(job.id, status, result=result, error=result.get("error"))
         except BaseException as exc:  # noqa: BLE001 - a job always ends with a status and a reason
-            finish(job.id, "failed", error=f"{type(exc).__name__}: {exc}")
-            if not isinstance(exc, Exception):
+            cancelled = cancel_requested(job.id)
+            finish(job.id, "cancelled" if cancelled else "failed",
+                   error="cancelled while running" if cancelled else f"{type(exc).__name__}: {exc}")
+            if not (cancelled or isinstance(exc, Exception)):
                 raise
         finally:
             beating.set()
