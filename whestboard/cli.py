@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("whestboard.cli_submissions", "export every submission in the import schema (CSV)"),
     "sweep": ("whestboard.cli_sweep", "grade the baseline estimators on the embedded data as submissions"),
     "score": ("whestboard.cli_score", "score an estimator on a dataset's MLPs exactly as the grader would"),
+    "check": ("whestboard.cli_check", "contract-check an estimator file in the sandbox (metered, stricter than whest validate)"),
 }
 
 

@@ -171,4 +171,6 @@ def _predict_step(estimator, rnd: Round, limits: SandboxLimits, width: int, dept
         return ContractStep("predict", True,
                             f"finite ({depth}, {width}) array; {entry['flops_used']:,} FLOPs of {rnd.budget:.3g}, "
                             f"{entry['wall_time_s']:.2f} s wall, {entry['residual_wall_time_s']:.3f} s residual")
-    return ContractStep("predict", False, f"{verdict}: {message}", FIXES.get(verdict, ""), entry.get("traceback"))
+    # Only the estimator's own exception has a traceback worth reading; for the others it is the harness's.
+    traceback = entry.get("traceback") if verdict == "exception" else None
+    return ContractStep("predict", False, f"{verdict}: {message}", FIXES.get(verdict, ""), traceback)
