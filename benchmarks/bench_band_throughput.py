@@ -8,8 +8,9 @@ For each round's shape the script times, interleaved over several repetitions
 * ``bare, one BLAS thread per core``: the same work split over one thread per
   core, each single-threaded: the other way to fill the machine;
 * ``band``: ``whestboard.band.checkpoint_means`` (draws, matmuls, ReLU,
-  float64 sums, checkpoints) on one MLP per core, one BLAS thread each:
-  exactly how ``python -m whestboard band`` runs;
+  float64 sums, the round's checkpoints and variance prefix scaled to the
+  trial's length, so each costs its real share) on one MLP per core, one BLAS
+  thread each: exactly how ``python -m whestboard band`` runs;
 * ``band, 1 core`` and ``bare, 1 core``: per-core efficiency without contention
   between our own threads; ``band forward only`` is the same pass with the inputs
   drawn beforehand, which separates the forward pass from the cost of the draws.
@@ -36,7 +37,7 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from whestboard.band import band_rng, checkpoint_means  # noqa: E402
+from whestboard.band import band_rng, checkpoint_means, make_plan  # noqa: E402
 from whestboard.rounds import ALL_ROUNDS  # noqa: E402
 from whestboard.sampling import chunk_size_for  # noqa: E402
 
@@ -61,8 +62,18 @@ def bare_matmul(weights: list[np.ndarray], n_samples: int) -> None:
             x = y
 
 
-def band_pass(weights: list[np.ndarray], n_samples: int, seed: int) -> None:
-    checkpoint_means(weights, [16, 1024, n_samples], band_rng(seed))
+def checkpoints_like_the_band(tag: str, n_samples: int) -> tuple[list[int], int]:
+    """The round's checkpoints and variance prefix, scaled to a trial of n_samples (same share of the work)."""
+    rnd = ALL_ROUNDS[tag]
+    plan = make_plan(rnd.width, rnd.depth, budget=rnd.budget, dtype_aware_billing=rnd.dtype_aware_billing)
+    scale = n_samples / plan.n_max
+    points = sorted({max(1, round(n * scale)) for n in plan.checkpoints} | {n_samples})
+    return points, round(plan.variance_samples * scale)
+
+
+def band_pass(weights: list[np.ndarray], n_samples: int, seed: int, tag: str) -> None:
+    points, variance = checkpoints_like_the_band(tag, n_samples)
+    checkpoint_means(weights, points, band_rng(seed), variance_samples=variance)
 
 
 class PreDrawn:
@@ -81,8 +92,9 @@ class PreDrawn:
         return out
 
 
-def forward_pass(weights: list[np.ndarray], n_samples: int, _seed: int) -> None:
-    checkpoint_means(weights, [16, 1024, n_samples], PreDrawn(weights[0].shape[0]))
+def forward_pass(weights: list[np.ndarray], n_samples: int, inputs: PreDrawn, tag: str) -> None:
+    points, variance = checkpoints_like_the_band(tag, n_samples)
+    checkpoint_means(weights, points, inputs, variance_samples=variance)
 
 
 def timed(fn) -> float:
@@ -100,7 +112,17 @@ def parallel(fn, jobs: int, per_job: int, weights_per_job: list[list[np.ndarray]
         return timed(run)
 
 
-def measure(tag: str, reps: int, target_s: float, jobs: int) -> dict[str, float]:
+BARE_ALL, BARE_PAR, BAND_PAR = "bare, BLAS on all cores", "bare, one BLAS thread per core", "band, one MLP per core"
+BARE_1, BAND_1, FORWARD_1 = "bare, 1 core", "band, 1 core", "band forward only, 1 core"
+RATIOS = {
+    "band / best bare matmul, whole machine": (BAND_PAR, (BARE_ALL, BARE_PAR)),
+    "band / bare matmul, one core": (BAND_1, (BARE_1,)),
+    "band forward only (inputs pre-drawn) / bare, one core": (FORWARD_1, (BARE_1,)),
+}
+
+
+def measure(tag: str, reps: int, target_s: float, jobs: int) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """GFLOP/s of every configuration in every repetition (configurations shuffled within each)."""
     rnd = ALL_ROUNDS[tag]
     width, depth = rnd.width, rnd.depth
     chunk = chunk_size_for(width)
@@ -109,20 +131,35 @@ def measure(tag: str, reps: int, target_s: float, jobs: int) -> dict[str, float]
     # samples per job so that one band trial takes about target_s at ~20 GFLOP/s per core
     per_job = max(chunk, int(target_s * 20e9 / flops_per_sample) // chunk * chunk)
     configs = {
-        "bare, BLAS on all cores": lambda: timed(lambda: bare_matmul(weights[0], per_job * jobs)),
-        "bare, one BLAS thread per core": lambda: parallel(lambda w, n, _j: bare_matmul(w, n), jobs, per_job, weights),
-        "band, one MLP per core": lambda: parallel(band_pass, jobs, per_job, weights),
-        "bare, 1 core": lambda: _single(lambda: bare_matmul(weights[0], per_job)),
-        "band, 1 core": lambda: _single(lambda: band_pass(weights[0], per_job, 0)),
-        "band forward only, 1 core": lambda: _single(lambda: forward_pass(weights[0], per_job, 0)),
+        BARE_ALL: lambda: timed(lambda: bare_matmul(weights[0], per_job * jobs)),
+        BARE_PAR: lambda: parallel(lambda w, n, _j: bare_matmul(w, n), jobs, per_job, weights),
+        BAND_PAR: lambda: parallel(lambda w, n, j: band_pass(w, n, j, tag), jobs, per_job, weights),
+        BARE_1: lambda: _single(lambda: bare_matmul(weights[0], per_job)),
+        BAND_1: lambda: _single(lambda: band_pass(weights[0], per_job, 0, tag)),
+        FORWARD_1: lambda: _single(lambda: forward_pass(weights[0], per_job, predrawn, tag)),
     }
+    predrawn = PreDrawn(width)
+    forward_pass(weights[0], chunk, predrawn, tag)  # fills its input buffer once, outside the timings
     samples = {name: per_job if "1 core" in name else per_job * jobs for name in configs}
-    times: dict[str, list[float]] = {name: [] for name in configs}
-    band_pass(weights[0], chunk, 0)  # warm up allocations and BLAS
+    rates: dict[str, list[float]] = {name: [] for name in configs}
+    band_pass(weights[0], chunk, 0, tag)  # warm up allocations and BLAS
+    order = list(configs)
+    shuffle = np.random.default_rng(0)
     for _ in range(reps):
-        for name, fn in configs.items():
-            times[name].append(fn())
-    return {name: flops_per_sample * samples[name] / statistics.median(t) / 1e9 for name, t in times.items()}
+        shuffle.shuffle(order)
+        for name in order:
+            rates[name].append(flops_per_sample * samples[name] / configs[name]() / 1e9)
+    return rates, _ratios(rates)
+
+
+def _ratios(rates: dict[str, list[float]]) -> dict[str, float]:
+    """Median over repetitions of the ratio within each repetition (same background load)."""
+    out = {}
+    for label, (mine, bares) in RATIOS.items():
+        per_rep = [rates[mine][i] / max(rates[b][i] for b in bares) for i in range(len(rates[mine]))]
+        out[label] = statistics.median(per_rep)
+        out[label + " (best / best)"] = max(rates[mine]) / max(max(rates[b]) for b in bares)
+    return out
 
 
 def _single(fn) -> float:
@@ -133,28 +170,24 @@ def _single(fn) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", nargs="+", default=list(ALL_ROUNDS), choices=list(ALL_ROUNDS))
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=2.0, help="approximate length of one band trial")
+    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--seconds", type=float, default=1.0, help="approximate length of one band trial")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args(argv)
-    print(f"{os.cpu_count()} cores, {args.jobs} jobs, median of {args.reps} interleaved repetitions; "
-          "GFLOP/s of matmul (2 d w^2 per sample)")
+    print(f"{os.cpu_count()} cores, {args.jobs} jobs, {args.reps} repetitions (configurations shuffled in each); "
+          f"GFLOP/s of matmul (2 d w^2 per sample); load average {os.getloadavg()[0]:.1f}")
     worst = float("inf")
     for tag in args.rounds:
-        rates = measure(tag, args.reps, args.seconds, args.jobs)
+        rates, ratios = measure(tag, args.reps, args.seconds, args.jobs)
         rnd = ALL_ROUNDS[tag]
         print(f"\n{tag} ({rnd.width} x {rnd.depth}, chunk {chunk_size_for(rnd.width)})")
-        for name, rate in rates.items():
-            print(f"  {name:34s} {rate:8.1f} GFLOP/s")
-        best_bare = max(rates["bare, BLAS on all cores"], rates["bare, one BLAS thread per core"])
-        ratio = rates["band, one MLP per core"] / best_bare
-        core_ratio = rates["band, 1 core"] / rates["bare, 1 core"]
-        worst = min(worst, ratio)
-        print(f"  ratio band / best bare matmul (whole machine): {ratio:.2f}")
-        print(f"  ratio band / bare matmul (one core):           {core_ratio:.2f}")
-        print(f"  ratio band forward only (inputs pre-drawn) / bare matmul (one core): "
-              f"{rates['band forward only, 1 core'] / rates['bare, 1 core']:.2f}")
-    print(f"\nworst whole-machine ratio: {worst:.2f} (target >= 0.80)")
+        for name, values in rates.items():
+            print(f"  {name:34s} median {statistics.median(values):7.1f}  best {max(values):7.1f} GFLOP/s")
+        for label in RATIOS:
+            print(f"  ratio {label:55s} {ratios[label]:.2f}  (best/best {ratios[label + ' (best / best)']:.2f})")
+        worst = min(worst, ratios["band / best bare matmul, whole machine"])
+    print(f"\nworst whole-machine ratio (median of paired repetitions): {worst:.2f} (target >= 0.80); "
+          f"load average now {os.getloadavg()[0]:.1f}")
     return 0
 
 
