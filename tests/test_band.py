@@ -195,3 +195,13 @@ def test_equal_flops_comparison_at_the_budget_is_whestbenchs_mc_at_b():
     near = compare_with_sampling(rnd.budget, 1.5 * floor, mean_sigma2=sigma2,
                                  flops_per_sample=rnd.mc_flops_per_sample, noise_floor=floor)
     assert near.at_noise_floor and near.times_better_corrected is None
+
+
+def test_a_pass_without_variance_prefix_has_the_same_means():
+    weights = build_weights(32, 2, 9)
+    with threadpool_limits(limits=1, user_api="blas"):
+        with_prefix = checkpoint_means(list(weights), [16, 20000], band_rng(9))
+        without = checkpoint_means(list(weights), [16, 20000], band_rng(9), variance_samples=0)
+    np.testing.assert_array_equal(with_prefix.layer_means, without.layer_means)
+    assert without.variance_samples == 0 and np.isnan(without.layer_avg_variance).all()
+    assert with_prefix.variance_samples == 16384 and np.isfinite(with_prefix.layer_avg_variance).all()

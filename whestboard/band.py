@@ -249,6 +249,8 @@ class _Prefix:
         self.sq[layer] += np.add.reduce(np.square(y, dtype=np.float64), axis=0)
 
     def avg_variance(self) -> np.ndarray:
+        if self.limit == 0:
+            return np.full(self.lin.shape[0], np.nan)
         mean = self.lin / self.limit
         return np.mean(self.sq / self.limit - mean**2, axis=1)
 
