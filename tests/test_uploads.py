@@ -285,3 +285,21 @@ def test_an_oversized_callback_request_is_refused_before_it_is_parsed(dash_app):
     response = client.post("/_dash-update-component", data=b" " * (page.MAX_CALLBACK_BYTES + 1),
                            content_type="application/json")
     assert response.status_code == 413
+
+
+def test_the_store_keeps_its_size_by_dropping_the_oldest_uploads(store):
+    import os
+
+    first = uploads.ingest(b"x = 1\n" + b"#" * 4000, "a.py", store=store)
+    second = uploads.ingest(b"x = 2\n" + b"#" * 4000, "b.py", store=store)
+    old = time.time() - 7200
+    os.utime(first.root / "upload.json", (old, old))
+    assert uploads.prune(store, max_bytes=6000) == 1  # over the limit: the old one goes
+    assert not first.root.exists() and second.root.exists()
+    assert uploads.prune(store, max_bytes=10) == 0  # the recent one stays: its job may still be queued
+
+
+def test_huge_sources_are_left_to_the_sandbox_not_compiled_in_the_app(store):
+    body = b"x = (" + b"1 + " * (uploads.COMPILE_IN_APP_BYTES // 4) + b"1)\n"
+    upload = uploads.ingest(body, "big.py", store=store)
+    assert upload.kind == "py" and uploads.guess_class_name(body) == ""

@@ -99,6 +99,11 @@ def sha256_hex(data: bytes) -> str:
 # --- .py ---------------------------------------------------------------------------------------
 
 
+#: Sources up to this size are compiled here for instant feedback; larger ones (never seen in
+#: practice) are left to the sandbox, so a pathological file cannot tie up a web worker.
+COMPILE_IN_APP_BYTES = 1 << 20
+
+
 def check_python_source(data: bytes, name: str) -> None:
     """UTF-8, parseable Python: the cheapest failures, found without running anything."""
     try:
@@ -107,12 +112,14 @@ def check_python_source(data: bytes, name: str) -> None:
         raise UploadError(f"{name} is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
     if "\x00" in text:
         raise UploadError(f"{name} is not valid Python source: it contains NUL bytes")
+    if len(data) > COMPILE_IN_APP_BYTES:
+        return
     try:
         compile(text, name, "exec", dont_inherit=True)
     except SyntaxError as exc:
         raise UploadError(f"{name} line {exc.lineno}: {exc.msg} — fix the syntax error and upload again") from None
-    except ValueError as exc:  # e.g. NUL bytes
-        raise UploadError(f"{name} is not valid Python source: {exc}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise UploadError(f"{name} is not valid Python source: {type(exc).__name__}: {exc}") from None
 
 
 def guess_class_name(source: bytes) -> str:
@@ -122,9 +129,11 @@ def guess_class_name(source: bytes) -> str:
     """
     import ast
 
+    if len(source) > COMPILE_IN_APP_BYTES:
+        return ""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return ""
     classes = [node for node in tree.body if isinstance(node, ast.ClassDef)]
     if any(c.name == "Estimator" for c in classes):
@@ -328,7 +337,42 @@ def ingest(data: bytes, filename: str, *, store: Path | None = None) -> Upload:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    prune(store)
     return load(digest, store=store)
+
+
+def _store_limit_bytes() -> int:
+    import os
+
+    raw = os.environ.get("WHESTBOARD_UPLOADS_MAX_MB")
+    try:
+        return int(float(raw) * (1 << 20)) if raw else 2 << 30
+    except ValueError:
+        raise ValueError(f"WHESTBOARD_UPLOADS_MAX_MB must be a number of MiB, got {raw!r}") from None
+
+
+def prune(store: Path | None = None, *, max_bytes: int | None = None, keep_newer_than_s: float = 3600.0) -> int:
+    """Delete the oldest stored uploads while the store is over its size (``WHESTBOARD_UPLOADS_MAX_MB``).
+
+    Uploads younger than ``keep_newer_than_s`` stay (their jobs may still be waiting); runs keep the
+    sha256 of what they scored either way. Returns how many uploads were removed.
+    """
+    store = store or uploads_dir()
+    limit = _store_limit_bytes() if max_bytes is None else max_bytes
+    entries = []
+    for meta in store.glob("*/upload.json"):
+        folder = meta.parent
+        size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+        entries.append((meta.stat().st_mtime, size, folder))
+    total = sum(size for _, size, _ in entries)
+    removed = 0
+    for mtime, size, folder in sorted(entries):
+        if total <= limit or mtime > time.time() - keep_newer_than_s:
+            break
+        shutil.rmtree(folder, ignore_errors=True)
+        total -= size
+        removed += 1
+    return removed
 
 
 def ingest_path(path: Path, *, store: Path | None = None) -> Upload:
