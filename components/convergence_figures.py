@@ -348,13 +348,15 @@ def convergence_figure(view: ConvergenceView, metric: str = "final", *, highligh
 # ---------------------------------------------------------------------------
 
 
+def better_or_worse(ratio: float) -> str:
+    """3.2 -> "3.2x better", 0.5 -> "2x worse" (than sampling at equal FLOPs)."""
+    return f"{ratio:.3g}x better" if ratio >= 1 else f"{1 / ratio:.3g}x worse"
+
+
 def _ratio_text(cmp, what: str) -> list:
     if cmp is None:
         return [html.P("No sampling comparison is available for this point.", className="mb-0")]
-    if cmp.times_better >= 1:
-        head = f"{cmp.times_better:.3g}x better than sampling at equal FLOPs"
-    else:
-        head = f"{1 / cmp.times_better:.3g}x worse than sampling at equal FLOPs"
+    head = f"{better_or_worse(cmp.times_better)} than sampling at equal FLOPs"
     lines = [
         html.H5(head, className="mb-2", id="convergence-ratio"),
         html.P([f"{what} measured {sci(cmp.measured_mse)} against the reference. Monte Carlo with the same "
@@ -366,8 +368,8 @@ def _ratio_text(cmp, what: str) -> list:
                             "the true error cannot be resolved with this reference, so the ratio is a lower bound.",
                             className="mb-0 text-warning-emphasis"))
     elif cmp.times_better_corrected is not None:
-        lines.append(html.P(f"With the reference's own noise ({sci(cmp.noise_floor)}) subtracted: "
-                            f"{cmp.times_better_corrected:.3g}x.", className="mb-0 text-muted"))
+        lines.append(html.P(f"With the reference's own noise ({sci(cmp.noise_floor)}) subtracted from the measured "
+                            f"MSE: {better_or_worse(cmp.times_better_corrected)}.", className="mb-0 text-muted"))
     return lines
 
 

@@ -206,3 +206,9 @@ def test_zoom_moves_the_frame_and_what_counts_as_outside(view):
     edge = _trace(fig, "runs outside the frame")
     assert len(edge.customdata) == len(view.runs)  # every run lies right of 10^6 FLOPs
     assert set(edge.marker.symbol) <= {"triangle-right", "triangle-up", "triangle-down"}
+
+
+def test_ratio_wording():
+    assert figs.better_or_worse(3.2) == "3.2x better"
+    assert figs.better_or_worse(0.5) == "2x worse"
+    assert figs.better_or_worse(1.0) == "1x better"
