@@ -134,3 +134,16 @@ def test_malformed_directories_say_what_is_wrong(tmp_path, make, message):
 def test_missing_directory(tmp_path):
     with pytest.raises(DatasetError, match="no such directory"):
         open_dataset(tmp_path / "nowhere")
+
+
+@pytest.mark.parametrize("width, depth", [(7, 2), (256, 2)])
+def test_weights_rebuild_equals_whestbench_sample_mlp(width, depth):
+    import flopscope.numpy as fnp
+    from whestbench import sample_mlp
+    from whestbench.seeds import derive_seed_streams
+
+    from whestboard.bake import build_weights
+
+    seed = 2**40 + 3
+    mlp = sample_mlp(width, depth, fnp.random.default_rng(derive_seed_streams(seed)[0]))
+    np.testing.assert_array_equal(build_weights(width, depth, seed), np.stack([np.asarray(w) for w in mlp.weights]))
