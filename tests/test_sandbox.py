@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 from pathlib import Path
 
@@ -301,3 +302,36 @@ def test_output_keeps_head_and_tail_of_megabytes():
 )
 def test_verdicts_name_the_cause(entry, verdict):
     assert verdict_of(entry)[0] == verdict
+
+
+def test_a_worker_dies_with_the_app_process_that_started_it(tmp_path):
+    """An app worker killed mid-job must not leave a sandbox sleeping forever (PR_SET_PDEATHSIG)."""
+    script = textwrap.dedent(f"""
+        import os, sys, time
+        from pathlib import Path
+        from whestbench.generation import sample_mlp
+        from whestbench.sdk import SetupContext
+        from whestboard.sandbox import SandboxedEstimator, SandboxLimits, SubmissionFiles
+        estimator = SandboxedEstimator(SubmissionFiles.single_file(Path({str(HOSTILE / "sleeper.py")!r})),
+                                       SetupContext(width=8, depth=2, flop_budget=10**8, api_version="1.0"),
+                                       SandboxLimits(memory_mb=1024, wall_time_limit_s=600))
+        estimator.start()
+        worker = estimator.worker
+        worker.send({{"cmd": "predict", "budget": 10**8, "width": 8, "depth": 2,
+                     "weights_path": str(estimator._hand_over(worker, sample_mlp(8, 2)))}})
+        print(worker.pid, flush=True)
+        time.sleep(0.5)
+        os._exit(0)  # the app process dies while predict sleeps
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    pid = int(done.stdout.split()[-1])
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            state = (Path("/proc") / str(pid) / "stat").read_text().split(")")[-1].split()[0]
+        except FileNotFoundError:
+            return
+        if state in ("Z", "X"):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"sandbox worker {pid} outlived the process that started it")

@@ -105,6 +105,7 @@ _SYS = {
 
 _LANDLOCK_CREATE_RULESET, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT_SELF = 444, 445, 446
 _PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 38, 24, 47, 4
+_PR_SET_PDEATHSIG = 1
 
 
 def _syscall(nr: int, *args) -> int:
@@ -119,6 +120,20 @@ def _prctl(option: int, arg2: int = 0, arg3: int = 0) -> None:
     if _libc.prctl(option, arg2, arg3, 0, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """SIGKILL this process when the thread that spawned it ends (an app worker killed mid-job).
+
+    Without it a worker sleeping in ``predict`` would outlive its parent indefinitely (the
+    CPU limit only catches spinning ones). Changing credentials clears the setting, so
+    :func:`confine` sets it again; if the parent is already gone, leave now.
+    """
+    import signal
+
+    _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+    if os.getppid() != parent_pid:
+        os._exit(0)
 
 
 # --- privileges ------------------------------------------------------------------
@@ -349,6 +364,7 @@ def confine(
     read_only: list[Path],
     read_write: list[Path],
     sandbox_uid: int | None,
+    parent_pid: int | None = None,
 ) -> Confinement:
     """Apply every layer in order: privileges, rlimits, Landlock, seccomp (seccomp last: it forbids prctl tricks)."""
     report = Confinement()
@@ -356,6 +372,8 @@ def confine(
         report.identity = drop_privileges(sandbox_uid, read_write)
     except OSError as exc:
         report.missing["privileges"] = str(exc)
+    if parent_pid is not None:
+        die_with_parent(parent_pid)
     report.rlimits = apply_rlimits(limits)  # must succeed: the caps are the contract
     try:
         system = [Path(p) for p in ("/usr/lib", "/usr/local/lib", "/lib", "/lib64", "/usr/share/zoneinfo",

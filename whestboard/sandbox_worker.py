@@ -29,6 +29,7 @@ import time
 import traceback
 
 MAX_TRACEBACK_CHARS = 16_000
+PARENT_PID: int | None = None  # whoever started us; we die with it
 
 
 def _preload() -> float:
@@ -113,6 +114,7 @@ class Worker:
             read_only=[Path(p) for p in request["read_only"]],
             read_write=[workdir],
             sandbox_uid=request.get("sandbox_uid"),
+            parent_pid=PARENT_PID,
         )
         os.chdir(workdir)
         _forget_app_paths(request.get("app_paths", []))
@@ -271,8 +273,12 @@ def _forget_app_paths(app_paths: list[str]) -> None:
 
 
 def main(in_fd: int, out_fd: int) -> int:
+    from whestboard.sandbox_confine import die_with_parent
     from whestboard.sandbox_protocol import FrameReader, ProtocolError, read_blocking
 
+    global PARENT_PID
+    PARENT_PID = os.getppid()
+    die_with_parent(PARENT_PID)
     import_s = _preload()
     worker = Worker(out_fd)
     worker.reply({"status": "hello", "pid": os.getpid(), "import_s": import_s})
