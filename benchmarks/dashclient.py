@@ -101,6 +101,7 @@ class DashClient:
         self._record = record
         self.end_id: str | None = None
         self._deps: list[dict] | None = None
+        self.callback_kind = "callback"  # "action" while replaying a user's click (PageSession.click)
 
     def _note(self, kind: str, label: str, started: float, status: int, ok: bool) -> None:
         t = Timing(kind, label, time.perf_counter() - started, status, ok)
@@ -144,7 +145,7 @@ class DashClient:
         label = dep["output"]
         if dep.get("background"):
             return self._run_background(dep, body, label, max_seconds or self.timeout)
-        data, status = self._post(body, {}, "callback", label)
+        data, status = self._post(body, {}, self.callback_kind, label)
         return data if status == 200 else {}
 
     def _post(self, body: dict, args: dict, kind: str, label: str) -> tuple[dict, int]:
@@ -292,11 +293,15 @@ class PageSession:
         props[prop] = value if value is not None else (props.get(prop) or 0) + 1
         key = f"{component_id}.{prop}"
         results = []
-        for dep in self._triggered([key]):
-            data = self.client.fire(dep, self.values, [key], max_seconds=max_seconds)
-            self.fired += 1
-            results.append(data)
-            self._settle(self.apply(data), [key])
+        self.client.callback_kind = "action"
+        try:
+            for dep in self._triggered([key]):
+                data = self.client.fire(dep, self.values, [key], max_seconds=max_seconds)
+                self.fired += 1
+                results.append(data)
+                self._settle(self.apply(data), [key])
+        finally:
+            self.client.callback_kind = "callback"
         return results
 
 

@@ -44,7 +44,35 @@ sys.path[:0] = [str(HERE), str(REPO)]
 from dashclient import CallbackFailed, DashClient, PageSession, Timing, require_loopback  # noqa: E402
 
 PAGES = ("/", "/explorer?dataset={ds}", "/convergence?dataset={ds}", "/leaderboard")
-KINDS = ("page", "callback", "bg-start", "bg-poll", "lab-run")
+KINDS = ("page", "callback", "action", "bg-start", "bg-poll", "lab-run")
+KIND_HELP = {
+    "page": "GET of a page, its layout or dependencies",
+    "callback": "callbacks a page load fires (what a visitor waits for)",
+    "action": "callbacks after a click: the lab's plan and its result rendering",
+    "bg-start": "launch of a background job (the lab run)",
+    "bg-poll": "poll of a running background job",
+    "lab-run": "a lab run end to end: launch to result",
+}
+
+
+def server_cpu_seconds(pid: int | None) -> float | None:
+    """CPU seconds used so far by the server's process tree (reaped job processes included)."""
+    if pid is None:
+        return None
+    import psutil
+
+    total = 0.0
+    try:
+        root = psutil.Process(pid)
+        for proc in [root, *root.children(recursive=True)]:
+            try:
+                t = proc.cpu_times()
+                total += t.user + t.system + t.children_user + t.children_system
+            except psutil.NoSuchProcess:
+                pass
+    except psutil.NoSuchProcess:
+        return None
+    return total
 
 
 class Recorder:
@@ -145,8 +173,9 @@ def check_flops(dataset: str, lab_runs: list[tuple[str, int]], expected: dict[in
     return problems
 
 
-def run_level(base: str, users: int, args, n_mlps: int) -> dict:
+def run_level(base: str, users: int, args, n_mlps: int, server_pid: int | None = None) -> dict:
     rec = Recorder()
+    cpu_before = server_cpu_seconds(server_pid)
     started = time.time()
     deadline = started + args.duration
     threads = [threading.Thread(target=user_loop, args=(base, u, args, n_mlps, deadline, rec), daemon=True)
@@ -157,6 +186,8 @@ def run_level(base: str, users: int, args, n_mlps: int) -> dict:
     for t in threads:
         t.join(timeout=max(1.0, deadline + 240 - time.time()))
     wall = time.time() - started
+    cpu_after = server_cpu_seconds(server_pid)
+    load = os.getloadavg()[0]
     expected = expected_mean_propagation_flops(args.dataset, {m for _, m in rec.lab_runs})
     flop_problems = check_flops(args.dataset, rec.lab_runs, expected)
     failed = [t for t in rec.timings if not t.ok]
@@ -164,7 +195,8 @@ def run_level(base: str, users: int, args, n_mlps: int) -> dict:
                "throughput_rps": round(len(rec.timings) / wall, 1), "errors": len(failed) + len(rec.errors),
                "error_samples": (rec.errors + [f"{t.kind} {t.label} HTTP {t.status}" for t in failed])[:5],
                "lab_runs": len(rec.lab_runs), "lab_runs_flops_checked": len(rec.lab_runs) - len(flop_problems),
-               "flop_mismatches": flop_problems[:5], "kinds": {}}
+               "flop_mismatches": flop_problems[:5], "kinds": {}, "load_avg_1min": round(load, 1),
+               "server_cpu_s": round(cpu_after - cpu_before, 1) if cpu_before is not None and cpu_after else None}
     by_kind = defaultdict(list)
     for t in rec.timings:
         if t.ok:
@@ -189,6 +221,9 @@ def print_level(s: dict) -> None:
     print(f"\n== {s['users']} users: {s['requests']} requests in {s['wall_s']} s = {s['throughput_rps']} req/s, "
           f"errors {s['errors']}, lab runs {s['lab_runs']} (FLOPs equal to whestbench's: "
           f"{s['lab_runs_flops_checked']}/{s['lab_runs']})")
+    if s["server_cpu_s"] is not None:
+        print(f"   server CPU {s['server_cpu_s']} s over {s['wall_s']} s wall "
+              f"({s['server_cpu_s'] / s['wall_s']:.2f} cores); machine load average {s['load_avg_1min']}")
     print(f"   {'kind':<10}{'n':>7}{'p50 ms':>10}{'p95 ms':>10}{'p99 ms':>10}")
     for kind, k in s["kinds"].items():
         if k["n"]:
@@ -241,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=4)
     p.add_argument("--base-url", help="an already running server (loopback only; needs --state-dir)")
     p.add_argument("--state-dir", help="that server's WHESTBOARD_STATE_DIR, to read lab runs back")
+    p.add_argument("--client-nice", type=int, default=9, help="extra niceness of the client, after the server starts")
     p.add_argument("--json", help="also write the summaries here")
     args = p.parse_args(argv)
     levels = [int(x) for x in args.users.split(",") if x.strip()]
@@ -257,17 +293,21 @@ def main(argv: list[str] | None = None) -> int:
         state_dir = Path(tempfile.mkdtemp(prefix="whestboard-load-"))
         proc, base = start_server(args, state_dir)
     os.environ["WHESTBOARD_STATE_DIR"] = str(state_dir)  # read the same run store as the server
+    if args.client_nice:
+        os.nice(args.client_nice)  # the simulated browsers yield the CPU to the server they measure
     from whestboard import registry
 
     n_mlps = len(registry.get_dataset(args.dataset).indices)
     print(f"target {base} (gunicorn workers={args.workers} threads={args.threads}), dataset {args.dataset} "
           f"({n_mlps} MLPs), {os.cpu_count()} cores, think {args.think}s, {args.duration:.0f}s per level")
+    for kind, meaning in KIND_HELP.items():
+        print(f"   {kind:<10}{meaning}")
     summaries = []
     try:
         warm = run_level(base, 1, argparse.Namespace(**{**vars(args), "duration": 300, "max_iterations": 1}), n_mlps)
         print(f"warm-up: {warm['requests']} requests, errors {warm['errors']}")
         for users in levels:
-            summary = run_level(base, users, args, n_mlps)
+            summary = run_level(base, users, args, n_mlps, proc.pid if proc else None)
             print_level(summary)
             summaries.append(summary)
     finally:

@@ -217,3 +217,19 @@ def test_pooled_connections_never_cross_a_fork(store):
     for _ in range(3):  # the parent's pool still works after the child closed its own
         with db.session(store) as s:
             assert s.execute(text("SELECT 2")).scalar_one() == 2
+
+
+def test_every_store_table_lives_in_postgresql_and_healthz_sees_it(pg_url, tmp_path, monkeypatch):
+    """The shared store for several machines: all of the app's tables, and /healthz's probe, on PostgreSQL."""
+    from sqlalchemy import inspect
+
+    from whestboard import health
+
+    jobs.ensure_table(pg_url)
+    tables = set(inspect(db.engine(pg_url)).get_table_names())
+    assert {t.name for t in db.Base.metadata.sorted_tables} <= tables
+    assert "jobs" in tables
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("WHESTBOARD_DATABASE_URL", pg_url)
+    store = health.check()["checks"]["store"]
+    assert store["ok"] is True and store["backend"] == "postgresql"
