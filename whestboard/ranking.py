@@ -27,7 +27,7 @@ import pandas as pd
 CONFIDENCE = 0.95
 ALPHA = 1.0 - CONFIDENCE
 BOOTSTRAP_DRAWS = 4000
-PERMUTATION_DRAWS = 20000
+PERMUTATION_DRAWS = 10000
 EXACT_PERMUTATION_MAX_N = 16
 SEED = 20260501
 
@@ -45,8 +45,7 @@ def bootstrap_interval(scores: np.ndarray, *, draws: int = BOOTSTRAP_DRAWS, seed
         return float("nan"), float("nan")
     if scores.size == 1:
         return float(scores[0]), float(scores[0])
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, scores.size, size=(draws, scores.size))
+    picks = _bootstrap_picks(scores.size, draws, seed)
     means = scores[picks].mean(axis=1)
     low, high = np.quantile(means, [ALPHA / 2, 1 - ALPHA / 2])
     return float(low), float(high)
@@ -72,24 +71,48 @@ def sign_flip_p_value(differences: np.ndarray, *, draws: int = PERMUTATION_DRAWS
     (plus the observed one, so p is never 0).
     """
     d = np.asarray(differences, dtype=np.float64)
-    n = d.size
-    if n == 0:
+    if d.size == 0:
         return float("nan")
-    observed = abs(d.mean())
-    if observed == 0.0:
-        return 1.0
-    scale = np.abs(d).max()
+    return float(sign_flip_p_values(d[None, :], draws=draws, seed=seed)[0])
+
+
+def sign_flip_p_values(differences: np.ndarray, *, draws: int = PERMUTATION_DRAWS, seed: int = SEED) -> np.ndarray:
+    """``sign_flip_p_value`` for every row of a (comparisons x n) array, in one matrix product.
+
+    Rows share the sign patterns, so ranking hundreds of teams against the
+    leader on the same MLPs is one BLAS call rather than hundreds of small ones.
+    """
+    d = np.asarray(differences, dtype=np.float64)
+    n = d.shape[1]
+    scale = np.abs(d).max(axis=1, keepdims=True)
+    scale[scale == 0] = 1.0
     d = d / scale
-    observed = abs(d.mean())
-    tolerance = 1e-12 * max(observed, 1e-300)
-    if n <= EXACT_PERMUTATION_MAX_N:
-        signs = _all_sign_patterns(n)
-        stats = np.abs(signs @ d) / n
-        return float(np.mean(stats >= observed - tolerance))
-    rng = np.random.default_rng(seed)
-    signs = rng.choice((1.0, -1.0), size=(draws, n))
-    stats = np.abs(signs @ d) / n
-    return float((np.sum(stats >= observed - tolerance) + 1) / (draws + 1))
+    observed = np.abs(d.mean(axis=1))
+    tolerance = 1e-12 * np.maximum(observed, 1e-300)
+    exact = n <= EXACT_PERMUTATION_MAX_N
+    signs = _all_sign_patterns(n) if exact else _random_sign_patterns(n, draws, seed)
+    stats = np.abs(signs @ d.T) / n  # (patterns, comparisons)
+    at_least = (stats >= observed - tolerance).sum(axis=0)
+    p = at_least / signs.shape[0] if exact else (at_least + 1) / (draws + 1)
+    return np.where(observed == 0.0, 1.0, p)
+
+
+# The random draws depend only on (n, draws, seed), so one table serves every team of a
+# ranking: 300 teams cost 300 small matrix products, not 300 fresh tables of random numbers.
+
+
+@lru_cache(maxsize=16)
+def _bootstrap_picks(n: int, draws: int, seed: int) -> np.ndarray:
+    picks = np.random.default_rng(seed).integers(0, n, size=(draws, n))
+    picks.setflags(write=False)
+    return picks
+
+
+@lru_cache(maxsize=16)
+def _random_sign_patterns(n: int, draws: int, seed: int) -> np.ndarray:
+    signs = np.random.default_rng(seed).choice((1.0, -1.0), size=(draws, n))
+    signs.setflags(write=False)
+    return signs
 
 
 @lru_cache(maxsize=EXACT_PERMUTATION_MAX_N + 1)
@@ -136,32 +159,60 @@ def rank_round(submissions: pd.DataFrame, mlp_results: pd.DataFrame) -> pd.DataF
     ]
     if best.empty:
         return pd.DataFrame(columns=columns)
-    keyed = pairing_keys(mlp_results[mlp_results["submission_id"].isin(best["submission_id"])], best)
-    per_sub = {sid: grp.set_index("pair_key")["adjusted_score"] for sid, grp in keyed.groupby("submission_id")}
-    leader_id = best.loc[0, "submission_id"]
-    leader_scores = per_sub.get(leader_id)
+    matrix = score_matrix(best, mlp_results)  # one row per best submission, one column per MLP key
+    verdicts = verdicts_against_leader(matrix)
     rows = []
-    for _, sub in best.iterrows():
-        scores = per_sub.get(sub["submission_id"])
-        low, high = bootstrap_interval(scores.to_numpy()) if scores is not None else (np.nan, np.nan)
-        n_shared, p_value, verdict = _verdict(sub["submission_id"], leader_id, scores, leader_scores)
-        rows.append({**sub.to_dict(), "ci_low": low, "ci_high": high, "n_shared": n_shared,
-                     "p_value": p_value, "verdict": verdict})
+    for i, sub in enumerate(best.to_dict("records")):
+        known = ~np.isnan(matrix[i])
+        low, high = bootstrap_interval(matrix[i][known]) if known.any() else (np.nan, np.nan)
+        n_shared, p_value, verdict = verdicts[i]
+        rows.append({**sub, "ci_low": low, "ci_high": high, "n_shared": n_shared, "p_value": p_value,
+                     "verdict": verdict})
     table = pd.DataFrame(rows)
     table["rank"] = table["adjusted_score"].rank(method="min").astype(int)
     return table[columns]
 
 
-def _verdict(sid, leader_id, scores, leader_scores) -> tuple[int, float, str]:
-    if sid == leader_id:
-        return (len(scores) if scores is not None else 0), float("nan"), VERDICT_LEADER
-    if scores is None or leader_scores is None:
-        return 0, float("nan"), VERDICT_NO_MLPS
-    comparison = paired_comparison(scores, leader_scores)
-    if comparison.n_shared == 0:
-        return 0, float("nan"), VERDICT_NO_SHARED
-    verdict = VERDICT_TIED if comparison.indistinguishable else VERDICT_BEHIND
-    return comparison.n_shared, comparison.p_value, verdict
+def score_matrix(best: pd.DataFrame, mlp_results: pd.DataFrame) -> np.ndarray:
+    """Per-MLP scores as a (submissions x MLP keys) array, NaN where a submission lacks that MLP.
+
+    Columns are the pairing keys (dataset, MLP index), so two rows are paired by
+    position: comparing hundreds of teams is array arithmetic, not joins.
+    """
+    keyed = pairing_keys(mlp_results[mlp_results["submission_id"].isin(best["submission_id"])], best)
+    row_of = {sid: i for i, sid in enumerate(best["submission_id"])}
+    key_codes, keys = pd.factorize(keyed["pair_key"]) if len(keyed) else (np.zeros(0, int), [])
+    matrix = np.full((len(best), len(keys)), np.nan)
+    matrix[keyed["submission_id"].map(row_of).to_numpy(int), key_codes] = keyed["adjusted_score"].to_numpy(float)
+    return matrix
+
+
+def verdicts_against_leader(matrix: np.ndarray) -> list[tuple[int, float, str]]:
+    """(shared MLPs, p-value, verdict) of every row against row 0, the leader.
+
+    Rows sharing the same set of MLPs with the leader (usually all of them) are
+    tested together in one ``sign_flip_p_values`` call.
+    """
+    leader_known = ~np.isnan(matrix[0]) if len(matrix) else np.zeros(0, bool)
+    out: list[tuple[int, float, str]] = [(int(leader_known.sum()), float("nan"), VERDICT_LEADER)]
+    groups: dict[bytes, list[int]] = {}
+    for i in range(1, len(matrix)):
+        known = ~np.isnan(matrix[i])
+        shared = known & leader_known
+        if not known.any() or not leader_known.any():
+            out.append((0, float("nan"), VERDICT_NO_MLPS))
+        elif not shared.any():
+            out.append((0, float("nan"), VERDICT_NO_SHARED))
+        else:
+            out.append((int(shared.sum()), float("nan"), ""))
+            groups.setdefault(shared.tobytes(), []).append(i)
+    for mask_bytes, rows in groups.items():
+        shared = np.frombuffer(mask_bytes, dtype=bool)
+        p_values = sign_flip_p_values(matrix[rows][:, shared] - matrix[0][shared])
+        for i, p in zip(rows, p_values, strict=True):
+            verdict = VERDICT_TIED if p >= ALPHA else VERDICT_BEHIND
+            out[i] = (out[i][0], float(p), verdict)
+    return out
 
 
 # ---------------------------------------------------------------------------
