@@ -70,27 +70,90 @@ def test_dockerfile_runs_gunicorn_as_a_non_root_user_with_a_healthcheck():
     assert "data/.state" in ignored and ".venv" in ignored and ".git" in ignored
 
 
-def test_image_command_line_serves_the_app_and_healthz(tmp_path):
-    secret = "organizer-secret-7f3a9c"
-    with gunicorn("app:server", tmp_path / "state", workers=2, threads=2, ready_path="/healthz",
-                  WHESTBOARD_ORGANIZER_TOKEN=secret) as server:
-        health = requests.get(server.base + "/healthz", timeout=30)
-        assert health.status_code == 200, health.text
-        report = health.json()
-        assert report["ok"] is True
-        assert report["checks"]["store"]["ok"] is True and report["checks"]["store"]["backend"] == "sqlite"
-        assert report["checks"]["datasets"]["served"], "no embedded dataset served"
-        home = requests.get(server.base + "/", timeout=30)
-        assert home.status_code == 200 and "_dash-config" in home.text
-        # Secrets sent by a client never reach the logs.
-        requests.get(server.base + f"/?token={secret}", headers={"Authorization": f"Bearer {secret}"}, timeout=30)
-        assert len(psutil.Process(server.proc.pid).children()) == 2  # WHESTBOARD_WORKERS=2
-        time.sleep(0.5)
-        log = server.log_text()
+SECRET = "organizer-secret-7f3a9c"
+
+
+@pytest.fixture(scope="module")
+def app_server(tmp_path_factory):
+    """The real app, started exactly as the Docker image starts it: 2 workers, 2 threads."""
+    with gunicorn("app:server", tmp_path_factory.mktemp("app-state"), workers=2, threads=2, ready_path="/healthz",
+                  WHESTBOARD_ORGANIZER_TOKEN=SECRET) as server:
+        yield server
+
+
+def test_image_command_line_serves_the_app_and_healthz(app_server):
+    health = requests.get(app_server.base + "/healthz", timeout=30)
+    assert health.status_code == 200, health.text
+    report = health.json()
+    assert report["ok"] is True
+    assert report["checks"]["store"]["ok"] is True and report["checks"]["store"]["backend"] == "sqlite"
+    assert report["checks"]["datasets"]["served"], "no embedded dataset served"
+    home = requests.get(app_server.base + "/", timeout=30)
+    assert home.status_code == 200 and "_dash-config" in home.text
+    # Secrets sent by a client never reach the logs.
+    requests.get(app_server.base + f"/?token={SECRET}", headers={"Authorization": f"Bearer {SECRET}"}, timeout=30)
+    assert len(psutil.Process(app_server.proc.pid).children()) == 2  # WHESTBOARD_WORKERS=2
+    time.sleep(0.5)
+    log = app_server.log_text()
     requests_logged = [r for r in json_lines(log) if r.get("event") == "request"]
     assert any(r["path"] == "/" and r["status"] == 200 and r["client"] for r in requests_logged)
     assert all({"method", "path", "status", "duration_ms", "client", "verdict"} <= set(r) for r in requests_logged)
-    assert secret not in log
+    assert SECRET not in log
+
+
+def whestbench_mean_propagation_flops(dataset_key: str, index: int) -> int:
+    """What whestbench's evaluate_estimator bills MeanPropagationEstimator for one MLP under its round's rules."""
+    import flopscope.numpy as fnp
+    from whestbench.estimators import MeanPropagationEstimator
+    from whestbench.scoring import ContestData, ContestSpec, evaluate_estimator
+
+    from whestboard import registry
+    from whestboard.rounds import get_round
+
+    ds = registry.get_dataset(dataset_key)
+    rnd = get_round(ds.info.round_tag)
+    spec = ContestSpec(width=ds.info.width, depth=ds.info.depth, n_mlps=1, flop_budget=rnd.budget,
+                       ground_truth_samples=ds.info.n_samples, wall_time_limit_s=rnd.wall_time_limit_s,
+                       residual_wall_time_limit_s=rnd.residual_wall_time_limit_s,
+                       lambda_flops_per_second=rnd.lambda_flops_per_second)
+    truth, avg_variance = ds.truth(index)
+    data = ContestData(spec=spec, mlps=[ds.mlp(index)], all_layer_targets=[fnp.asarray(truth, dtype=fnp.float32)],
+                       final_targets=[fnp.asarray(truth[-1], dtype=fnp.float32)], avg_variances=[avg_variance])
+    return int(evaluate_estimator(MeanPropagationEstimator(), data)["per_mlp"][0]["flops_used"])
+
+
+def run_lab(server, mlp: int):
+    """A user on /lab runs mean propagation on one v1-warmup MLP, forcing a fresh (uncached) run."""
+    client = dashclient.DashClient(server.base, keepalive=False, timeout=120)
+    page = dashclient.PageSession(client, f"/lab?dataset=v1-warmup&mlps={mlp}&estimator=mean").load()
+    page.values["lab-fresh"]["value"] = True
+    page.click("lab-run", max_seconds=180)
+    return client, page
+
+
+def test_a_lab_run_across_workers_records_the_graders_flops(app_server):
+    client, page = run_lab(app_server, 3)
+    result = page.values["lab-job-result"]["data"]
+    assert result.get("run_id") and not result.get("error"), result
+    assert page.values["lab-current-run"]["data"] == result["run_id"]
+    time.sleep(0.5)
+    served_by = {r["pid"] for r in json_lines(app_server.log_text())
+                 if r.get("event") == "request" and str(r.get("what", "")).count("lab-")}
+    assert len(served_by) == 2, f"the lab's callbacks were all served by one worker: {served_by}"
+    row = ledger(app_server.state_dir)[-1]
+    assert (row["kind"], row["status"], row["attempts"]) == ("lab-job-result.data", "finished", 1)
+    os.environ["WHESTBOARD_STATE_DIR"] = str(app_server.state_dir)
+    try:
+        from whestboard import db, runstore
+
+        db.reset_engines()
+        report = runstore.get_run(result["run_id"])
+    finally:
+        os.environ.pop("WHESTBOARD_STATE_DIR")
+        db.reset_engines()
+    (entry,) = report["results"]["per_mlp"]
+    assert entry["mlp_index"] == 3
+    assert entry["flops_used"] == whestbench_mean_propagation_flops("v1-warmup", 3)
 
 
 # --------------------------------------------------------------------------- background jobs across workers

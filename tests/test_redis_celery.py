@@ -133,3 +133,39 @@ def test_worker_module_exposes_the_apps_celery_application(redis_url, tmp_path):
     refused = subprocess.run([sys.executable, "-c", "import worker"], cwd=REPO, env=env, capture_output=True,
                              text=True, timeout=120)
     assert refused.returncode != 0 and "WHESTBOARD_REDIS_URL" in refused.stderr
+
+
+def test_a_lab_run_through_the_real_app_runs_on_celery_and_reaches_the_user(redis_url, tmp_path):
+    """The documented deployment: gunicorn app:server + ``celery -A worker worker``, sharing Redis and the store."""
+    from tests.test_production import run_lab, whestbench_mean_propagation_flops
+
+    db_url = f"sqlite:///{tmp_path / 'shared.sqlite'}"
+    with gunicorn("app:server", tmp_path / "web", workers=2, threads=2, ready_path="/healthz",
+                  WHESTBOARD_REDIS_URL=redis_url, WHESTBOARD_DATABASE_URL=db_url) as web, \
+            celery_worker("worker", tmp_path / "worker", redis_url, WHESTBOARD_DATABASE_URL=db_url) as (worker, _):
+        assert web.base and requests_ok(web.base + "/healthz")
+        _, page = run_lab(web, 5)
+        result = page.values["lab-job-result"]["data"]
+        assert result.get("run_id") and not result.get("error"), result
+        assert page.values["lab-current-run"]["data"] == result["run_id"]
+        assert page.values["lab-results"]["children"], "the finished run was not rendered for the user"
+        row = ledger(tmp_path / "shared.sqlite")[-1]
+        assert (row["backend"], row["status"], row["kind"]) == ("celery", "finished", "lab-job-result.data")
+        job_pid = int(row["worker"].rsplit(":", 1)[1])
+        assert job_pid in {p.pid for p in psutil.Process(worker.pid).children(recursive=True)}
+        con = sqlite3.connect(tmp_path / "shared.sqlite")
+        (report,) = con.execute("SELECT report FROM runs WHERE run_id = ?", (result["run_id"],)).fetchone()
+        con.close()
+    import json
+
+    (entry,) = json.loads(report)["results"]["per_mlp"]
+    assert entry["flops_used"] == whestbench_mean_propagation_flops("v1-warmup", 5)
+
+
+def requests_ok(url: str) -> bool:
+    """/healthz answers 200 and reports Redis configured and reachable."""
+    import requests
+
+    answer = requests.get(url, timeout=30)
+    checks = answer.json()["checks"]
+    return answer.status_code == 200 and checks["redis"]["ok"] and checks["redis"]["configured"]
