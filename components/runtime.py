@@ -242,7 +242,11 @@ def _diskcache_manager():
         def call_job_fn(self, key, job_fn, args, context):
             fn_key = next(k for k, fn in self.func_registry.items() if fn is job_fn)
             job_args = (key, self._make_progress_key(key), args, dict(context))
-            pid = self.ensure_launcher(quiet=False).launch(fn_key, job_args)
+            try:
+                pid = self.ensure_launcher(quiet=False).launch(fn_key, job_args)
+            except (RuntimeError, EOFError, OSError):  # a callback registered after the fork, or a dead launcher
+                self._launcher = None
+                pid = self.ensure_launcher(quiet=False).launch(fn_key, job_args)
             try:  # the handle names the process, not just a pid that may be reused later
                 return f"{pid}@{psutil.Process(pid).create_time():.3f}"
             except psutil.NoSuchProcess:
