@@ -375,6 +375,9 @@ def confine(
     if parent_pid is not None:
         die_with_parent(parent_pid)
     report.rlimits = apply_rlimits(limits)  # must succeed: the caps are the contract
+    threads = len(os.listdir("/proc/self/task"))
+    if threads > 1:  # Landlock restricts only the calling thread (seccomp below uses TSYNC)
+        report.missing["landlock_threads"] = f"{threads - 1} other thread(s) existed before confinement"
     try:
         system = [Path(p) for p in ("/usr/lib", "/usr/local/lib", "/lib", "/lib64", "/usr/share/zoneinfo",
                                     "/etc/ld.so.cache", "/etc/localtime", "/dev/urandom", "/dev/random")]
