@@ -22,6 +22,7 @@ from dash import ALL, Input, Output, State, callback, clientside_callback, ctx, 
 
 from components import leaderboard_figures as figs
 from components.format import sci
+from components.runtime import cache
 from whestboard import auth, ranking
 from whestboard import submission_import as si
 from whestboard import submissions as store
@@ -347,21 +348,41 @@ def _summary(round_tag: str, points) -> list:
 )
 def _render_board(y_metric: str, x_metric: str, _revision, round_tag: str, team: str | None):
     points = _round_points(round_tag)
-    fig = figs.scatter_figure(points, _mc_reference(round_tag), round_tag=round_tag, y_metric=y_metric,
-                              x_metric=x_metric, team=team)
+    fig = _scatter(round_tag, y_metric, x_metric, team, _data_version(round_tag))
     teams = sorted(points["team"].unique()) if not points.empty else []
     options = [{"label": t, "value": t} for t in teams]
     if team and team not in teams:
         options.append({"label": f"{team} (no submissions in {round_tag})", "value": team})
-    return (fig, len(fig.data) - 1, _ranking_rows(round_tag), _row_style(team), _summary(round_tag, points),
+    return (fig, len(fig["data"]) - 1, _ranking_rows(round_tag), _row_style(team), _summary(round_tag, points),
             options)
 
 
 @callback(Output("lb-timeline", "figure"), Output("lb-timeline-index", "data"), Input("lb-revision", "data"),
           State("lb-team", "value"))
 def _render_timeline(_revision, team: str | None):
-    fig = figs.timeline_figure(ranking.all_points(), team=team, round_order=list(ALL_ROUNDS))
-    return fig, len(fig.data) - 1
+    fig = _timeline(team, _data_version(None))
+    return fig, len(fig["data"]) - 1
+
+
+def _data_version(round_tag: str | None) -> str:
+    """Everything a figure depends on besides its arguments: store revision, references, band."""
+    band = _band(round_tag) if round_tag else None
+    band_mlps = int(band["n_mlps"].iloc[0]) if band is not None and len(band) and "n_mlps" in band else 0
+    return f"{store.revision()}|{ranking.reference_fingerprint()}|{band_mlps}"
+
+
+# Figures are built once per (arguments, data version) and shared by every worker through the
+# app's cache (files, or Redis when scaled out): a page view then costs a cache read, not a rebuild.
+@cache.memoize(timeout=24 * 3600)
+def _scatter(round_tag: str, y_metric: str, x_metric: str, team: str | None, _version: str) -> dict:
+    fig = figs.scatter_figure(_round_points(round_tag), _mc_reference(round_tag), round_tag=round_tag,
+                              y_metric=y_metric, x_metric=x_metric, team=team)
+    return fig.to_plotly_json()
+
+
+@cache.memoize(timeout=24 * 3600)
+def _timeline(team: str | None, _version: str) -> dict:
+    return figs.timeline_figure(ranking.all_points(), team=team, round_order=list(ALL_ROUNDS)).to_plotly_json()
 
 
 @callback(

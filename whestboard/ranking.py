@@ -312,7 +312,7 @@ def all_points(*, url: str | None = None) -> pd.DataFrame:
     def compute() -> pd.DataFrame:
         return with_mc_reference(store.frame(url=url), store.mlp_variance_summary(url=url))
 
-    return store.cached("all_points:" + _reference_fingerprint(), compute, url=url)
+    return store.cached("all_points:" + reference_fingerprint(), compute, url=url)
 
 
 def round_ranking(round_tag: str, *, url: str | None = None) -> pd.DataFrame:
@@ -328,9 +328,9 @@ def round_ranking(round_tag: str, *, url: str | None = None) -> pd.DataFrame:
         table["vs_mc"] = table["submission_id"].map(ref.set_index("submission_id")["vs_mc"]).astype(float)
         return table
 
-    return store.cached(f"ranking:{round_tag}:" + _reference_fingerprint(), compute, url=url)
+    return store.cached(f"ranking:{round_tag}:" + reference_fingerprint(), compute, url=url)
 
 
-def _reference_fingerprint() -> str:
+def reference_fingerprint() -> str:
     """Changes when a bake adds MLPs to a round's dataset (its mean variance moves)."""
     return ",".join(f"{k}={v:.6e}" for k, v in sorted(_fallback_variances().items()))
