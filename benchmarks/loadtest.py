@@ -292,18 +292,18 @@ def main(argv: list[str] | None = None) -> int:
     else:
         state_dir = Path(tempfile.mkdtemp(prefix="whestboard-load-"))
         proc, base = start_server(args, state_dir)
-    os.environ["WHESTBOARD_STATE_DIR"] = str(state_dir)  # read the same run store as the server
-    if args.client_nice:
-        os.nice(args.client_nice)  # the simulated browsers yield the CPU to the server they measure
-    from whestboard import registry
-
-    n_mlps = len(registry.get_dataset(args.dataset).indices)
-    print(f"target {base} (gunicorn workers={args.workers} threads={args.threads}), dataset {args.dataset} "
-          f"({n_mlps} MLPs), {os.cpu_count()} cores, think {args.think}s, {args.duration:.0f}s per level")
-    for kind, meaning in KIND_HELP.items():
-        print(f"   {kind:<10}{meaning}")
     summaries = []
-    try:
+    try:  # from here on, the server is always stopped
+        os.environ["WHESTBOARD_STATE_DIR"] = str(state_dir)  # read the same run store as the server
+        if args.client_nice:
+            os.nice(args.client_nice)  # the simulated browsers yield the CPU to the server they measure
+        from whestboard import registry
+
+        n_mlps = len(registry.get_dataset(args.dataset).indices)
+        print(f"target {base} (gunicorn workers={args.workers} threads={args.threads}), dataset {args.dataset} "
+              f"({n_mlps} MLPs), {os.cpu_count()} cores, think {args.think}s, {args.duration:.0f}s per level")
+        for kind, meaning in KIND_HELP.items():
+            print(f"   {kind:<10}{meaning}")
         warm = run_level(base, 1, argparse.Namespace(**{**vars(args), "duration": 300, "max_iterations": 1}), n_mlps)
         print(f"warm-up: {warm['requests']} requests, errors {warm['errors']}")
         for users in levels:
