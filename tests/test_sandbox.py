@@ -335,3 +335,23 @@ def test_a_worker_dies_with_the_app_process_that_started_it(tmp_path):
             return
         time.sleep(0.1)
     raise AssertionError(f"sandbox worker {pid} outlived the process that started it")
+
+
+def test_folders_of_workers_whose_app_died_are_swept(tmp_path):
+    import tempfile
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    handover = Path(tempfile.mkdtemp(prefix=sandbox.HANDOVER_PREFIX, dir=sandbox._handover_base()))
+    orphan = Path(tempfile.mkdtemp(prefix=sandbox.ROOT_PREFIX))
+    (orphan / sandbox.OWNER_FILE).write_text(f"{dead.stdout.strip()}\n{handover}")
+    alive = Path(tempfile.mkdtemp(prefix=sandbox.ROOT_PREFIX))
+    (alive / sandbox.OWNER_FILE).write_text(f"{os.getpid()}\n/nowhere")
+    try:
+        assert sandbox.sweep_orphan_folders() >= 1
+        assert not orphan.exists() and alive.exists()
+        assert handover.exists()  # young: it may belong to a worker being set up
+        sandbox.sweep_orphan_folders(now=time.time() + 2 * sandbox.ORPHAN_AGE_S)
+        assert not handover.exists()
+    finally:
+        for folder in (alive, orphan, handover):
+            __import__("shutil").rmtree(folder, ignore_errors=True)

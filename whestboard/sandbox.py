@@ -226,14 +226,64 @@ def _handover_base() -> str | None:
     return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
 
 
+ROOT_PREFIX, HANDOVER_PREFIX, OWNER_FILE = "whestboard-sandbox-", "whestboard-mlp-", "owner"
+ORPHAN_AGE_S = 600.0
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_orphan_folders(now: float | None = None) -> int:
+    """Remove the folders of workers whose app process died without cleaning up (SIGKILL, SIGTERM).
+
+    Each worker's folder names its pid and hand-over folder in ``owner``; a folder whose worker is
+    gone goes, and so does an ownerless one older than ``ORPHAN_AGE_S`` (a crash between creating
+    it and spawning). Returns how many were removed.
+    """
+    now = time.time() if now is None else now
+    removed = 0
+    in_use: set[str] = set()
+    for root in Path(tempfile.gettempdir()).glob(f"{ROOT_PREFIX}*"):
+        try:
+            pid_text, _, handover = (root / OWNER_FILE).read_text().partition("\n")
+            orphaned = not _pid_alive(int(pid_text))
+        except (OSError, ValueError):
+            handover = ""
+            orphaned = _older_than(root, now)
+        if orphaned:
+            shutil.rmtree(root, ignore_errors=True)
+            removed += 1
+        elif handover:
+            in_use.add(handover)
+    base = Path(_handover_base() or tempfile.gettempdir())
+    for handover in base.glob(f"{HANDOVER_PREFIX}*"):
+        if str(handover) not in in_use and _older_than(handover, now):
+            shutil.rmtree(handover, ignore_errors=True)
+    return removed
+
+
+def _older_than(path: Path, now: float, age_s: float = ORPHAN_AGE_S) -> bool:
+    try:
+        return now - path.stat().st_mtime > age_s
+    except OSError:
+        return False
+
+
 class WorkerProcess:
     """A spawned worker: its pipes, process group, folders and captured output."""
 
     def __init__(self, output_limit: int = 64 << 10) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="whestboard-sandbox-"))
+        self.root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX))
         self.workdir = self.root / "work"
         self.submission_dir = self.root / "submission"
-        self.handover = Path(tempfile.mkdtemp(prefix="whestboard-mlp-", dir=_handover_base()))
+        self.handover = Path(tempfile.mkdtemp(prefix=HANDOVER_PREFIX, dir=_handover_base()))
         for folder in (self.workdir, self.submission_dir):
             folder.mkdir()
         for folder in (self.root, self.handover):
@@ -256,6 +306,7 @@ class WorkerProcess:
         finally:
             for fd in (cmd_r, resp_w, out_w):
                 os.close(fd)
+        (self.root / OWNER_FILE).write_text(f"{self.process.pid}\n{self.handover}")
         self.cmd_fd = cmd_w
         self.reader = FrameReader(resp_r)
         self._drain = threading.Thread(target=_drain, args=(out_r, self), daemon=True,
@@ -351,6 +402,7 @@ def prewarm(output_limit: int = 64 << 10) -> None:
 def _take_worker(output_limit: int) -> tuple[WorkerProcess, bool]:
     """A spare if one is alive (warm), else a freshly spawned worker (cold)."""
     global _spare
+    sweep_orphan_folders()
     with _spare_lock:
         spare, _spare = _spare, None
     if spare is not None and spare.alive():
