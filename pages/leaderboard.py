@@ -19,6 +19,7 @@ import dash
 import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
+from sqlalchemy.exc import SQLAlchemyError
 
 from components import leaderboard_figures as figs
 from components.format import sci
@@ -185,6 +186,8 @@ RANKING_COLUMNS = [
     {"field": "vs_mc", "headerName": "x better than MC@B", "width": 150, "type": "numericColumn",
      "valueFormatter": {"function": "params.value == null ? '—' : d3.format('.3~g')(params.value) + 'x'"}},
     {"field": "final_layer_mse", "headerName": "Final-layer MSE", "width": 140, "type": "numericColumn",
+     "headerTooltip": "Mean final-layer MSE against the reference; differences below the reference noise floor "
+                      "(in the summary above the plot) cannot be resolved.",
      "valueFormatter": {"function": "params.value == null ? '—' : d3.format('.3~e')(params.value)"}},
     {"field": "mean_flops_used", "headerName": "Mean FLOPs", "width": 120, "type": "numericColumn",
      "valueFormatter": {"function": "params.value == null ? '—' : d3.format('.3~e')(params.value)"}},
@@ -347,6 +350,14 @@ def _summary(round_tag: str, points) -> list:
     State("lb-team", "value"),
 )
 def _render_board(y_metric: str, x_metric: str, _revision, round_tag: str, team: str | None):
+    try:
+        return _board(y_metric, x_metric, round_tag, team)
+    except (SQLAlchemyError, OSError) as exc:  # an unreachable store: say so instead of a traceback
+        message = dbc.Alert(f"The submissions store cannot be read: {type(exc).__name__}: {exc}", color="danger")
+        return {}, None, [], _row_style(team), message, []
+
+
+def _board(y_metric: str, x_metric: str, round_tag: str, team: str | None):
     points = _round_points(round_tag)
     fig = _scatter(round_tag, y_metric, x_metric, team, _data_version(round_tag))
     teams = sorted(points["team"].unique()) if not points.empty else []
@@ -360,7 +371,10 @@ def _render_board(y_metric: str, x_metric: str, _revision, round_tag: str, team:
 @callback(Output("lb-timeline", "figure"), Output("lb-timeline-index", "data"), Input("lb-revision", "data"),
           State("lb-team", "value"))
 def _render_timeline(_revision, team: str | None):
-    fig = _timeline(team, _data_version(None))
+    try:
+        fig = _timeline(team, _data_version(None))
+    except (SQLAlchemyError, OSError):  # the board's summary already says the store cannot be read
+        return {}, None
     return fig, len(fig["data"]) - 1
 
 

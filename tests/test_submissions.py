@@ -175,3 +175,10 @@ def test_shipped_baselines_seed_an_empty_store_once(sqlite_store):
     store.delete_submission(first)
     si.seed_from_shipped()
     assert store.count() == n - 1  # a deleted baseline does not come back
+
+
+def test_shipped_baselines_leave_a_store_that_has_submissions_alone(sqlite_store, tmp_path):
+    path, _ = _three(tmp_path)
+    si.import_files([path])
+    assert si.seed_from_shipped() is None
+    assert store.count() == 3 and store.was_seeded()

@@ -623,10 +623,15 @@ def shipped_files() -> list[Path]:
 def seed_from_shipped(*, url: str | None = None) -> UpsertReport | None:
     """Import the shipped baselines once per store, the first time it is opened.
 
-    Only once: an organizer who deletes a baseline does not see it come back.
-    Safe if two workers race: the loser's upsert finds every row unchanged.
+    Only into an empty store, and only once: an organizer who deletes a baseline
+    does not see it come back, and a store that already holds submissions is left
+    alone (import the file by hand there). Safe if two workers race: the loser's
+    upsert finds every row unchanged.
     """
     if store.was_seeded(url=url):
+        return None
+    if store.count(url=url) > 0:
+        store.mark_seeded(url=url)
         return None
     files = shipped_files()
     report = None
