@@ -88,3 +88,26 @@ def test_sweep_plan_skips_estimators_too_slow_for_the_limit(tiny_round_data):
     assert actions["mean"] == "grade"
     with pytest.raises(ValueError, match="unknown sweep estimator"):
         sweep.select(["nope"])
+
+
+def test_baseline_variant_files_are_graded_as_whestbench_grades_them(tiny_round_data, tmp_path):
+    from whestbench.loader import load_estimator_from_path
+    from whestbench.scoring import ContestData, ContestSpec, evaluate_estimator
+
+    out = tmp_path / "variants.csv"
+    sweep.run_sweep(out=out, round_tags=["v1-warmup"], only=["cov-half"], show_progress=False, to_store=False,
+                    log=lambda _: None)
+    subs, mlps = sweep.read_output(out)
+    (sid,) = subs
+    assert subs[sid].team == "baseline: truncated covariance"
+    dataset = registry.get_dataset("v1-warmup")
+    estimator, _ = load_estimator_from_path(sweep.BASELINE_DIR / "truncated_covariance.py")
+    for result in mlps[sid]:
+        means, avg_var = dataset.truth(result.mlp_index)
+        spec = ContestSpec(width=256, depth=8, n_mlps=1, flop_budget=68_000_000_000, ground_truth_samples=2048,
+                           wall_time_limit_s=60.0, residual_wall_time_limit_s=None, lambda_flops_per_second=1e11)
+        data = ContestData(spec=spec, mlps=[dataset.mlp(result.mlp_index)], all_layer_targets=[means],
+                           final_targets=[means[-1]], avg_variances=[avg_var])
+        expected = evaluate_estimator(estimator, data)["per_mlp"][0]
+        assert result.final_layer_mse == expected["final_layer_mse"]
+        assert result.flops_used == expected["flops_used"]

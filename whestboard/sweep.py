@@ -128,15 +128,28 @@ def baseline_handle(member: SweepEstimator):
 
     ``resolve_estimator`` sends every file to the upload sandbox, which is for
     participants' code. The baseline variants ship in this repository, so they
-    run the way ``whest run --runner local`` runs a file (whestbench's
-    LocalRunner), with the timing and residual time of an in-process run like
-    every other baseline.
+    are loaded with whestbench's own loader and run in this process, exactly
+    like the built-in baselines (same timing and residual-time conditions).
     """
     from whestboard import estimators
 
-    if member.spec.endswith(".py"):
-        return estimators._file_handle(Path(member.resolved_spec()))
-    return estimators.resolve_estimator(member.spec)
+    if not member.spec.endswith(".py"):
+        return estimators.resolve_estimator(member.spec)
+    import hashlib
+
+    from whestbench.loader import load_estimator_from_path, resolve_estimator_class_metadata
+
+    path = Path(member.resolved_spec())
+    meta = resolve_estimator_class_metadata(path)
+    return estimators.EstimatorHandle(
+        label=member.key,
+        kind="baseline-file",
+        code_sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        factory=lambda: load_estimator_from_path(path)[0],
+        description=f"{meta.class_name} from whestboard/baselines/{path.name} (in-process)",
+        class_name=meta.class_name,
+        submission_dir=str(path.parent),
+    )
 
 
 def from_run_report(report: dict, member: SweepEstimator, dataset) -> tuple[Submission, list[MLPResult]]:
