@@ -319,12 +319,12 @@ def run_sweep(
 
                 store.upsert([sub], results)
             manifest["entries"][sub.submission_id] = {
+                "command": _command_line(),
                 "dataset": e.dataset.info.key, "estimator": e.member.key, "n_mlps": len(results),
                 "seconds": round(seconds, 3), "seconds_per_mlp": round(seconds / max(1, len(results)), 3),
                 "graded_at": sub.submitted_at.isoformat(),
             }
-            manifest["last_command"] = " ".join(["python -m whestboard sweep", *sys.argv[2:]]) \
-                if sys.argv[1:2] == ["sweep"] else manifest.get("last_command")
+            manifest["last_command"] = _command_line()
             manifest["machine"] = {"cpu_count": os.cpu_count(), "platform": platform.platform(),
                                    "measured_matmul_flops_per_s": rate}
             _save_manifest(out, manifest)
@@ -333,6 +333,13 @@ def run_sweep(
     finally:
         bar.close()
     return manifest
+
+
+def _command_line() -> str:
+    """The command that is grading, as a person would retype it."""
+    if sys.argv[1:2] == ["sweep"]:
+        return " ".join(["python -m whestboard sweep", *sys.argv[2:]])
+    return "whestboard.sweep.run_sweep (called from Python)"
 
 
 def _manifest_path(out: Path) -> Path:
