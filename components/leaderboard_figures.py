@@ -115,8 +115,10 @@ def default_frame(x: np.ndarray, y: np.ndarray, ref: McReference, y_metric: str)
     else:
         x_lo, x_hi, y_lo, y_hi = b - 4, b, -8, -2
     x_lo, x_hi = min(x_lo, b - 3), max(x_hi, b)
-    if ref.noise_floor and ref.noise_floor > 0 and not lx.size:
-        y_lo = min(y_lo, np.log10(ref.noise_floor))
+    if y_metric == "mse" and ref.noise_floor and ref.noise_floor > 0:
+        floor = np.log10(ref.noise_floor)
+        if not lx.size or floor >= y_lo - 3:  # show the floor when it is within 3 decades of the field
+            y_lo = min(y_lo, floor - 0.2)
     pad_x, pad_y = 0.25 * max(x_hi - x_lo, 1.0), 0.15 * max(y_hi - y_lo, 1.0)
     return Frame((x_lo - pad_x, x_hi + pad_x), (y_lo - pad_y, y_hi + pad_y))
 
