@@ -40,6 +40,7 @@ logs.configure()
 
 JOB_FIELD = "whestboard_job"
 JOB_DIED = "worker died"
+JOB_FAILED = "The job failed ("
 NOTICE_ID = "whestboard-job-notice"
 
 
@@ -88,7 +89,7 @@ def request_client_id() -> str | None:
 
 def job_failed_payload(reason: str) -> dict:
     """What a dead job returns to Dash: its error path, carrying a message for the user."""
-    msg = f"The job failed ({reason}). Nothing was recorded for it; please run it again."
+    msg = f"{JOB_FAILED}{reason}). Nothing was recorded for it; please run it again."
     return {"background_callback_error": {"msg": msg, "tb": ""}}
 
 
@@ -164,7 +165,7 @@ class _Ledger:
         if row is None:
             return result
         row = jobs.fail_if_dead(row, process_gone=gone, pid_check=gone)
-        if row.status == "failed" and (gone or (row.reason or "").startswith(JOB_DIED)):
+        if row.status == "failed" and (gone or jobs.is_lost(row.reason)):
             return job_failed_payload(row.reason or JOB_DIED)
         if row.status == "finished" and gone:
             return job_failed_payload(f"{JOB_DIED}: process {row.worker} ended without storing its result")
@@ -349,7 +350,7 @@ def _callback_what() -> str:
 def _report_callback_error(err: Exception):
     """Log every callback error with context; show dead jobs to the user, re-raise the rest."""
     logs.error("callback.error", err, what=_callback_what(), client=request_client_id())
-    if isinstance(err, BackgroundCallbackError) and JOB_DIED in str(err):
+    if isinstance(err, BackgroundCallbackError) and JOB_FAILED in str(err):
         message = str(err).split("callback: ", 1)[-1].strip()
         set_props(NOTICE_ID, {"children": message, "is_open": True})
         return None

@@ -233,3 +233,12 @@ def test_every_store_table_lives_in_postgresql_and_healthz_sees_it(pg_url, tmp_p
     monkeypatch.setenv("WHESTBOARD_DATABASE_URL", pg_url)
     store = health.check()["checks"]["store"]
     assert store["ok"] is True and store["backend"] == "postgresql"
+
+
+def test_a_job_no_worker_ever_starts_is_reported_not_waited_on_forever(store):
+    job_id = new_job(store)
+    assert jobs.fail_if_dead(jobs.get(job_id, url=store), pid_check=False, url=store).status == "queued"
+    set_row(store, job_id, created_at=time.time() - jobs.QUEUED_TOO_LONG_S - 1)
+    row = jobs.fail_if_dead(jobs.get(job_id, url=store), pid_check=False, url=store)
+    assert row.status == "failed" and row.reason.startswith("no worker started the job")
+    assert jobs.is_lost(row.reason) and not jobs.is_lost("ValueError: bad width")

@@ -139,6 +139,7 @@ def test_a_lab_run_through_the_real_app_runs_on_celery_and_reaches_the_user(redi
     """The documented deployment: gunicorn app:server + ``celery -A worker worker``, sharing Redis and the store."""
     from tests.test_production import run_lab, whestbench_mean_propagation_flops
 
+    redis_url = redis_url.rsplit("/", 1)[0] + "/1"  # the module's other Celery app keeps using db 0
     db_url = f"sqlite:///{tmp_path / 'shared.sqlite'}"
     with gunicorn("app:server", tmp_path / "web", workers=2, threads=2, ready_path="/healthz",
                   WHESTBOARD_REDIS_URL=redis_url, WHESTBOARD_DATABASE_URL=db_url) as web, \

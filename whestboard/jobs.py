@@ -39,6 +39,15 @@ forksafe.install()
 
 HEARTBEAT_S = 5.0
 STALE_AFTER_S = 30.0
+# A job nobody starts for this long is reported, not waited on forever: on a busy deployment jobs
+# queue for minutes, but a task no worker knows (workers running other code) is never started.
+QUEUED_TOO_LONG_S = 900.0
+LOST_REASONS = ("worker died", "no worker started")
+
+
+def is_lost(reason: str | None) -> bool:
+    """A failure the ledger diagnosed (the job was lost), as opposed to an error the job raised."""
+    return bool(reason) and reason.startswith(LOST_REASONS)
 ACTIVE = ("queued", "running")
 
 
@@ -239,6 +248,9 @@ def fail_if_dead(
     if job.status not in ACTIVE:
         return job
     if job.status == "queued" and not process_gone:
+        if job.created_at < now - QUEUED_TOO_LONG_S:
+            return _mark_failed(job, f"no worker started the job within {QUEUED_TOO_LONG_S / 60:.0f} min "
+                                     "(are job workers running, with the same code as the web app?)", now, url)
         return job  # waiting for a free worker is not dying
     if not (process_gone or is_stale(job, now, stale_after, pid_check=pid_check)):
         return job
@@ -248,6 +260,11 @@ def fail_if_dead(
         reason = f"worker died: process {job.worker} ended without a result"
     else:
         reason = death_reason(job, now)
+    return _mark_failed(job, reason, now, url)
+
+
+def _mark_failed(job: Job, reason: str, now: float, url: str | None) -> Job:
+    """Compare-and-set to ``failed`` (only if nobody changed the row meanwhile); the row as stored."""
     with _session(url) as s:
         same_worker = Job.worker.is_(None) if job.worker is None else Job.worker == job.worker
         changed = s.execute(
