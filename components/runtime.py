@@ -164,6 +164,8 @@ class _Ledger:
         row = jobs.find(key, str(job))
         if row is None:
             return result
+        if row.status == "failed" and row.reason == jobs.CANCELLED:
+            return result  # the user cancelled: Dash closes the loop with no update, not an error
         row = jobs.fail_if_dead(row, process_gone=gone, pid_check=gone)
         if row.status == "failed" and (gone or jobs.is_lost(row.reason)):
             return job_failed_payload(row.reason or JOB_DIED)

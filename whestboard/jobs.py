@@ -277,13 +277,16 @@ def _mark_failed(job: Job, reason: str, now: float, url: str | None) -> Job:
     return get(job.id, url) or job
 
 
+CANCELLED = "cancelled"
+
+
 def cancel(handle: str, url: str | None = None) -> int:
     """Mark the active jobs behind a backend handle failed: the user cancelled or moved on."""
     now = time.time()
     with _session(url) as s:
         return s.execute(
             update(Job).where((Job.handle == str(handle)) & Job.status.in_(ACTIVE))
-            .values(status="failed", reason="cancelled", finished_at=now)
+            .values(status="failed", reason=CANCELLED, finished_at=now)
         ).rowcount
 
 
