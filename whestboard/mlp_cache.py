@@ -12,10 +12,12 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
 
 import numpy as np
 
 DEFAULT_CACHE_BYTES = 1 << 30
+V = TypeVar("V")
 
 
 def _configured_limit() -> int:
@@ -30,19 +32,24 @@ def _configured_limit() -> int:
         ) from None
 
 
-class ByteBoundedCache:
-    """LRU of numpy arrays whose ``nbytes`` sum stays under ``max_bytes``."""
+class BoundedCache(Generic[V]):
+    """LRU whose total ``size_of(value)`` stays under ``max_size``; each key loaded once.
 
-    def __init__(self, max_bytes: int | None = None) -> None:
-        self.max_bytes = _configured_limit() if max_bytes is None else int(max_bytes)
-        self._items: OrderedDict[Hashable, np.ndarray] = OrderedDict()
-        self._bytes = 0
+    Concurrent requests for a key that is still loading wait for that one load
+    instead of starting their own (a 1024 x 16 rebuild costs a second).
+    """
+
+    def __init__(self, max_size: int, size_of: Callable[[V], int] = lambda _value: 1) -> None:
+        self.max_size = int(max_size)
+        self._size_of = size_of
+        self._items: OrderedDict[Hashable, V] = OrderedDict()
+        self._size = 0
         self._lock = threading.Lock()
         self._loading: dict[Hashable, threading.Lock] = {}
 
     @property
-    def nbytes(self) -> int:
-        return self._bytes
+    def size(self) -> int:
+        return self._size
 
     def __len__(self) -> int:
         return len(self._items)
@@ -50,8 +57,8 @@ class ByteBoundedCache:
     def __contains__(self, key: Hashable) -> bool:
         return key in self._items
 
-    def get_or_load(self, key: Hashable, load: Callable[[], np.ndarray]) -> np.ndarray:
-        """Return the cached array, loading it once under a per-key lock."""
+    def get_or_load(self, key: Hashable, load: Callable[[], V]) -> V:
+        """Return the cached value, loading it once under a per-key lock."""
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
@@ -63,25 +70,41 @@ class ByteBoundedCache:
                     self._items.move_to_end(key)
                     return self._items[key]
             value = load()
-            value.setflags(write=False)
             with self._lock:
                 self._store(key, value)
                 self._loading.pop(key, None)
             return value
 
-    def _store(self, key: Hashable, value: np.ndarray) -> None:
-        if value.nbytes > self.max_bytes:
+    def _store(self, key: Hashable, value: V) -> None:
+        size = self._size_of(value)
+        if size > self.max_size:
             return  # too big to keep; the caller still gets it
         self._items[key] = value
-        self._bytes += value.nbytes
-        while self._bytes > self.max_bytes and self._items:
+        self._size += size
+        while self._size > self.max_size and self._items:
             _, old = self._items.popitem(last=False)
-            self._bytes -= old.nbytes
+            self._size -= self._size_of(old)
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
-            self._bytes = 0
+            self._size = 0
+
+
+class ByteBoundedCache(BoundedCache[np.ndarray]):
+    """Read-only numpy arrays bounded by their total ``nbytes`` (``WHESTBOARD_CACHE_BYTES``)."""
+
+    def __init__(self, max_bytes: int | None = None) -> None:
+        super().__init__(_configured_limit() if max_bytes is None else int(max_bytes),
+                         size_of=lambda array: array.nbytes)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size
+
+    def _store(self, key: Hashable, value: np.ndarray) -> None:
+        value.setflags(write=False)  # shared between requests: nobody may modify it
+        super()._store(key, value)
 
 
 WEIGHTS_CACHE = ByteBoundedCache()

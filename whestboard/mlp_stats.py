@@ -24,13 +24,12 @@ Two neuron classes are read off the reference itself, never off a model:
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 
 from whestboard.datasets import DEAD_MEAN_THRESHOLD
+from whestboard.mlp_cache import BoundedCache
 
 #: Always-on when the mean clipped part E[max(-z, 0)] is below this fraction of E[h].
 ALWAYS_ON_RELATIVE_CLIP = 1e-3
@@ -432,42 +431,10 @@ def neuron_detail(stats: MLPStats, weights: np.ndarray, layer: int, neuron: int,
 # ---------------------------------------------------------------------------
 
 
-class _StatsCache:
-    """A small LRU of ``MLPStats``; each key computed once even under concurrent requests."""
-
-    def __init__(self, max_items: int = 32) -> None:
-        self.max_items = max_items
-        self._items: OrderedDict[tuple, MLPStats] = OrderedDict()
-        self._lock = threading.Lock()
-        self._loading: dict[tuple, threading.Lock] = {}
-
-    def get_or_compute(self, key: tuple, compute) -> MLPStats:
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-            key_lock = self._loading.setdefault(key, threading.Lock())
-        with key_lock:
-            with self._lock:
-                if key in self._items:
-                    return self._items[key]
-            value = compute()
-            with self._lock:
-                self._items[key] = value
-                self._loading.pop(key, None)
-                while len(self._items) > self.max_items:
-                    self._items.popitem(last=False)
-            return value
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
+STATS_CACHE: BoundedCache[MLPStats] = BoundedCache(max_size=32)
 
 
-STATS_CACHE = _StatsCache()
-
-
-_SUMMARIES: OrderedDict[tuple, object] = OrderedDict()
+_SUMMARIES: BoundedCache[object] = BoundedCache(max_size=16)
 
 
 def summary_for(dataset):
@@ -478,15 +445,7 @@ def summary_for(dataset):
     """
     info = dataset.info
     key = (str(info.path), info.format, info.n_mlps, info.n_samples)
-    with STATS_CACHE._lock:
-        if key in _SUMMARIES:
-            return _SUMMARIES[key]
-    summary = dataset.summary()
-    with STATS_CACHE._lock:
-        _SUMMARIES[key] = summary
-        while len(_SUMMARIES) > 16:
-            _SUMMARIES.popitem(last=False)
-    return summary
+    return _SUMMARIES.get_or_load(key, dataset.summary)
 
 
 #: Part of every cache key: bump when a computation here changes, so a shared cache
@@ -520,4 +479,4 @@ def stats_for(dataset, index: int, *, shared=None) -> MLPStats:
             shared.set(shared_key, stats)
         return stats
 
-    return STATS_CACHE.get_or_compute(key, compute)
+    return STATS_CACHE.get_or_load(key, compute)
