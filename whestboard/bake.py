@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from whestboard import compact
+from whestboard.processes import owner_alive
 from whestboard.rounds import get_round
 from whestboard.versions import library_versions
 
@@ -315,15 +316,7 @@ def _claim_is_alive(path: Path) -> bool:
         pid = int(pid_text)
     except (OSError, ValueError):
         return False
-    if host and host != socket.gethostname():
-        return True  # another machine's bake: trust it
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return owner_alive(pid, host)
 
 
 def _progress_bar(total: int, enabled: bool, label: str):

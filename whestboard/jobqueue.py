@@ -38,6 +38,7 @@ from sqlalchemy import Float, Integer, String, Text, func, select, update
 from sqlalchemy.orm import Mapped, mapped_column
 
 from whestboard import db
+from whestboard.processes import pid_alive
 
 ACTIVE = ("queued", "running")
 FINISHED = ("done", "failed", "cancelled")
@@ -271,13 +272,7 @@ def _pid_is_dead(worker: str | None) -> bool:
     host, _, pid = worker.rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
         return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    return not pid_alive(int(pid))
 
 
 def recover_stale(now: float | None = None) -> int:

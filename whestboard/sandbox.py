@@ -54,6 +54,7 @@ from whestbench.runner import RunnerError, RunnerErrorDetail
 from whestbench.scoring import ContestSpec
 from whestbench.sdk import BaseEstimator, SetupContext
 
+from whestboard.processes import pid_alive
 from whestboard.sandbox_protocol import FrameReader, FrameTimeout, ProtocolError, send
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -230,16 +231,6 @@ ROOT_PREFIX, HANDOVER_PREFIX, OWNER_FILE = "whestboard-sandbox-", "whestboard-ml
 ORPHAN_AGE_S = 600.0
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_orphan_folders(now: float | None = None) -> int:
     """Remove the folders of workers whose app process died without cleaning up (SIGKILL, SIGTERM).
 
@@ -253,7 +244,7 @@ def sweep_orphan_folders(now: float | None = None) -> int:
     for root in Path(tempfile.gettempdir()).glob(f"{ROOT_PREFIX}*"):
         try:
             pid_text, _, handover = (root / OWNER_FILE).read_text().partition("\n")
-            orphaned = not _pid_alive(int(pid_text))
+            orphaned = not pid_alive(int(pid_text))
         except (OSError, ValueError):
             handover = ""
             orphaned = _older_than(root, now)
