@@ -12,6 +12,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -53,26 +55,31 @@ def state_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("state")
 
 
+@contextmanager
+def serve_app(state: Path, *, timeout: float = 120.0, **env_overrides: str) -> Iterator[str]:
+    """Run ``python app.py`` on a free port with its own state folder; yield its base URL."""
+    port = _free_port()
+    env = dict(os.environ, WHESTBOARD_STATE_DIR=str(state), PYTHONUNBUFFERED="1", **env_overrides)
+    with open(state / "server.log", "w") as log:
+        proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=REPO, env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            _wait_for(base + "/healthz", proc, timeout=timeout)
+            yield base
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
 @pytest.fixture(scope="session")
 def live_server(state_dir):
     """``python app.py`` on a free port, serving the embedded data; yields its base URL."""
-    port = _free_port()
-    env = dict(os.environ, WHESTBOARD_STATE_DIR=str(state_dir), PYTHONUNBUFFERED="1")
-    log = open(state_dir / "server.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "app.py", "--port", str(port)], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_for(base + "/healthz", proc)
+    with serve_app(state_dir) as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 @pytest.fixture(scope="session")
@@ -102,15 +109,21 @@ class ConsoleWatcher:
         )
 
 
-@pytest.fixture()
-def page(browser, live_server):
-    """A fresh page; the test fails afterwards if anything was logged as an error."""
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
+@contextmanager
+def checked_page(browser, base_url: str, *, timeout_ms: int = 30_000, **context_options):
+    """A fresh page on ``base_url``; fails the test afterwards if anything was logged as an error."""
+    context = browser.new_context(**({"viewport": {"width": 1400, "height": 900}} | context_options))
     pg = context.new_page()
-    pg.set_default_timeout(30_000)
+    pg.set_default_timeout(timeout_ms)
     watcher = ConsoleWatcher(pg)
-    pg.base_url = live_server
+    pg.base_url = base_url
     yield pg
-    # Dash reports callback exceptions in its dev-tools error list as well.
     context.close()
     assert not watcher.errors, "browser reported errors:\n" + "\n".join(watcher.errors)
+
+
+@pytest.fixture()
+def page(browser, live_server):
+    """A fresh page on the shared live server, checked for browser errors."""
+    with checked_page(browser, live_server) as pg:
+        yield pg

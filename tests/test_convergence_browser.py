@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import math
 import os
-import subprocess
-import sys
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
 from tests.browser_helpers import wait_for_dash
-from tests.conftest import REPO, ConsoleWatcher, _free_port, _wait_for
+from tests.conftest import checked_page, serve_app
 from whestboard import registry
 from whestboard.rounds import get_round
 
@@ -36,19 +34,8 @@ def _embedded_rounds() -> list[tuple[str, str]]:
 def convergence_server(tmp_path_factory):
     state = tmp_path_factory.mktemp("convergence-state")
     _record_highlight_run(state)
-    port = _free_port()
-    env = dict(os.environ, WHESTBOARD_STATE_DIR=str(state), PYTHONUNBUFFERED="1")
-    log = open(state / "server.log", "w")
-    proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=REPO, env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_for(base + "/healthz", proc, timeout=240)  # a loaded 2-core machine starts the app slowly
+    with serve_app(state, timeout=240) as base:  # a loaded 2-core machine starts the app slowly
         yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
 
 
 def _record_highlight_run(state) -> None:
@@ -78,14 +65,9 @@ def _record_highlight_run(state) -> None:
 
 @pytest.fixture()
 def cpage(browser, convergence_server):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    pg = context.new_page()
-    pg.set_default_timeout(60_000)
-    watcher = ConsoleWatcher(pg)
-    pg.base_url = convergence_server
-    yield pg
-    context.close()
-    assert not watcher.errors, "browser reported errors:\n" + "\n".join(watcher.errors)
+    with checked_page(browser, convergence_server, timeout_ms=60_000,
+                      viewport={"width": 1400, "height": 1000}) as pg:
+        yield pg
 
 
 def _figure(page) -> dict:
@@ -219,28 +201,13 @@ def bare_server(tmp_path_factory):
                                               n_samples=256, seeds=[101, 202]),
          explicit_seeds=True, show_progress=False)
     state = tmp_path_factory.mktemp("bare-state")
-    port = _free_port()
-    env = dict(os.environ, WHESTBOARD_STATE_DIR=str(state), WHESTBOARD_DATA_DIR=str(data), PYTHONUNBUFFERED="1")
-    log = open(state / "server.log", "w")
-    proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=REPO, env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_for(base + "/healthz", proc, timeout=240)
+    with serve_app(state, timeout=240, WHESTBOARD_DATA_DIR=str(data)) as base:
         yield base, data / "tiny-warmup"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
 
 
 def test_missing_baselines_are_computed_in_the_background_with_progress(browser, bare_server):
     base, path = bare_server
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    page.set_default_timeout(120_000)
-    watcher = ConsoleWatcher(page)
-    try:
+    with checked_page(browser, base, timeout_ms=120_000, viewport={"width": 1400, "height": 1000}) as page:
         page.goto(f"{base}/convergence?dataset=tiny-warmup")
         wait_for_dash(page)
         assert "No Monte Carlo band has been measured" in page.inner_text("#convergence-status")
@@ -252,6 +219,3 @@ def test_missing_baselines_are_computed_in_the_background_with_progress(browser,
         names = page.evaluate(f"() => document.querySelector('{GRAPH}').data.map(t => t.name)")
         assert any(n.startswith("Mean propagation") for n in names)
         assert (path / "band" / "baselines" / "cov.json").is_file()
-    finally:
-        context.close()
-    assert not watcher.errors, "browser reported errors:\n" + "\n".join(watcher.errors)

@@ -8,16 +8,12 @@ selector, and CSV downloads. Every page fails on a console error.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 from components.format import sci
 from tests.browser_helpers import wait_for_dash
-from tests.conftest import REPO, ConsoleWatcher, _free_port, _wait_for
+from tests.conftest import checked_page, serve_app
 from whestboard import registry
 from whestboard.mlp_stats import heatmap_bins
 from whestboard.rounds import ALL_ROUNDS
@@ -154,34 +150,16 @@ def toy_server(tmp_path_factory):
     bake(root / "toy-b", plan_from_args(round_tag=None, width=6, depth=2, n_mlps=3, n_samples=512,
                                         seeds=[51, 52, 53]), show_progress=False, explicit_seeds=True)
     state = tmp_path_factory.mktemp("toy-state")
-    port = _free_port()
-    env = dict(os.environ, WHESTBOARD_STATE_DIR=str(state), WHESTBOARD_DATA_DIR=str(root),
-               WHESTBOARD_DATASETS="", PYTHONUNBUFFERED="1")
-    with open(state / "server.log", "w") as log:
-        proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=REPO, env=env,
-                                stdout=log, stderr=subprocess.STDOUT)
-        base = f"http://127.0.0.1:{port}"
-        try:
-            _wait_for(base + "/healthz", proc)
-            yield base, root
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    with serve_app(state, WHESTBOARD_DATA_DIR=str(root), WHESTBOARD_DATASETS="") as base:
+        yield base, root
 
 
 @pytest.fixture()
 def toy_page(browser, toy_server):
-    context = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
-    pg = context.new_page()
-    pg.set_default_timeout(30_000)
-    watcher = ConsoleWatcher(pg)
-    pg.base_url, pg.data_root = toy_server
-    yield pg
-    context.close()
-    assert not watcher.errors, "browser reported errors:\n" + "\n".join(watcher.errors)
+    base, root = toy_server
+    with checked_page(browser, base, accept_downloads=True) as pg:
+        pg.data_root = root
+        yield pg
 
 
 def test_network_view_click_opens_the_neuron(toy_page):
