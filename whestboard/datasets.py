@@ -259,16 +259,19 @@ class ParquetDataset(Dataset):
         d, w = self.info.depth, self.info.width
         flat = _flatten_to_numpy(table.column("all_layer_means"))
         means = flat.reshape(len(table), d, w)
-        return pd.DataFrame(
+        frame = pd.DataFrame(
             {
                 "index": np.arange(len(table)),
                 "mlp_id": table.column("mlp_id").to_numpy(),
                 "mlp_name": table.column("mlp_name").to_pylist(),
                 "mlp_seed": table.column("mlp_seed").to_numpy(),
                 "avg_variance": table.column("avg_variance").to_numpy(),
-                "all_layer_means": list(means),
+                "all_layer_means": list(means.copy()),
             }
         )
+        del table, tables, flat, means
+        _release_arrow_memory()
+        return frame
 
     def _load_weights(self, index: int) -> np.ndarray:
         fi, rg, row = self._locate(index)
@@ -279,7 +282,10 @@ class ParquetDataset(Dataset):
         flat = _flatten_to_numpy(column)
         if flat.size != d * w * w:
             raise DatasetError(f"{self.path}: MLP {index} has {flat.size} weights, expected {d * w * w}")
-        return np.array(flat.reshape(d, w, w), dtype=np.float32, copy=True)
+        weights = np.array(flat.reshape(d, w, w), dtype=np.float32, copy=True)
+        del table, column, flat
+        _release_arrow_memory()
+        return weights
 
     def estimator_seed(self, index: int) -> int:
         from whestbench.seeds import derive_estimator_seed, derive_estimator_seed_v4, resolve_salt
@@ -290,6 +296,20 @@ class ParquetDataset(Dataset):
         if self._protocol == "4.0":
             return derive_estimator_seed_v4(raw, salt=resolve_salt(self._seed_proto_meta))
         return raw
+
+
+def _release_arrow_memory() -> None:
+    """Hand the row group's freed buffers back to the OS.
+
+    Arrow's allocator keeps freed pages for reuse; after reading a 1024 x 16 row
+    group that is ~400 MB held by a process that only needs the 64 MiB it copied out.
+    """
+    import gc
+
+    import pyarrow as pa
+
+    gc.collect()  # Arrow buffers still referenced from cycles are freed first
+    pa.default_memory_pool().release_unused()
 
 
 def _flatten_to_numpy(column) -> np.ndarray:
