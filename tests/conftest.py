@@ -11,12 +11,13 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from tests.prod_support import wait_http
 
 REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("WHESTBOARD_CHROMIUM", "/usr/bin/chromium")
@@ -31,22 +32,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _wait_for(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
-    import requests
-
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"app exited early with code {proc.returncode}")
-        try:
-            if requests.get(url, timeout=2).status_code < 500:
-                return
-        except requests.RequestException:
-            pass
-        time.sleep(0.3)
-    raise RuntimeError(f"app did not answer {url} within {timeout}s")
 
 
 @pytest.fixture(scope="session")
@@ -65,7 +50,7 @@ def serve_app(state: Path, *, timeout: float = 120.0, **env_overrides: str) -> I
                                 stdout=log, stderr=subprocess.STDOUT)
         base = f"http://127.0.0.1:{port}"
         try:
-            _wait_for(base + "/healthz", proc, timeout=timeout)
+            wait_http(base + "/healthz", proc, state / "server.log", timeout=timeout)
             yield base
         finally:
             proc.terminate()
