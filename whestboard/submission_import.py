@@ -201,15 +201,25 @@ def is_per_mlp_table(df: pd.DataFrame) -> bool:
     return "mlp_index" in [str(c).strip() for c in df.columns]
 
 
+class _RowProblems(list):
+    """Every problem found in one row, so a bad row is reported whole, not first error only."""
+
+    def __init__(self, row: dict) -> None:
+        super().__init__()
+        self.row = row
+
+    def take(self, parser, key, *args, **kwargs):
+        """Parse ``row[key]``; note the problem, if any, and return the value (or None)."""
+        value, problem = parser(self.row.get(key), key, *args, **kwargs)
+        if problem:
+            self.append(problem)
+        return value
+
+
 def parse_submission_row(row: dict) -> tuple[Submission | None, list[str]]:
     """One submission row: the record, or every problem with it."""
-    problems: list[str] = []
-
-    def take(parser, key, *args, **kwargs):
-        value, problem = parser(row.get(key), key, *args, **kwargs)
-        if problem:
-            problems.append(problem)
-        return value
+    problems = _RowProblems(row)
+    take = problems.take
 
     sid = take(_text, "submission_id", required=True)
     team = take(_text, "team", required=True)
@@ -242,7 +252,7 @@ def parse_submission_row(row: dict) -> tuple[Submission | None, list[str]]:
     if n_failed is not None and n_mlps is not None and n_failed > n_mlps:
         problems.append(f"n_failed_mlps ({n_failed}) exceeds n_mlps ({n_mlps})")
     if problems:
-        return None, problems
+        return None, list(problems)
     return (
         Submission(submission_id=sid, team=team, round=round_tag, submitted_at=submitted_at, status=status, **values),
         [],
@@ -251,13 +261,8 @@ def parse_submission_row(row: dict) -> tuple[Submission | None, list[str]]:
 
 def parse_mlp_row(row: dict) -> tuple[MLPResult | None, list[str]]:
     """One per-MLP row: the record, or every problem with it."""
-    problems: list[str] = []
-
-    def take(parser, key, *args, **kwargs):
-        value, problem = parser(row.get(key), key, *args, **kwargs)
-        if problem:
-            problems.append(problem)
-        return value
+    problems = _RowProblems(row)
+    take = problems.take
 
     result = dict(
         submission_id=take(_text, "submission_id", required=True),
@@ -272,7 +277,7 @@ def parse_mlp_row(row: dict) -> tuple[MLPResult | None, list[str]]:
         failed=take(_boolean, "failed"),
     )
     if problems:
-        return None, problems
+        return None, list(problems)
     return MLPResult(**result), []
 
 
