@@ -100,6 +100,21 @@ def wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 90.0
     raise RuntimeError(f"{url} did not answer within {timeout}s:\n{log.read_text()[-3000:]}")
 
 
+def wait_workers(proc: subprocess.Popen, workers: int, log: Path, timeout: float = 60.0) -> None:
+    """One worker answering is not all of them booted: wait until gunicorn has ``workers`` children."""
+    import psutil
+
+    deadline = time.time() + timeout
+    while True:
+        alive = [c for c in psutil.Process(proc.pid).children() if c.status() != psutil.STATUS_ZOMBIE]
+        if len(alive) >= workers:
+            return
+        if proc.poll() is not None or time.time() > deadline:
+            raise RuntimeError(f"gunicorn has {len(alive)} of {workers} workers after {timeout:.0f}s:\n"
+                               f"{log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.2)
+
+
 def gunicorn_argv(target: str = "app:server") -> list[str]:
     """The Dockerfile's CMD, with gunicorn taken from this virtual environment."""
     exe = VENV_BIN / "gunicorn"
@@ -121,6 +136,7 @@ def gunicorn(target: str, state_dir: Path, *, workers: int = 2, threads: int = 2
     base = f"http://127.0.0.1:{port}"
     try:
         wait_http(base + ready_path, proc, log)
+        wait_workers(proc, workers, log)
         yield Server(base, proc, log, state_dir)
     finally:
         _stop(proc)
