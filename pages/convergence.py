@@ -9,6 +9,7 @@ can be shared. Missing white-box baselines are computed in a background job.
 
 from __future__ import annotations
 
+import json
 from urllib.parse import urlencode
 
 import dash
@@ -16,10 +17,11 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html, no_update
 
 from components import convergence_figures as figs
+from components.runtime import cache
 from components.selectors import not_found_panel, resolve_selection, selector_row
 from whestboard import registry
 from whestboard.band_baselines import BASELINE_LABELS, compute_baselines, missing_baselines
-from whestboard.band_view import convergence_view
+from whestboard.band_view import cached_convergence_view
 
 dash.register_page(__name__, path="/convergence", name="Convergence", order=2, title="Convergence · Whestboard")
 
@@ -71,8 +73,8 @@ def layout(dataset: str | None = None, round: str | None = None, highlight: str 
     ds = registry.get_dataset(selection.dataset_key)
     metric = "all" if view == "all" else "final"
     try:
-        options = convergence_view(ds).highlight_options()
-        missing = missing_baselines(ds)
+        view, _ = cached_convergence_view(ds)
+        options, missing = view.highlight_options(), view.missing_baselines()
     except Exception as exc:  # a broken band file must not take the page down
         return html.Div([title, dbc.Alert(f"Cannot draw {ds.info.key}: {exc}", color="danger")])
     return html.Div([
@@ -108,11 +110,20 @@ def layout(dataset: str | None = None, round: str | None = None, highlight: str 
 def _render(metric: str, highlight: str | None, _refresh, stored_frame: dict | None, dataset_key: str):
     metric = metric or "final"
     try:
-        view = convergence_view(registry.get_dataset(dataset_key))
+        view, version = cached_convergence_view(registry.get_dataset(dataset_key))
     except Exception as exc:
         return figs.empty_figure(str(exc)), dbc.Alert(f"Cannot draw {dataset_key}: {exc}", color="danger")
-    visible = figs.frame_for(view, metric, stored_frame)
-    return figs.convergence_figure(view, metric, highlight=highlight, visible=visible), figs.status_alerts(view)
+    frame_key = json.dumps(stored_frame, sort_keys=True) if stored_frame else ""
+    return _figure(dataset_key, metric, highlight, frame_key, version), figs.status_alerts(view)
+
+
+# One build per (arguments, data version), shared by every worker through the app's cache: a page
+# view then costs a cache read. ``version`` changes with the run store, the band and the baselines.
+@cache.memoize(timeout=24 * 3600)
+def _figure(dataset_key: str, metric: str, highlight: str | None, frame_key: str, version: str) -> dict:
+    view, _ = cached_convergence_view(registry.get_dataset(dataset_key))
+    visible = figs.frame_for(view, metric, json.loads(frame_key) if frame_key else None)
+    return figs.convergence_figure(view, metric, highlight=highlight, visible=visible).to_plotly_json()
 
 
 @callback(
@@ -154,7 +165,7 @@ def _readout(click: dict | None, metric: str, dataset_key: str):
     if not point:
         return figs.readout_panel_placeholder()
     try:
-        view = convergence_view(registry.get_dataset(dataset_key))
+        view, _ = cached_convergence_view(registry.get_dataset(dataset_key))
     except Exception as exc:
         return [html.P(f"Cannot compare: {exc}", className="mb-0")]
     return figs.readout_panel(view, metric or "final", point)

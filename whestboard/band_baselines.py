@@ -79,6 +79,18 @@ def _candidates(dataset) -> list[Path]:
     return [beside_dir(dataset), state_band_dir(dataset)]
 
 
+def baseline_files_fingerprint(dataset) -> tuple:
+    """The stored baseline files of a dataset and their modification times (what ``_from_file`` reads)."""
+    out = []
+    for directory in _candidates(dataset):
+        for kind in BASELINE_LABELS:
+            try:
+                out.append((str(_file(directory, kind)), _file(directory, kind).stat().st_mtime_ns))
+            except OSError:
+                continue
+    return tuple(out)
+
+
 def _from_file(dataset, kind: str) -> BaselineResult | None:
     served = set(dataset.indices)
     for directory in _candidates(dataset):

@@ -205,7 +205,11 @@ class Band:
         return [b.index for b in self.mlps]
 
     def table(self, metric: str = "final"):
-        return band_table(self.mlps, metric)
+        """Percentiles across MLPs per checkpoint; computed once per loaded band (a copy is returned)."""
+        cache = self.__dict__.setdefault("_tables", {})
+        if metric not in cache:
+            cache[metric] = band_table(self.mlps, metric)
+        return cache[metric].copy()
 
     def mean_sigma2(self, metric: str = "final") -> float:
         return float(np.mean([b.sigma2(metric) for b in self.mlps])) if self.mlps else float("nan")
@@ -264,6 +268,12 @@ def _fingerprint(directory: Path, dataset) -> tuple:
     except OSError:
         return ()
     return (manifest_time, files, tuple(dataset.indices))
+
+
+def band_fingerprint(dataset) -> tuple:
+    """What the stored band of a dataset is made of (files and their times): changes when it does."""
+    directory = find_band_dir(dataset)
+    return () if directory is None else (str(directory), _fingerprint(directory, dataset))
 
 
 def load_band(dataset) -> Band | None:

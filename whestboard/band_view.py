@@ -8,7 +8,9 @@ white-box baselines and every recorded run of the round.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,8 +18,13 @@ import numpy as np
 import pandas as pd
 
 from whestboard.band import METRICS, EqualFlopsComparison, compare_with_sampling
-from whestboard.band_baselines import BaselineResult, load_baselines
-from whestboard.band_store import Band, load_band
+from whestboard.band_baselines import (
+    BASELINE_LABELS,
+    BaselineResult,
+    baseline_files_fingerprint,
+    load_baselines,
+)
+from whestboard.band_store import Band, band_fingerprint, load_band
 
 
 @dataclass(frozen=True)
@@ -105,6 +112,11 @@ class ConvergenceView:
 
     def baseline(self, kind: str) -> BaselinePoint | None:
         return next((b for b in self.baselines if b.kind == kind), None)
+
+    def missing_baselines(self) -> list[str]:
+        """Baselines not yet scored on every MLP (what ``band_baselines.missing_baselines`` says, from the view)."""
+        have = {b.kind: b.n_mlps for b in self.baselines}
+        return [kind for kind in BASELINE_LABELS if have.get(kind, 0) < self.n_mlps]
 
     def highlight_options(self) -> list[dict[str, str]]:
         labels = sorted({r.label for r in self.runs if r.label})
@@ -271,3 +283,42 @@ def convergence_view(dataset, *, runs: list[dict] | None = None) -> ConvergenceV
         runs=[_run_point(r, variances, own) for r in rows],
         notes=notes,
     )
+
+
+# ---------------------------------------------------------------------------
+# one view per dataset and data version, per process
+# ---------------------------------------------------------------------------
+
+_views_lock = threading.Lock()
+_views: dict[str, tuple[str, ConvergenceView]] = {}
+
+
+def view_version(dataset) -> str:
+    """Everything a dataset's convergence view is computed from, as one token.
+
+    The run store's revision, the band's files and the stored baselines: when
+    none of them changed, the view (and any figure drawn from it) is the same,
+    so a page view costs a query and a few ``stat`` calls instead of a rebuild.
+    """
+    try:
+        from whestboard import runstore
+
+        runs = runstore.revision()
+    except Exception:  # an unreachable store lists no runs; retry on the next call
+        runs = "unreachable"
+    parts = (dataset.info.key, dataset.info.path, runs, band_fingerprint(dataset), baseline_files_fingerprint(dataset))
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:20]
+
+
+def cached_convergence_view(dataset) -> tuple[ConvergenceView, str]:
+    """``convergence_view(dataset)`` and its version, rebuilt only when the version changes."""
+    version = view_version(dataset)
+    key = dataset.info.key
+    with _views_lock:
+        hit = _views.get(key)
+    if hit is not None and hit[0] == version:
+        return hit[1], version
+    view = convergence_view(dataset)
+    with _views_lock:
+        _views[key] = (version, view)
+    return view, version

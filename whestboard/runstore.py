@@ -17,7 +17,7 @@ import uuid
 from datetime import UTC, datetime
 
 import numpy as np
-from sqlalchemy import BigInteger, DateTime, Float, Integer, LargeBinary, String, Text, select
+from sqlalchemy import BigInteger, DateTime, Float, Integer, LargeBinary, String, Text, func, select
 from sqlalchemy.orm import Mapped, mapped_column
 
 from whestboard import db
@@ -225,3 +225,14 @@ def find_cached(cache_key: str) -> str | None:
     )
     with db.session() as s:
         return s.execute(query).scalar_one_or_none()
+
+
+def revision() -> str:
+    """A token that changes whenever a run is recorded: what derived pictures are cached under.
+
+    Runs are only ever added, so the row count and the newest timestamp say
+    everything; one indexed query, far cheaper than listing the runs.
+    """
+    with db.session() as s:
+        count, newest = s.execute(select(func.count(RunRecord.run_id), func.max(RunRecord.created_at))).one()
+    return f"{count}:{newest.isoformat() if newest else '-'}"

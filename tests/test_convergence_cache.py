@@ -1,0 +1,69 @@
+"""The convergence view is rebuilt exactly when what it is drawn from changes, and never otherwise."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from whestboard import db, runs, runstore
+from whestboard.bake import bake, plan_from_args
+from whestboard.band_baselines import compute_baselines, missing_baselines
+from whestboard.band_store import compute_band
+from whestboard.band_view import cached_convergence_view, convergence_view
+from whestboard.datasets import open_dataset
+from whestboard.estimators import resolve_estimator
+
+ROUND, BUDGET = "v1-warmup", 200_000_000  # a round's shape, so its runs are listed; a small band budget
+
+
+@pytest.fixture
+def dataset(tmp_path, monkeypatch):
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
+    db.reset_engines()
+    path = tmp_path / "ds"
+    bake(path, plan_from_args(round_tag=ROUND, width=None, depth=None, n_mlps=None, n_samples=4096,
+                              seeds=[31, 32, 33]), explicit_seeds=True, show_progress=False)
+    ds = open_dataset(path)
+    compute_band(ds, budget=BUDGET, show_progress=False)
+    yield ds
+    db.reset_engines()
+
+
+def test_unchanged_data_serves_the_same_view_and_version(dataset):
+    first, version = cached_convergence_view(dataset)
+    again, same = cached_convergence_view(dataset)
+    assert again is first and same == version
+    fresh = convergence_view(dataset)
+    assert fresh.band_n_mlps == first.band_n_mlps == 3 and fresh.runs == first.runs == []
+
+
+def test_a_recorded_run_changes_the_version_and_appears_in_the_view(dataset):
+    before, version = cached_convergence_view(dataset)
+    outcome = runs.run(runs.RunRequest(dataset, "0:2", resolve_estimator("mean"), runs.rulebook_for(ROUND)))
+    after, new_version = cached_convergence_view(dataset)
+    assert new_version != version and after is not before
+    assert [r.run_id for r in after.runs] == [outcome.report["run_id"]] == [r.run_id for r in
+                                                                           convergence_view(dataset).runs]
+
+
+def test_new_baselines_and_band_files_change_the_version(dataset):
+    view, version = cached_convergence_view(dataset)
+    assert view.missing_baselines() == missing_baselines(dataset) == ["mean", "cov"]
+    compute_baselines(dataset)
+    with_baselines, version2 = cached_convergence_view(dataset)
+    assert version2 != version
+    assert with_baselines.missing_baselines() == missing_baselines(dataset) == []
+    band_file = next((dataset.info.path / "band").rglob("*.json"))
+    stat = band_file.stat()
+    os.utime(band_file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert cached_convergence_view(dataset)[1] not in (version, version2)
+
+
+def test_an_unreachable_store_still_draws_the_band(dataset, monkeypatch):
+    def broken():
+        raise OSError("store down")
+
+    monkeypatch.setattr(runstore, "revision", broken)
+    view, version = cached_convergence_view(dataset)
+    assert view.band_n_mlps == 3 and version
