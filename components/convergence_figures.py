@@ -21,7 +21,10 @@ import plotly.graph_objects as go
 from dash import html
 
 from components.format import sci
+from components.plot_style import use_app_template
 from whestboard.band_view import ConvergenceView, RunPoint
+
+use_app_template()
 
 BAND_OUTER = "rgba(31, 119, 180, 0.13)"
 BAND_INNER = "rgba(31, 119, 180, 0.28)"
@@ -328,7 +331,6 @@ def convergence_figure(view: ConvergenceView, metric: str = "final", *, highligh
                    exponentformat="power", showgrid=True, gridcolor="rgba(0,0,0,0.07)"),
         yaxis=dict(type="log", range=list(frame.y), title=dict(text=f"{METRIC_LABELS[metric]} vs the reference"),
                    exponentformat="power", showgrid=True, gridcolor="rgba(0,0,0,0.07)"),
-        template="plotly_white",
         height=620,
         margin=dict(l=70, r=20, t=40, b=60),
         legend=dict(orientation="h", yanchor="top", y=-0.12, x=0, font=dict(size=11)),
@@ -417,7 +419,7 @@ def readout_panel(view: ConvergenceView, metric: str, point: list | None) -> lis
 def empty_figure(message: str) -> go.Figure:
     """A blank frame carrying a message, for when nothing can be drawn."""
     fig = go.Figure()
-    fig.update_layout(template="plotly_white", height=620, xaxis=dict(visible=False), yaxis=dict(visible=False),
+    fig.update_layout(height=620, xaxis=dict(visible=False), yaxis=dict(visible=False),
                       annotations=[dict(text=message, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)])
     return fig
 

@@ -16,6 +16,9 @@ import plotly.graph_objects as go
 from dash import html
 
 from components.format import integer, sci
+from components.plot_style import use_app_template
+
+use_app_template()
 
 NOISE_HELP = (
     "Noise floor = avg_variance / N_ref: the error the reference's own Monte Carlo noise adds to any "
@@ -27,7 +30,7 @@ MC_SAME_HELP = (
     "(whestbench.budget.mc_flops_per_sample). sigma^2 is the final-layer variance, the only one the "
     "reference stores, so the line is the same at every layer."
 )
-LAYOUT = {"margin": {"l": 60, "r": 20, "t": 40, "b": 50}, "height": 340, "template": "plotly_white"}
+LAYOUT = {"margin": {"l": 60, "r": 20, "t": 40, "b": 50}, "height": 340}
 RUN_COLOR, MC_COLOR, FLOOR_COLOR, BUDGET_COLOR = "#0d6efd", "#fd7e14", "#6c757d", "#dc3545"
 
 

@@ -19,6 +19,10 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from components.plot_style import use_app_template
+
+use_app_template()
+
 GREY = "rgba(90, 98, 110, 0.55)"
 FAILED = "rgba(214, 96, 28, 0.85)"
 HIGHLIGHT = "#d62728"
@@ -216,7 +220,7 @@ def scatter_figure(
         xaxis=dict(type="log", title=X_METRICS[x_metric][1], range=list(frame.x), exponentformat="power"),
         yaxis=dict(type="log", title=Y_METRICS[y_metric][1] + " (lower is better)", range=list(frame.y),
                    exponentformat="power"),
-        template="plotly_white", height=560, margin=dict(l=70, r=20, t=50, b=60),
+        height=560, margin=dict(l=70, r=20, t=50, b=60),
         legend=dict(orientation="h", y=-0.16, x=0), hovermode="closest",
         uirevision=f"{round_tag}:{y_metric}:{x_metric}",
     )
@@ -359,7 +363,7 @@ def timeline_figure(points: pd.DataFrame, *, team: str | None = None, round_orde
         title=dict(text="Field against sampling over time (MC@B / score, higher is better)", x=0.01, font=dict(size=15)),
         xaxis=dict(title="submitted (UTC)", type="date"),
         yaxis=dict(type="log", title="x better than Monte Carlo at B", exponentformat="power"),
-        template="plotly_white", height=420, margin=dict(l=70, r=20, t=50, b=50),
+        height=420, margin=dict(l=70, r=20, t=50, b=50),
         legend=dict(orientation="h", y=-0.2, x=0), hovermode="closest", uirevision="timeline",
     )
     return fig

@@ -6,6 +6,10 @@ import math
 
 import plotly.graph_objects as go
 
+from components.plot_style import use_app_template
+
+use_app_template()
+
 COLORS = {"upload": "#d62728", "mean": "#1f77b4", "cov": "#2ca02c"}
 LABELS = {"mean": "mean propagation", "cov": "covariance propagation"}
 
@@ -42,7 +46,7 @@ def per_layer_figure(series: dict[str, list[float | None]], *, upload_label: str
             hovertemplate="reference noise floor %{y:.2e}<extra></extra>",
         ))
     fig.update_layout(
-        template="plotly_white", height=360, margin={"l": 60, "r": 20, "t": 30, "b": 50},
+        height=360, margin={"l": 60, "r": 20, "t": 30, "b": 50},
         xaxis={"title": "layer", "dtick": 1}, yaxis={"title": "mean MSE over the MLPs", "type": "log"},
         legend={"orientation": "h", "y": -0.25},
     )
