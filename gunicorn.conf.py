@@ -49,8 +49,17 @@ worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm
 
 
 def when_ready(server) -> None:
-    """Create the store's tables once, in the master, before workers race to do it."""
+    """Create the store's tables once, in the master, before workers race to do it.
+
+    With the app preloaded, also load what every worker and job would load for
+    itself (whestboard/warm.py): done once here, shared by every fork.
+    """
     from whestboard import db, jobs
+
+    if preload_app:
+        from whestboard.warm import warm_process
+
+        server.log.info("warmed in %.2f s", warm_process())
 
     try:
         jobs.ensure_table()

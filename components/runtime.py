@@ -280,6 +280,9 @@ def start_job_launcher() -> None:
     gunicorn.conf.py calls it from ``post_worker_init``, ``python app.py`` before
     serving. Without it the first background job starts one late, from a thread.
     """
+    from whestboard.warm import warm_process
+
+    warm_process()  # jobs are forked from the launcher: what it has loaded, no job loads again
     for manager in _diskcache_managers:
         manager.ensure_launcher(quiet=True)
 

@@ -15,6 +15,7 @@ runner (e.g. the upload sandbox) plugs into the same scoring path.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import math
@@ -194,6 +195,7 @@ def _sha256(*parts: str | bytes) -> str:
     return digest.hexdigest()
 
 
+@functools.cache  # the source hash reads whestbench's estimators module from disk
 def _builtin_handle(kind: str) -> EstimatorHandle:
     from whestbench import estimators as reference
 

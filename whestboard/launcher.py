@@ -42,16 +42,38 @@ def _reap_children() -> None:
 
 
 def _run_job(job_fn: JobFn, args: tuple) -> None:
-    """In the job process: run, then leave without running the parent's atexit handlers."""
+    """In the job process: run, then leave without running the parent's atexit handlers.
+
+    Jobs run at a lower CPU priority than the web workers (``WHESTBOARD_JOB_NICE``):
+    on a saturated machine a page view waits for nobody's sampling run, and the
+    runs share what the pages leave. FLOP counts do not depend on it; wall-time
+    fields of a run do, as they do on any loaded machine.
+    """
     code = 1
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _lower_priority()
         job_fn(*args)
         code = 0
     except BaseException as exc:  # noqa: BLE001 - Dash's job_fn already stores callback errors
         logs.error("job.process_error", exc)
     finally:
         os._exit(code)
+
+
+def _lower_priority() -> None:
+    from whestboard import settings
+
+    try:
+        increment = settings.job_niceness()
+    except ValueError as exc:  # a bad setting must not cost anyone their run
+        logs.error("job.niceness_ignored", exc)
+        return
+    if increment:
+        try:
+            os.nice(increment)
+        except OSError:  # a platform without nice: run at the worker's priority
+            pass
 
 
 def _serve(conn: Connection, registry: Mapping[str, JobFn]) -> None:

@@ -11,11 +11,18 @@ from pathlib import Path
 
 from whestboard.registry import data_dir
 
+_made: set[Path] = set()
+
 
 def state_dir() -> Path:
-    """Writable folder for the store, caches and job queues (``WHESTBOARD_STATE_DIR``)."""
+    """Writable folder for the store, caches and job queues (``WHESTBOARD_STATE_DIR``).
+
+    Asked for on every request: created once per process and path, not once per call.
+    """
     path = Path(os.environ.get("WHESTBOARD_STATE_DIR") or data_dir() / ".state")
-    path.mkdir(parents=True, exist_ok=True)
+    if path not in _made or not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+        _made.add(path)
     return path
 
 
@@ -38,3 +45,13 @@ def uploads_allowed(*, under_gunicorn: bool) -> bool:
     if flag is not None:
         return flag.strip().lower() in ("1", "true", "yes", "on")
     return not under_gunicorn
+
+
+def job_niceness() -> int:
+    """How much lower than the web workers background jobs run (``WHESTBOARD_JOB_NICE``, 0-19, default 10)."""
+    raw = os.environ.get("WHESTBOARD_JOB_NICE", "").strip()
+    try:
+        value = int(raw) if raw else 10
+    except ValueError as exc:
+        raise ValueError(f"WHESTBOARD_JOB_NICE={raw!r} is not a whole number from 0 to 19") from exc
+    return min(max(value, 0), 19)

@@ -1,0 +1,38 @@
+"""Warming a process loads what jobs forked from it would otherwise each load again."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from tests.prod_support import REPO
+from whestboard import registry, warm
+
+
+def test_a_warmed_process_has_references_versions_and_lazy_modules_loaded():
+    script = textwrap.dedent("""
+        import sys
+        from whestboard import registry, warm
+        from whestboard.estimators import _builtin_handle
+        from whestboard.versions import library_versions
+        assert "flopscope.stats" not in sys.modules
+        warm.warm_process()
+        assert all(name in sys.modules for name in warm.LAZY_MODULES)
+        assert library_versions.cache_info().currsize == 1
+        assert _builtin_handle.cache_info().currsize == 3
+        served = registry.datasets()
+        assert served and all("_truth" in ds.__dict__ for ds in served.values())
+        print("warm", len(served))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("warm ")
+
+
+def test_warming_never_raises(monkeypatch):
+    def unreadable():
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(registry, "datasets", unreadable)
+    assert warm.warm_process() >= 0
