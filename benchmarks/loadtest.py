@@ -157,10 +157,12 @@ def expected_mean_propagation_flops(dataset: str, indices: set[int]) -> dict[int
     return expected
 
 
-def check_flops(dataset: str, lab_runs: list[tuple[str, int]], expected: dict[int, int]) -> list[str]:
+def check_runs(dataset: str, lab_runs: list[tuple[str, int]], expected: dict[int, int]) -> tuple[list[str], dict]:
+    """FLOP mismatches against whestbench, and how the machine's load showed in the runs' timed fields."""
     from whestboard import runstore
 
     problems = []
+    timing = {"contended": 0, "failed_on_time": 0, "max_cpu_wait_s": 0.0}
     for run_id, mlp in lab_runs:
         report = runstore.get_run(run_id)
         if report is None:
@@ -170,7 +172,11 @@ def check_flops(dataset: str, lab_runs: list[tuple[str, int]], expected: dict[in
         if entry["mlp_index"] != mlp or int(entry["flops_used"]) != expected[mlp]:
             problems.append(f"run {run_id} MLP {entry['mlp_index']}: {entry['flops_used']} FLOPs, "
                             f"whestbench counts {expected[mlp]}")
-    return problems
+        machine = report.get("machine") or {}
+        timing["contended"] += bool(machine.get("contended"))
+        timing["failed_on_time"] += bool(machine.get("timed_failures"))
+        timing["max_cpu_wait_s"] = max(timing["max_cpu_wait_s"], float(machine.get("cpu_wait_s") or 0.0))
+    return problems, timing
 
 
 def run_level(base: str, users: int, args, n_mlps: int, server_pid: int | None = None) -> dict:
@@ -189,13 +195,14 @@ def run_level(base: str, users: int, args, n_mlps: int, server_pid: int | None =
     cpu_after = server_cpu_seconds(server_pid)
     load = os.getloadavg()[0]
     expected = expected_mean_propagation_flops(args.dataset, {m for _, m in rec.lab_runs})
-    flop_problems = check_flops(args.dataset, rec.lab_runs, expected)
+    flop_problems, timing = check_runs(args.dataset, rec.lab_runs, expected)
     failed = [t for t in rec.timings if not t.ok]
     summary = {"users": users, "wall_s": round(wall, 1), "requests": len(rec.timings),
                "throughput_rps": round(len(rec.timings) / wall, 1), "errors": len(failed) + len(rec.errors),
                "error_samples": (rec.errors + [f"{t.kind} {t.label} HTTP {t.status}" for t in failed])[:5],
                "lab_runs": len(rec.lab_runs), "lab_runs_flops_checked": len(rec.lab_runs) - len(flop_problems),
-               "flop_mismatches": flop_problems[:5], "kinds": {}, "load_avg_1min": round(load, 1),
+               "flop_mismatches": flop_problems[:5], "lab_run_timing": timing, "kinds": {},
+               "load_avg_1min": round(load, 1),
                "server_cpu_s": round(cpu_after - cpu_before, 1) if cpu_before is not None and cpu_after else None}
     by_kind = defaultdict(list)
     for t in rec.timings:
@@ -221,6 +228,9 @@ def print_level(s: dict) -> None:
     print(f"\n== {s['users']} users: {s['requests']} requests in {s['wall_s']} s = {s['throughput_rps']} req/s, "
           f"errors {s['errors']}, lab runs {s['lab_runs']} (FLOPs equal to whestbench's: "
           f"{s['lab_runs_flops_checked']}/{s['lab_runs']})")
+    t = s["lab_run_timing"]
+    print(f"   lab runs timed while waiting for the CPU: {t['contended']} (of which failed on a time rule: "
+          f"{t['failed_on_time']}; longest wait {t['max_cpu_wait_s']:.2f} s); FLOP counts never depend on it")
     if s["server_cpu_s"] is not None:
         print(f"   server CPU {s['server_cpu_s']} s over {s['wall_s']} s wall "
               f"({s['server_cpu_s'] / s['wall_s']:.2f} cores); machine load average {s['load_avg_1min']}")

@@ -331,6 +331,27 @@ def failures_alert(report: dict) -> dbc.Alert | None:
     ], color="danger", id="lab-failures")
 
 
+def contention_alert(report: dict) -> dbc.Alert | None:
+    """Say so when the run's timed fields include waiting: FLOPs are exact, wall and residual time are not."""
+    machine = report.get("machine") or {}
+    if not machine.get("contended"):
+        return None
+    load = machine.get("load_avg_1m")
+    busy = f" (load average {load:.1f} on {machine.get('cpu_count')} cores)" if load is not None else ""
+    parts = [
+        html.H6("Timed on a busy machine", className="alert-heading"),
+        html.P(f"{machine['cpu_wait_s']:.2f} s of the {machine['scoring_wall_s']:.2f} s spent scoring were not spent "
+               f"computing: the machine was busy{busy}, or the estimator slept or waited. Wall-clock and residual "
+               "times include that wait, so effective compute and the multiplier can be higher here than on a quiet "
+               "grading machine. FLOP counts and MSEs are exact.", className="mb-1"),
+    ]
+    if machine.get("timed_failures"):
+        listed = ", ".join(str(i) for i in machine["timed_failures"])
+        parts.append(html.P(f"MLP(s) {listed} failed on a time rule and might pass when timed alone: run again "
+                            "when the machine is quieter, or score locally with the CLI.", className="mb-0"))
+    return dbc.Alert(parts, color="warning", id="lab-contention")
+
+
 def results_header(report: dict) -> html.Div:
     rb, est = report["rulebook"], report["estimator"]
     parts = [

@@ -230,6 +230,7 @@ def _results(report: dict, *, cached: bool) -> html.Div:
         figs.results_header(report),
         figs.summary_cards(report, cached=cached),
         figs.failures_alert(report),
+        figs.contention_alert(report),
         dbc.Row([dbc.Col(dcc.Graph(id="lab-budget-gauge", figure=figs.budget_gauge(report)), md=6),
                  dbc.Col(dcc.Graph(id="lab-flop-breakdown", figure=figs.flop_breakdown(report)), md=6)]),
         dbc.Row([dbc.Col(dcc.Graph(id="lab-per-layer-plot", figure=figs.per_layer_mse(report)), md=7),

@@ -125,3 +125,28 @@ def test_only_the_failing_mlp_falls_back(dataset, tmp_path):
     assert bad["failed"] and "bad seed" in bad["failure_reason"] and bad["error_code"] == "PREDICT_ERROR"
     assert bad["traceback"] and "bad seed" in bad["traceback"]
     assert outcome.report["results"]["n_failed_mlps"] == 1
+
+
+def test_time_not_spent_computing_is_reported_beside_exact_flops(dataset, tmp_path):
+    """A sleeping estimator looks, to the clock, like one starved of CPU: the run says its times include waiting."""
+    from components.lab_figures import contention_alert
+
+    body = "time.sleep(0.3); return MeanPropagationEstimator().predict(mlp, budget)"
+    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator(estimator_file(tmp_path, body)),
+                                           runs.rulebook_for("v1-warmup", 10**9)))
+    (entry,) = outcome.report["results"]["per_mlp"]
+    assert 0.3 <= entry["cpu_wait_s"] <= entry["scoring_wall_s"]
+    machine = outcome.report["machine"]
+    assert machine["contended"] and machine["timed_failures"] == [0]  # priced residual: C = F + 1e11 R > B
+    assert machine["cpu_wait_s"] == entry["cpu_wait_s"]
+    text = str(contention_alert(outcome.report))
+    assert "0.3" in text and "FLOP counts and MSEs are exact" in text and "might pass when timed alone" in text
+
+
+def test_cpu_spent_in_the_sandbox_worker_is_not_counted_as_waiting(dataset, tmp_path):
+    body = ("t = time.process_time()\n        while time.process_time() - t < 0.4: pass\n"
+            "        return MeanPropagationEstimator().predict(mlp, budget)")
+    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator(estimator_file(tmp_path, body)),
+                                           runs.rulebook_for(None)))
+    (entry,) = outcome.report["results"]["per_mlp"]
+    assert entry["scoring_wall_s"] - entry["cpu_wait_s"] >= 0.35  # the worker's 0.4 CPU seconds were seen

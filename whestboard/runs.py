@@ -36,6 +36,8 @@ from whestbench.scoring import (
 )
 from whestbench.sdk import SetupContext
 
+from whestboard import contention
+from whestboard.contention import CpuWatch
 from whestboard.estimators import EstimatorHandle, metered_dtype_aware_billing, metered_mc_flops_per_sample
 from whestboard.rounds import get_round
 from whestboard.versions import library_versions
@@ -326,7 +328,8 @@ def score_case(
     """
     recorder = _RecordingEstimator(estimator)
     data = contest_data([case], rulebook)
-    results = evaluate_estimator(recorder, data)
+    with CpuWatch(helper_pid=_helper_pid(estimator)) as watch:
+        results = evaluate_estimator(recorder, data)
     entry = dict(results["per_mlp"][0])
     entry["mlp_index"] = case.index
     failed = is_failed(entry)
@@ -343,9 +346,18 @@ def score_case(
         score_multiplier=score_multiplier(entry["effective_compute"], rulebook.flop_budget, failed=failed),
         estimator_seed=int(case.mlp.seed),
         **_honesty_fields(entry, case, per_sample),
+        scoring_wall_s=watch.wall_s,
+        cpu_wait_s=watch.waited_s,
         **library_versions(),
     )
     return entry, predictions
+
+
+def _helper_pid(estimator: Any) -> int | None:
+    """The sandbox worker's pid when the estimator runs in one (its CPU is the run's CPU too)."""
+    worker = getattr(estimator, "worker", None)
+    pid = getattr(worker, "pid", None)
+    return pid if isinstance(pid, int) else None
 
 
 # ---------------------------------------------------------------------------
@@ -559,6 +571,7 @@ def build_report(request: RunRequest, per_mlp: list[dict], *, key: str, started:
         },
         "mc_reference": mc_reference(per_mlp, rb, info.width, info.depth, results["final_layer_mse"],
                                      results["adjusted_final_layer_score"]),
+        "machine": contention.summarize(per_mlp),
         "versions": versions,
         "run_config": {
             "n_mlps": len(request.indices),
