@@ -259,9 +259,12 @@ def _run_traces(view: ConvergenceView, metric: str, highlight: str | None, frame
 
 
 def _points(items: list, metric: str, name: str, marker: dict) -> go.Scatter:
+    # customdata as an object array, not nested lists: plotly validates lists element by element (most
+    # of the figure's build time with hundreds of runs) but takes an array as it is, and still sends it
+    # to the browser as plain JSON lists.
     return go.Scatter(
         x=[i[1] for i in items], y=[i[2] for i in items], mode="markers", name=name, marker=marker,
-        customdata=[_run_custom(i[0], metric, i[3][1] if i[3] else "") for i in items],
+        customdata=np.array([_run_custom(i[0], metric, i[3][1] if i[3] else "") for i in items], dtype=object),
         hovertemplate=RUN_HOVER,
     )
 
@@ -315,16 +318,14 @@ def convergence_figure(view: ConvergenceView, metric: str = "final", *, highligh
     visible = visible or frame
     wide = Frame(x=(min(frame.x[0], visible.x[0]), max(frame.x[1], visible.x[1])),
                  y=(min(frame.y[0], visible.y[0]), max(frame.y[1], visible.y[1])))
-    fig = go.Figure()
+    traces = []
     if view.band.get(metric) is not None and not view.band[metric].empty:
-        for trace in _band_traces(view, metric):
-            fig.add_trace(trace)
-    for trace in _analytic_traces(view, metric, wide) + _baseline_traces(view, metric):
-        fig.add_trace(trace)
-    for trace in _run_traces(view, metric, highlight, visible):
-        fig.add_trace(trace)
+        traces += _band_traces(view, metric)
+    traces += _analytic_traces(view, metric, wide) + _baseline_traces(view, metric)
+    traces += _run_traces(view, metric, highlight, visible)
     shapes, notes = _markers(view, metric, wide)
-    fig.update_layout(
+    # One construction, not add_trace per trace plus update_layout: plotly validates each step anew.
+    return go.Figure(data=traces, layout=dict(
         shapes=shapes,
         annotations=notes,
         xaxis=dict(type="log", range=list(frame.x), title=dict(text="FLOPs per MLP (effective compute C)"),
@@ -339,10 +340,8 @@ def convergence_figure(view: ConvergenceView, metric: str = "final", *, highligh
         uirevision=f"{view.dataset_key}:{metric}",
         meta={"budget": view.budget, "charging_floor": view.charging_floor, "metric": metric,
               "dataset": view.dataset_key, "round": view.round_tag},
-        title=dict(text=_title(view),
-                   x=0.01, font=dict(size=15)),
-    )
-    return fig
+        title=dict(text=_title(view), x=0.01, font=dict(size=15)),
+    ))
 
 
 # ---------------------------------------------------------------------------
