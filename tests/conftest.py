@@ -60,6 +60,18 @@ def serve_app(state: Path, *, timeout: float = 120.0, **env_overrides: str) -> I
                 proc.kill()
 
 
+@pytest.fixture
+def private_state(tmp_path, monkeypatch) -> Iterator[Path]:
+    """A state folder (run store, caches, queues) of this test's own, and no engine left behind."""
+    from whestboard import db
+
+    state = tmp_path / "state"
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(state))
+    db.reset_engines()
+    yield state
+    db.reset_engines()
+
+
 @pytest.fixture(scope="session")
 def live_server(state_dir):
     """``python app.py`` on a free port, serving the embedded data; yields its base URL."""

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from whestboard import db, runs, runstore
+from whestboard import runs, runstore
 from whestboard.bake import bake, plan_from_args
 from whestboard.band_baselines import compute_baselines, missing_baselines
 from whestboard.band_store import compute_band
@@ -18,16 +18,13 @@ ROUND, BUDGET = "v1-warmup", 200_000_000  # a round's shape, so its runs are lis
 
 
 @pytest.fixture
-def dataset(tmp_path, monkeypatch):
-    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
-    db.reset_engines()
+def dataset(tmp_path, private_state):
     path = tmp_path / "ds"
     bake(path, plan_from_args(round_tag=ROUND, width=None, depth=None, n_mlps=None, n_samples=4096,
                               seeds=[31, 32, 33]), explicit_seeds=True, show_progress=False)
     ds = open_dataset(path)
     compute_band(ds, budget=BUDGET, show_progress=False)
-    yield ds
-    db.reset_engines()
+    return ds
 
 
 def test_unchanged_data_serves_the_same_view_and_version(dataset):

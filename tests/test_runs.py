@@ -15,7 +15,7 @@ from whestbench.estimators import CombinedEstimator, CovariancePropagationEstima
 from whestbench.scoring import ContestData, ContestSpec, evaluate_estimator
 
 from tests.upstream import make_official, whestbench_mlps
-from whestboard import db, runs, runstore
+from whestboard import runs, runstore
 from whestboard.datasets import open_dataset
 from whestboard.estimators import (
     _mc_finalize,
@@ -33,7 +33,8 @@ WHESTBOARD_EXTRAS = {
     "mc_samples_at_same_flops", "mc_mse_at_same_flops", "whestbench_version", "flopscope_version", "numpy_version",
     "scoring_wall_s", "cpu_wait_s",
 }
-pytestmark = pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning"),
+              pytest.mark.usefixtures("private_state")]
 REFERENCE_CLASSES = {"mean": MeanPropagationEstimator, "cov": CovariancePropagationEstimator,
                      "combined": CombinedEstimator}
 
@@ -53,15 +54,6 @@ def reference(official, tmp_path_factory):
 @pytest.fixture(scope="module")
 def dataset(official):
     return open_dataset(official)
-
-
-@pytest.fixture(autouse=True)
-def store(tmp_path, monkeypatch):
-    """A private run store per test."""
-    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
-    db.reset_engines()
-    yield
-    db.reset_engines()
 
 
 def grader_call(reference, rulebook: runs.Rulebook, estimator) -> dict:

@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 from tests.upstream import make_official
-from whestboard import db, runs
+from whestboard import runs
 from whestboard.datasets import open_dataset
 from whestboard.estimators import resolve_estimator
 
-pytestmark = pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning"),
+              pytest.mark.usefixtures("private_state")]
 
 HEADER = """
 import time
@@ -45,14 +46,6 @@ BODIES = {
 def dataset(tmp_path_factory):
     return open_dataset(make_official(tmp_path_factory.mktemp("fail") / "ds", width=16, depth=2, n_samples=2000,
                                       seeds=[7, 8]))
-
-
-@pytest.fixture(autouse=True)
-def store(tmp_path, monkeypatch):
-    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
-    db.reset_engines()
-    yield
-    db.reset_engines()
 
 
 def estimator_file(tmp_path, body: str) -> str:

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from tests.upstream import make_official
-from whestboard import db
 from whestboard.cli import main
 
 TIMING = {"wall_time_s", "flopscope_backend_time_s", "flopscope_overhead_time_s", "residual_wall_time_s"}
 WHEST = Path(sys.executable).with_name("whest")
 BUDGET = 5_000_000
+pytestmark = pytest.mark.usefixtures("private_state")
 
 # Covariance propagation that fails on its second MLP: both paths must report the same error fields.
 ESTIMATOR = """
@@ -45,14 +45,6 @@ def estimator_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("est") / "estimator.py"
     path.write_text(textwrap.dedent(ESTIMATOR))
     return path
-
-
-@pytest.fixture(autouse=True)
-def store(tmp_path, monkeypatch):
-    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
-    db.reset_engines()
-    yield
-    db.reset_engines()
 
 
 @pytest.fixture(scope="module")
