@@ -139,7 +139,12 @@ def load_baselines(dataset) -> dict[str, BaselineResult]:
 
 def missing_baselines(dataset) -> list[str]:
     have = load_baselines(dataset)
-    return [kind for kind in BASELINE_LABELS if kind not in have or len(have[kind].per_mlp) < dataset.info.n_mlps]
+    return missing_kinds({kind: len(result.per_mlp) for kind, result in have.items()}, dataset.info.n_mlps)
+
+
+def missing_kinds(scored: dict[str, int], n_mlps: int) -> list[str]:
+    """Baselines not yet scored on every MLP, given how many MLPs each kind has been scored on."""
+    return [kind for kind in BASELINE_LABELS if scored.get(kind, 0) < n_mlps]
 
 
 def compute_baselines(

@@ -195,6 +195,7 @@ class Band:
     mlps: list[MLPBand]
     dataset_n_mlps: int
     stale: list[int] = field(default_factory=list)
+    _tables: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def complete(self) -> bool:
@@ -206,10 +207,9 @@ class Band:
 
     def table(self, metric: str = "final"):
         """Percentiles across MLPs per checkpoint; computed once per loaded band (a copy is returned)."""
-        cache = self.__dict__.setdefault("_tables", {})
-        if metric not in cache:
-            cache[metric] = band_table(self.mlps, metric)
-        return cache[metric].copy()
+        if metric not in self._tables:
+            self._tables[metric] = band_table(self.mlps, metric)
+        return self._tables[metric].copy()
 
     def mean_sigma2(self, metric: str = "final") -> float:
         return float(np.mean([b.sigma2(metric) for b in self.mlps])) if self.mlps else float("nan")

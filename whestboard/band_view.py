@@ -19,10 +19,10 @@ import pandas as pd
 
 from whestboard.band import METRICS, EqualFlopsComparison, compare_with_sampling
 from whestboard.band_baselines import (
-    BASELINE_LABELS,
     BaselineResult,
     baseline_files_fingerprint,
     load_baselines,
+    missing_kinds,
 )
 from whestboard.band_store import Band, band_fingerprint, load_band
 
@@ -115,8 +115,7 @@ class ConvergenceView:
 
     def missing_baselines(self) -> list[str]:
         """Baselines not yet scored on every MLP (what ``band_baselines.missing_baselines`` says, from the view)."""
-        have = {b.kind: b.n_mlps for b in self.baselines}
-        return [kind for kind in BASELINE_LABELS if have.get(kind, 0) < self.n_mlps]
+        return missing_kinds({b.kind: b.n_mlps for b in self.baselines}, self.n_mlps)
 
     def highlight_options(self) -> list[dict[str, str]]:
         labels = sorted({r.label for r in self.runs if r.label})
