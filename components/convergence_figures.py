@@ -231,7 +231,12 @@ def _edge(run: RunPoint, metric: str, frame: Frame) -> tuple[str | None, float, 
     return side, px, py
 
 
-def _run_traces(view: ConvergenceView, metric: str, highlight: str | None, frame: Frame) -> list[go.Scatter]:
+def run_traces(view: ConvergenceView, metric: str, highlight: str | None, frame: Frame) -> list[dict]:
+    """The recorded runs as plain trace dicts, ``frame`` being what the user sees (runs outside are pinned).
+
+    Plain dicts, shaped as ``go.Scatter(...).to_plotly_json()`` would be: they change with every
+    recorded run, and skipping plotly's validation keeps their rebuild in milliseconds.
+    """
     groups: dict[str, list] = {"inside": [], "highlighted": [], "edge": []}
     for run in view.runs:
         if not run.mse.get(metric) or run.mse[metric] <= 0 or run.flops <= 0:
@@ -258,15 +263,12 @@ def _run_traces(view: ConvergenceView, metric: str, highlight: str | None, frame
     return traces
 
 
-def _points(items: list, metric: str, name: str, marker: dict) -> go.Scatter:
-    # customdata as an object array, not nested lists: plotly validates lists element by element (most
-    # of the figure's build time with hundreds of runs) but takes an array as it is, and still sends it
-    # to the browser as plain JSON lists.
-    return go.Scatter(
-        x=[i[1] for i in items], y=[i[2] for i in items], mode="markers", name=name, marker=marker,
-        customdata=np.array([_run_custom(i[0], metric, i[3][1] if i[3] else "") for i in items], dtype=object),
-        hovertemplate=RUN_HOVER,
-    )
+def _points(items: list, metric: str, name: str, marker: dict) -> dict:
+    return {
+        "type": "scatter", "x": [i[1] for i in items], "y": [i[2] for i in items], "mode": "markers",
+        "name": name, "marker": marker, "hovertemplate": RUN_HOVER,
+        "customdata": [_run_custom(i[0], metric, i[3][1] if i[3] else "") for i in items],
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -306,23 +308,28 @@ def _title(view: ConvergenceView) -> str:
     return f"{view.round_tag or 'custom shape'} · {view.width} x {view.depth}{dataset} · {band}"
 
 
-def convergence_figure(view: ConvergenceView, metric: str = "final", *, highlight: str | None = None,
-                       frame: Frame | None = None, visible: Frame | None = None) -> go.Figure:
-    """The whole picture for one dataset and one metric.
-
-    ``frame`` sets the axes (the default frame when None; a double-click
-    returns to it); ``visible`` is what the user currently sees after zooming
-    (``frame`` when None): runs outside it are pinned to its edges.
-    """
+def _frames(view: ConvergenceView, metric: str, frame: Frame | None,
+            visible: Frame | None) -> tuple[Frame, Frame, Frame]:
+    """(axes frame, visible frame, the union of both: how far lines and markers must reach)."""
     frame = frame or default_frame(view, metric)
     visible = visible or frame
     wide = Frame(x=(min(frame.x[0], visible.x[0]), max(frame.x[1], visible.x[1])),
                  y=(min(frame.y[0], visible.y[0]), max(frame.y[1], visible.y[1])))
+    return frame, visible, wide
+
+
+def static_figure(view: ConvergenceView, metric: str = "final", *, frame: Frame | None = None,
+                  visible: Frame | None = None) -> go.Figure:
+    """Everything but the recorded runs: band, sigma^2/N, baselines, markers and axes.
+
+    It changes only with the band, the baselines or the frame, so the page caches it and adds the
+    run dots (``run_traces``) on every render; ``convergence_figure`` is the two together.
+    """
+    frame, _, wide = _frames(view, metric, frame, visible)
     traces = []
     if view.band.get(metric) is not None and not view.band[metric].empty:
         traces += _band_traces(view, metric)
     traces += _analytic_traces(view, metric, wide) + _baseline_traces(view, metric)
-    traces += _run_traces(view, metric, highlight, visible)
     shapes, notes = _markers(view, metric, wide)
     # One construction, not add_trace per trace plus update_layout: plotly validates each step anew.
     return go.Figure(data=traces, layout=dict(
@@ -342,6 +349,25 @@ def convergence_figure(view: ConvergenceView, metric: str = "final", *, highligh
               "dataset": view.dataset_key, "round": view.round_tag},
         title=dict(text=_title(view), x=0.01, font=dict(size=15)),
     ))
+
+
+def with_runs(static: dict, runs: list[dict]) -> dict:
+    """A serialized static figure (``static_figure(...).to_plotly_json()``) with the run traces added."""
+    return {**static, "data": [*static["data"], *runs]}
+
+
+def convergence_figure(view: ConvergenceView, metric: str = "final", *, highlight: str | None = None,
+                       frame: Frame | None = None, visible: Frame | None = None) -> go.Figure:
+    """The whole picture for one dataset and one metric.
+
+    ``frame`` sets the axes (the default frame when None; a double-click
+    returns to it); ``visible`` is what the user currently sees after zooming
+    (``frame`` when None): runs outside it are pinned to its edges.
+    """
+    fig = static_figure(view, metric, frame=frame, visible=visible)
+    _, visible, _ = _frames(view, metric, frame, visible)
+    fig.add_traces(run_traces(view, metric, highlight, visible))
+    return fig
 
 
 # ---------------------------------------------------------------------------

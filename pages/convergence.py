@@ -110,20 +110,22 @@ def layout(dataset: str | None = None, round: str | None = None, highlight: str 
 def _render(metric: str, highlight: str | None, _refresh, stored_frame: dict | None, dataset_key: str):
     metric = metric or "final"
     try:
-        view, version = cached_convergence_view(registry.get_dataset(dataset_key))
+        view, _ = cached_convergence_view(registry.get_dataset(dataset_key))
     except Exception as exc:
         return figs.empty_figure(str(exc)), dbc.Alert(f"Cannot draw {dataset_key}: {exc}", color="danger")
     frame_key = json.dumps(stored_frame, sort_keys=True) if stored_frame else ""
-    return _figure(dataset_key, metric, highlight, frame_key, version), figs.status_alerts(view)
+    static = _static_figure(dataset_key, metric, frame_key, view.static_token)
+    visible = figs.frame_for(view, metric, stored_frame)
+    return figs.with_runs(static, figs.run_traces(view, metric, highlight, visible)), figs.status_alerts(view)
 
 
-# One build per (arguments, data version), shared by every worker through the app's cache: a page
-# view then costs a cache read. ``version`` changes with the run store, the band and the baselines.
+# The band, baselines and axes are built once per (metric, frame, band and baselines) and shared by every
+# worker through the app's cache; only the run dots, which change with every recorded run, are redrawn.
 @cache.memoize(timeout=24 * 3600)
-def _figure(dataset_key: str, metric: str, highlight: str | None, frame_key: str, version: str) -> dict:
+def _static_figure(dataset_key: str, metric: str, frame_key: str, static_token: str) -> dict:
     view, _ = cached_convergence_view(registry.get_dataset(dataset_key))
     visible = figs.frame_for(view, metric, json.loads(frame_key) if frame_key else None)
-    return figs.convergence_figure(view, metric, highlight=highlight, visible=visible).to_plotly_json()
+    return figs.static_figure(view, metric, visible=visible).to_plotly_json()
 
 
 @callback(

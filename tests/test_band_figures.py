@@ -212,3 +212,18 @@ def test_ratio_wording():
     assert figs.better_or_worse(3.2) == "3.2x better"
     assert figs.better_or_worse(0.5) == "2x worse"
     assert figs.better_or_worse(1.0) == "1x better"
+
+
+@pytest.mark.parametrize("metric", ["final", "all"])
+def test_cached_static_part_plus_run_traces_is_the_whole_figure(view, metric):
+    """What the page sends (a cached static figure and fresh run dots) equals the figure built in one go."""
+    import json
+
+    import plotly.io as pio
+
+    visible = figs.Frame(x=(8.0, 10.0), y=(-6.0, -2.0))
+    whole = figs.convergence_figure(view, metric, highlight="team:beta", visible=visible)
+    parts = figs.with_runs(figs.static_figure(view, metric, visible=visible).to_plotly_json(),
+                           figs.run_traces(view, metric, "team:beta", visible))
+    assert json.loads(pio.to_json(parts, validate=False)) == json.loads(pio.to_json(whole))
+    assert [t["name"] for t in parts["data"]][-1].startswith("runs outside the frame")

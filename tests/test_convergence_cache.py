@@ -40,6 +40,7 @@ def test_a_recorded_run_changes_the_version_and_appears_in_the_view(dataset):
     outcome = runs.run(runs.RunRequest(dataset, "0:2", resolve_estimator("mean"), runs.rulebook_for(ROUND)))
     after, new_version = cached_convergence_view(dataset)
     assert new_version != version and after is not before
+    assert after.static_token == before.static_token  # the band and baselines part of the figure is reused
     assert [r.run_id for r in after.runs] == [outcome.report["run_id"]] == [r.run_id for r in
                                                                            convergence_view(dataset).runs]
 
@@ -49,7 +50,7 @@ def test_new_baselines_and_band_files_change_the_version(dataset):
     assert view.missing_baselines() == missing_baselines(dataset) == ["mean", "cov"]
     compute_baselines(dataset)
     with_baselines, version2 = cached_convergence_view(dataset)
-    assert version2 != version
+    assert version2 != version and with_baselines.static_token != view.static_token
     assert with_baselines.missing_baselines() == missing_baselines(dataset) == []
     band_file = next((dataset.info.path / "band").rglob("*.json"))
     stat = band_file.stat()

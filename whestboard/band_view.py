@@ -8,6 +8,7 @@ white-box baselines and every recorded run of the round.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import threading
@@ -112,6 +113,20 @@ class ConvergenceView:
 
     def baseline(self, kind: str) -> BaselinePoint | None:
         return next((b for b in self.baselines if b.kind == kind), None)
+
+    @functools.cached_property
+    def static_token(self) -> str:
+        """What the run-independent part of the picture is drawn from (band tables, baselines, variances).
+
+        Recorded runs change far more often than the rest: a page can keep the rest under this token
+        and redraw only the runs.
+        """
+        tables = {m: None if t is None else int(pd.util.hash_pandas_object(t, index=True).sum())
+                  for m, t in self.band.items()}
+        parts = (self.dataset_key, self.round_tag, self.width, self.depth, self.budget, self.flops_per_sample,
+                 self.reference_samples, self.sigma2, self.noise_floor, self.band_n_mlps, self.band_max_multiple,
+                 tables, self.baselines)
+        return hashlib.sha256(repr(parts).encode()).hexdigest()[:20]
 
     def missing_baselines(self) -> list[str]:
         """Baselines not yet scored on every MLP (what ``band_baselines.missing_baselines`` says, from the view)."""
