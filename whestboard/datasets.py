@@ -169,6 +169,12 @@ class Dataset:
         return mlp
 
     @cached_property
+    def avg_variances(self) -> dict[int, float]:
+        """avg_variance of every MLP by index (read-only: shared by every caller)."""
+        t = self._truth
+        return dict(zip(t["index"].astype(int).tolist(), t["avg_variance"].astype(float).tolist(), strict=True))
+
+    @cached_property
     def mean_avg_variance(self) -> float:
         return float(self._truth["avg_variance"].mean()) if len(self._truth) else float("nan")
 
