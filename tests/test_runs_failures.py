@@ -128,12 +128,14 @@ def test_time_not_spent_computing_is_reported_beside_exact_flops(dataset, tmp_pa
     outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator(estimator_file(tmp_path, body)),
                                            runs.rulebook_for("v1-warmup", 10**9)))
     (entry,) = outcome.report["results"]["per_mlp"]
-    assert 0.3 <= entry["cpu_wait_s"] <= entry["scoring_wall_s"]
+    # The sleep is 0.3 s; the host's own polling while the worker sleeps is CPU, hence the margin.
+    assert 0.2 <= entry["cpu_wait_s"] <= entry["scoring_wall_s"]
     machine = outcome.report["machine"]
     assert machine["contended"] and machine["timed_failures"] == [0]  # priced residual: C = F + 1e11 R > B
     assert machine["cpu_wait_s"] == entry["cpu_wait_s"]
     text = str(contention_alert(outcome.report))
-    assert "0.3" in text and "FLOP counts and MSEs are exact" in text and "might pass when timed alone" in text
+    assert f"{machine['cpu_wait_s']:.2f} s of the {machine['scoring_wall_s']:.2f} s spent scoring" in text
+    assert "FLOP counts and MSEs are exact" in text and "might pass when timed alone" in text
 
 
 def test_cpu_spent_in_the_sandbox_worker_is_not_counted_as_waiting(dataset, tmp_path):
