@@ -37,7 +37,6 @@ from whestbench.scoring import (
 from whestbench.sdk import SetupContext
 
 from whestboard import contention
-from whestboard.contention import CpuWatch
 from whestboard.estimators import EstimatorHandle, metered_dtype_aware_billing, metered_mc_flops_per_sample
 from whestboard.rounds import get_round
 from whestboard.versions import library_versions
@@ -328,7 +327,7 @@ def score_case(
     """
     recorder = _RecordingEstimator(estimator)
     data = contest_data([case], rulebook)
-    with CpuWatch(helper_pid=_helper_pid(estimator)) as watch:
+    with contention.CpuWatch(helper_pid=_helper_pid(estimator)) as watch:
         results = evaluate_estimator(recorder, data)
     entry = dict(results["per_mlp"][0])
     entry["mlp_index"] = case.index
