@@ -15,7 +15,6 @@ response over 2.5 MB.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -25,6 +24,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from flask_dash import TestClientCaller  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 BOARD_TARGET_S = 1.0
@@ -65,42 +67,19 @@ def synthetic(n_subs: int, n_mlps: int, seed: int = 0):
     return subs, mlps
 
 
-class Client:
-    """Dash callbacks through the Flask test client, timed and weighed."""
+class Client(TestClientCaller):
+    """The leaderboard's callbacks through the Flask test client, timed and weighed."""
 
     def __init__(self, app) -> None:
+        super().__init__(app.server)
         self.app = app
-        self.http = app.server.test_client()
-        self.http.get("/")
 
     def registered_output(self, *parts: str) -> str:
         """The output key Dash registered (allow_duplicate outputs carry a hash suffix)."""
         return next(k for k in self.app.callback_map if all(p in k for p in parts))
 
-    def callback(self, outputs, inputs, state=(), changed=None, output_key=None):
-        def ident(i):
-            return i if isinstance(i, str) else json.dumps(i, sort_keys=True, separators=(",", ":"))
-
-        out = "...".join(f"{ident(i)}.{p}" for i, p in outputs)
-        payload = {
-            "output": output_key or (f"..{out}.." if len(outputs) > 1 else out),
-            "outputs": [{"id": i, "property": p} for i, p in outputs] if len(outputs) > 1
-            else {"id": outputs[0][0], "property": outputs[0][1]},
-            "inputs": [{"id": i, "property": p, "value": v} for i, p, v in inputs],
-            "state": [{"id": i, "property": p, "value": v} for i, p, v in state],
-            "changedPropIds": changed or [f"{ident(inputs[0][0])}.{inputs[0][1]}"],
-        }
-        started = time.perf_counter()
-        response = self.http.post("/_dash-update-component", json=payload)
-        elapsed = time.perf_counter() - started
-        if response.status_code != 200:
-            raise RuntimeError(f"{response.status_code}: {response.data[:300]!r}")
-        return elapsed, len(response.data), response.get_json()
-
     def page(self, search: str):
-        return self.callback([("_pages_content", "children"), ("_pages_store", "data")],
-                             [("_pages_location", "pathname", "/leaderboard"),
-                              ("_pages_location", "search", search)])
+        return self.router("/leaderboard", search)
 
     def board(self, round_tag: str, y: str = "score", team: str | None = None, revision: int = 0):
         return self.callback(

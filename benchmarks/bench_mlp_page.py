@@ -23,6 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from flask_dash import TestClientCaller, component_key  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
 COLD_TARGET_S = 1.5
 WARM_TARGET_S = 0.2
@@ -51,46 +54,6 @@ def _choose_dataset(tmp: Path) -> None:
         pass
     os.environ["WHESTBOARD_DATASETS"] = str(_bake_fallback(tmp))
     os.environ["WHESTBOARD_DATA_DIR"] = str(tmp / "no-embedded-data")
-
-
-class Client:
-    """Dash requests through the Flask test client, timed and weighed."""
-
-    def __init__(self, server) -> None:
-        self.http = server.test_client()
-        self.http.get("/")  # registers the page router, as the first browser request does
-
-    def router(self, pathname: str, search: str = "") -> tuple[float, int, dict]:
-        return self.callback(
-            [("_pages_content", "children"), ("_pages_store", "data")],
-            [("_pages_location", "pathname", pathname), ("_pages_location", "search", search)],
-        )
-
-    def callback(self, outputs, inputs, state=(), changed=None) -> tuple[float, int, dict]:
-        def ident(i):
-            return i if isinstance(i, str) else _json_id(i)
-
-        out_str = "...".join(f"{ident(i)}.{p}" for i, p in outputs)
-        payload = {
-            "output": f"..{out_str}.." if len(outputs) > 1 else out_str,
-            "outputs": [{"id": i, "property": p} for i, p in outputs] if len(outputs) > 1
-            else {"id": outputs[0][0], "property": outputs[0][1]},
-            "inputs": [{"id": i, "property": p, "value": v} for i, p, v in inputs],
-            "state": [{"id": i, "property": p, "value": v} for i, p, v in state],
-            "changedPropIds": changed or [f"{ident(inputs[0][0])}.{inputs[0][1]}"],
-        }
-        started = time.perf_counter()
-        response = self.http.post("/_dash-update-component", json=payload)
-        elapsed = time.perf_counter() - started
-        if response.status_code != 200:
-            raise RuntimeError(f"{response.status_code}: {response.data[:500]!r}")
-        return elapsed, len(response.data), response.get_json()
-
-
-def _json_id(component_id: dict) -> str:
-    import json
-
-    return json.dumps(component_id, sort_keys=True, separators=(",", ":"))
 
 
 def _clear_caches() -> None:
@@ -128,14 +91,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dataset {key} ({ds.info.path}), {ds.info.shape_label}, MLP {index}; app import {import_s:.2f} s")
         print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start "
               "(other work on the machine slows every number below)")
-        client = Client(app_module.server)
+        client = TestClientCaller(app_module.server)
         rows = _measure(client, key, index, ds.info.width, args.repeats, args.cold_repeats)
     print(f"load average {os.getloadavg()[0]:.1f} at end")
     _report(rows)
     return 0 if all(r[3] is None or r[1] <= r[3] for r in rows) else 1
 
 
-def _measure(client: Client, key: str, index: int, width: int, repeats: int, cold_repeats: int) -> list[tuple]:
+def _measure(client: TestClientCaller, key: str, index: int, width: int, repeats: int, cold_repeats: int) -> list[tuple]:
     """(label, value, unit, target) rows."""
     path = f"/mlp/{key}/{index}"
     rows: list[tuple] = []
@@ -169,9 +132,9 @@ def _measure(client: Client, key: str, index: int, width: int, repeats: int, col
     click = {"points": [{"x": 100, "y": 7, "curveNumber": 0}]}
     t, n, body = client.callback(
         [("mlp-layer", "value"), ("mlp-neuron", "value")],
-        [(_json_id({"plot": "heatmap", "type": "mlp-clickable"}), "clickData", click)],
+        [(component_key({"plot": "heatmap", "type": "mlp-clickable"}), "clickData", click)],
         [("mlp-heatmap-order", "value", True), ("mlp-ident", "data", ident)],
-        changed=[_json_id(heatmap) + ".clickData"],
+        changed=[component_key(heatmap) + ".clickData"],
     )
     rows.append(("heatmap click -> neuron (s)", t, "s", WARM_TARGET_S))
     neuron = body["response"]["mlp-neuron"]["value"]
@@ -182,9 +145,9 @@ def _measure(client: Client, key: str, index: int, width: int, repeats: int, col
     rows.append(("drill-down panel (s)", t, "s", WARM_TARGET_S))
     for plot in ("heatmap", "weights"):
         csv_id = {"plot": plot, "type": "mlp-csv"}
-        t, n, _ = client.callback([("mlp-download", "data")], [(_json_id(csv_id), "n_clicks", 1)],
+        t, n, _ = client.callback([("mlp-download", "data")], [(component_key(csv_id), "n_clicks", 1)],
                                   [("mlp-heatmap-order", "value", False), ("mlp-ident", "data", ident)],
-                                  changed=[_json_id(csv_id) + ".n_clicks"])
+                                  changed=[component_key(csv_id) + ".n_clicks"])
         sizes[f"CSV {plot}"] = n
         rows.append((f"CSV download '{plot}' (s)", t, "s", None))
     rows += _cold_breakdown(client, key, index)
@@ -220,7 +183,7 @@ def _grid_bytes(n_mlps: int) -> int:
     return len(to_json_plotly(mlp_grid(summary, "full")))
 
 
-def _cold_breakdown(client: Client, key: str, index: int) -> list[tuple]:
+def _cold_breakdown(client: TestClientCaller, key: str, index: int) -> list[tuple]:
     """Where a cold render's time goes, measured step by step after emptying the caches."""
     import app as app_module
     from components.runtime import cache
