@@ -8,7 +8,6 @@ import os
 # server; spinning BLAS threads that fight for them make everything slower.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.prod_support import wait_http
+from tests.prod_support import free_port, wait_http
 
 REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("WHESTBOARD_CHROMIUM", "/usr/bin/chromium")
@@ -26,12 +25,6 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
     "--disable-dev-shm-usage",
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +36,7 @@ def state_dir(tmp_path_factory) -> Path:
 @contextmanager
 def serve_app(state: Path, *, timeout: float = 120.0, **env_overrides: str) -> Iterator[str]:
     """Run ``python app.py`` on a free port with its own state folder; yield its base URL."""
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, WHESTBOARD_STATE_DIR=str(state), PYTHONUNBUFFERED="1", **env_overrides)
     with open(state / "server.log", "w") as log:
         proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=REPO, env=env,

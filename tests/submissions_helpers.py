@@ -9,39 +9,15 @@ session (~4 s) and stopped at the end. ``scripts/test.sh`` installs Debian's
 
 from __future__ import annotations
 
-import glob
 import os
-import shutil
-import socket
-import subprocess
-import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from tests import prod_support
 from whestboard import db
-
-
-def _pg_bin(name: str) -> str | None:
-    found = shutil.which(name)
-    if found:
-        return found
-    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
-    return candidates[-1] if candidates else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _as_postgres(cmd: list[str]) -> list[str]:
-    if os.geteuid() != 0:
-        return cmd
-    return ["runuser", "-u", "postgres", "--", *cmd]
 
 
 @pytest.fixture(scope="session")
@@ -49,25 +25,11 @@ def postgres_server():
     """Base URL (without database) of a private PostgreSQL server, or a skip/fail saying why not."""
     if os.environ.get("WHESTBOARD_SKIP_POSTGRES") == "1":
         pytest.skip("WHESTBOARD_SKIP_POSTGRES=1")
-    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
-    if not initdb or not pg_ctl:
-        pytest.fail("PostgreSQL server binaries not found: run ./scripts/test.sh (installs Debian's postgresql) "
-                    "or set WHESTBOARD_SKIP_POSTGRES=1")
-    folder = Path(tempfile.mkdtemp(prefix="whestboard-pg-"))
-    if os.geteuid() == 0:
-        shutil.chown(folder, "postgres")
-    data, port = folder / "data", _free_port()
-    subprocess.run(_as_postgres([initdb, "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"]),
-                   check=True, capture_output=True)
-    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
-    subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w", "start"]),
-                   check=True, capture_output=True)
-    try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}"
-    finally:
-        db.reset_engines()
-        subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-m", "immediate", "stop"]), capture_output=True)
-        shutil.rmtree(folder, ignore_errors=True)
+    with prod_support.postgres_server() as url:  # fails, naming the package, when PostgreSQL is missing
+        try:
+            yield url.rsplit("/", 1)[0]
+        finally:
+            db.reset_engines()
 
 
 _counter = {"n": 0}
