@@ -93,31 +93,6 @@ def default_frame(view: ConvergenceView, metric: str = "final") -> Frame:
     )
 
 
-def frame_after_relayout(relayout: dict | None, previous: dict | None, metric: str) -> dict | None:
-    """The frame to draw after a zoom or pan, as stored by the page: {"metric", "x", "y"} in log10.
-
-    ``relayoutData`` carries only what changed (a horizontal drag moves x
-    alone), so it is merged into the previous frame; a double-click
-    (autorange) returns None, meaning the default frame. Anything else (the
-    initial ``autosize``) leaves the frame as it was.
-    """
-    if not relayout:
-        return previous
-    if any(k.endswith(".autorange") for k in relayout):
-        return None
-    frame = dict(previous) if previous and previous.get("metric") == metric else {"metric": metric}
-    changed = False
-    for axis in ("x", "y"):
-        key = f"{axis}axis.range"
-        if f"{key}[0]" in relayout and f"{key}[1]" in relayout:
-            frame[axis] = [float(relayout[f"{key}[0]"]), float(relayout[f"{key}[1]"])]
-            changed = True
-        elif key in relayout and len(relayout[key]) == 2:
-            frame[axis] = [float(v) for v in relayout[key]]
-            changed = True
-    return frame if changed else previous
-
-
 def frame_for(view: ConvergenceView, metric: str, stored: dict | None) -> Frame:
     """The stored (zoomed) frame for this metric, completed from the default where it says nothing."""
     default = default_frame(view, metric)

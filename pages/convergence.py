@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Input, Output, State, callback, dcc, html, no_update
+from dash import Input, Output, State, callback, clientside_callback, dcc, html, no_update
 
 from components import convergence_figures as figs
 from components.runtime import cache
@@ -128,17 +128,29 @@ def _static_figure(dataset_key: str, metric: str, frame_key: str, static_token: 
     return figs.static_figure(view, metric, visible=visible).to_plotly_json()
 
 
-@callback(
+# The frame is read off the graph itself, in the browser, after every zoom or pan: what the user sees
+# is the truth. A server round trip here would race Plotly's own follow-up events (an ``autosize``
+# relayout fired while the zoom's request is in flight supersedes it, and the zoom is lost).
+clientside_callback(
+    """
+    function(relayout, metric, stored) {
+        const skip = window.dash_clientside.no_update;
+        const keys = Object.keys(relayout || {});
+        if (keys.some(k => k.endsWith('.autorange'))) { return stored ? null : skip; }
+        if (!keys.some(k => /^[xy]axis\\.range/.test(k))) { return skip; }
+        const gd = document.querySelector('#convergence-graph .js-plotly-plot');
+        const full = gd && gd._fullLayout;
+        if (!full || !full.xaxis || !full.yaxis) { return skip; }
+        const frame = {metric: metric || 'final', x: full.xaxis.range.map(Number), y: full.yaxis.range.map(Number)};
+        return JSON.stringify(frame) === JSON.stringify(stored) ? skip : frame;
+    }
+    """,
     Output("convergence-frame", "data"),
     Input("convergence-graph", "relayoutData"),
-    State("convergence-frame", "data"),
     State("convergence-metric", "value"),
+    State("convergence-frame", "data"),
     prevent_initial_call=True,
 )
-def _zoom(relayout: dict | None, stored: dict | None, metric: str):
-    """Remember a zoom or pan, so runs outside the new view are pinned to its edges."""
-    frame = figs.frame_after_relayout(relayout, stored, metric or "final")
-    return no_update if frame == stored else frame
 
 
 @callback(

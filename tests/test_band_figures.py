@@ -190,14 +190,6 @@ def test_band_frame_for_other_pages_is_the_rounds_band_table():
 
 
 def test_zoom_moves_the_frame_and_what_counts_as_outside(view):
-    frame = figs.frame_after_relayout({"xaxis.range[0]": 5.0, "xaxis.range[1]": 6.0}, None, "final")
-    assert frame == {"metric": "final", "x": [5.0, 6.0]}
-    frame = figs.frame_after_relayout({"yaxis.range": [-5.0, -3.0]}, frame, "final")
-    assert frame == {"metric": "final", "x": [5.0, 6.0], "y": [-5.0, -3.0]}
-    assert figs.frame_after_relayout({"autosize": True}, frame, "final") == frame
-    assert figs.frame_after_relayout({"xaxis.autorange": True, "yaxis.autorange": True}, frame, "final") is None
-    assert figs.frame_after_relayout({"yaxis.range": [-9.0, -1.0]}, frame, "all") == {"metric": "all",
-                                                                                       "y": [-9.0, -1.0]}
     zoomed = figs.frame_for(view, "final", {"metric": "final", "x": [5.0, 6.0]})
     assert zoomed.x == (5.0, 6.0) and zoomed.y == figs.default_frame(view, "final").y
     assert figs.frame_for(view, "all", {"metric": "final", "x": [5.0, 6.0]}) == figs.default_frame(view, "all")

@@ -173,6 +173,19 @@ def test_view_toggle_and_highlight_live_in_the_url_and_the_readout_compares_with
     cpage.wait_for_function(f"() => document.querySelector('{GRAPH}').data.some("
                             "t => t.name.startsWith('highlighted'))")
 
+    # a zoom of the y axis alone keeps the x range the user sees and pins the run below the new frame
+    low = math.log10(point["y"])
+    cpage.evaluate(f"""() => Plotly.relayout(document.querySelector('{GRAPH}'),
+        {{'yaxis.range[0]': {low + 1}, 'yaxis.range[1]': {low + 2}}})""")
+    cpage.wait_for_function(f"() => document.querySelector('{GRAPH}').data.some("
+                            "t => t.name.startsWith('runs outside'))")
+    edge = cpage.evaluate(f"""() => document.querySelector('{GRAPH}').data.find(
+        t => t.name.startsWith('runs outside')).marker.symbol""")
+    assert edge == ["triangle-down"] or edge == "triangle-down" or set(edge) == {"triangle-down"}
+    cpage.mouse.dblclick(drag["x"] + drag["width"] / 2, drag["y"] + drag["height"] / 2)
+    cpage.wait_for_function(f"() => document.querySelector('{GRAPH}').data.some("
+                            "t => t.name.startsWith('highlighted'))")
+
     # the all-layer view rewrites the address in place and changes the y axis
     cpage.get_by_label("all layers").check()
     wait_for_dash(cpage)
