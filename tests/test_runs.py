@@ -21,6 +21,7 @@ from whestboard.estimators import (
     _mc_finalize,
     mc_finalize_flops,
     metered_mc_flops_per_sample,
+    parse_mc_spec,
     resolve_estimator,
 )
 
@@ -256,9 +257,9 @@ def test_budget_and_selection_parsing():
     b = 2**41
     assert runs.parse_budget("", b) is None
     assert runs.parse_budget("0.5B", b) == b // 2
-    assert runs.parse_budget("2**41", 1) == 2**41
-    assert runs.parse_budget("68_000_000_000", 1) == 68_000_000_000
-    assert runs.parse_budget("2.2e12", 1) == 2_200_000_000_000
+    assert runs.parse_budget("2**41", b) == 2**41
+    assert runs.parse_budget("68_000_000_000", b) == 68_000_000_000
+    assert runs.parse_budget("2.2e12", b) == 2_200_000_000_000
     for bad in ("lots", "-5", "0"):
         with pytest.raises(runs.RunError):
             runs.parse_budget(bad, b)
@@ -272,6 +273,182 @@ def test_budget_and_selection_parsing():
         resolve_estimator("gradient-descent")
     with pytest.raises(ValueError, match="at least 2"):
         resolve_estimator("mc:1")
+
+
+# ---------------------------------------------------------------------------
+# hostile input: every refusal is a sentence, computed without building anything big
+# ---------------------------------------------------------------------------
+
+THIRTY_TWO = list(range(32))
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("0:8", list(range(8))), ("3", [3]), ("0,2,5", [0, 2, 5]), ("0:4,7", [0, 1, 2, 3, 7]),
+    (" 0 : 4 , 7 ", [0, 1, 2, 3, 7]), ("28:", [28, 29, 30, 31]), (":3", [0, 1, 2]), ("0:12:5", [0, 5, 10]),
+    ("0:4,2:6", [0, 1, 2, 3, 4, 5]), (7, [7]), ([4, 1, 4], [1, 4]), (range(30, 32), [30, 31]),
+])
+def test_selection_reads_every_documented_form(text, expected):
+    assert runs.parse_mlp_selection(text, THIRTY_TWO) == expected
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("0:100000000", "MLPs 32..99999999 are not in this dataset (it has 32 MLPs: 0..31)"),
+    ("0:" + "9" * 40, "MLPs 32..9999999999999999999999999999999999999998 are not in this dataset"),
+    ("40", "MLP 40 is not in this dataset (it has 32 MLPs: 0..31)"),
+    ("32:", "MLP 32 is not in this dataset"),
+    ("30:64:3", "MLPs 33..63 (step 3) are not in this dataset"),
+    ("1,40,50:60", "MLPs 40, 50..59 are not in this dataset"),
+    ("-3", "'-3' has a negative number: indices and steps count up from 0"),
+    ("0:8:-1", "'0:8:-1' has a negative number"),
+    ("0:8:0", "'0:8:0' has step 0: a step must be 1 or more"),
+    ("5:3", "MLP range '5:3' selects no MLP (the stop is excluded)"),
+    ("1.5", "cannot read MLP selection part '1.5'"),
+    ("0:1:2:3", "cannot read MLP selection part '0:1:2:3'"),
+    ("0:" + "9" * 41, "cannot read MLP selection part '0:" + "9" * 38 + "'… (43 characters)"),
+    (",".join(["0"] * 33), "more than 32 comma-separated parts but the dataset has only 32 MLPs"),
+    ("1" * 10**6, "the MLP selection is 1,000,000 characters long, more than the 576"),
+    (",,", "the MLP selection is empty"),
+    ([1, "a"], "indices are whole numbers"),
+    ([True], "indices are whole numbers"),
+    ([-1], "has a negative index"),
+    (list(range(33)), "lists more than 32 MLPs"),
+    ({"0": 1}, "cannot read MLP selection {'0': 1}"),
+    (2.5, "cannot read MLP selection 2.5"),
+])
+def test_a_bad_selection_is_refused_with_a_sentence(text, message):
+    with pytest.raises(runs.RunError) as refused:
+        runs.parse_mlp_selection(text, THIRTY_TWO)
+    assert message in str(refused.value)
+    assert len(str(refused.value)) < 400  # a message, never an echo of the input
+    if not isinstance(text, str) or "not in this dataset" not in message:
+        return
+    assert "write indices such as 0:8" in str(refused.value)  # and what to write instead
+
+
+def test_a_huge_range_is_answered_without_enumerating_it():
+    """Ranges are arithmetic: three thousand overlapping parts of ~10**40 indices each cost no memory."""
+    import tracemalloc
+
+    available = list(range(10_000))
+    text = ",".join(f"{start}:" + "9" * 40 for start in range(3000))
+    tracemalloc.start()
+    try:
+        runs.parse_mlp_selection(text, available)
+    except runs.RunError as exc:
+        refusal = str(exc)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert refusal.startswith("MLPs 10000.." + "9" * 39 + "8 are not in this dataset (it has 10000 MLPs: 0..9999)")
+    assert peak < 8 * 2**20  # the parts and the dataset's indices: nothing per index a range names
+
+
+def test_gaps_in_a_partly_baked_dataset_are_named():
+    with pytest.raises(runs.RunError, match=r"MLPs 3, 4 are not in this dataset \(it has 4 MLPs: 0, 1, 2, 5\)"):
+        runs.parse_mlp_selection("0:5", [0, 1, 2, 5])
+    assert runs.parse_mlp_selection("0:3,5", [0, 1, 2, 5]) == [0, 1, 2, 5]
+
+
+B_WARMUP = ROUNDS["v1-warmup"].flop_budget
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("2**41", 2**41), ("2 ** 36", 2**36), ("0.5B", B_WARMUP // 2), ("B", B_WARMUP), ("1000B", 1000 * B_WARMUP),
+    ("+5e10", 5 * 10**10), ("68,000,000,000", 68 * 10**9), (12345, 12345), (2.5e10, 25 * 10**9), ("1**1e400", 1),
+])
+def test_budget_reads_every_documented_form(text, expected):
+    assert runs.parse_budget(text, B_WARMUP) == expected
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("2**99999999", "budget per MLP '2**99999999' is more than 1e300 FLOPs, above the most a run accepts, "
+                    "1000 x B = 6.8e+13 FLOPs"),
+    ("1e400", "budget per MLP '1e400' is more than 1e300 FLOPs"),
+    ("1e400B", "budget per MLP '1e400B' is more than 1e300 FLOPs"),
+    ("1001B", "budget per MLP '1001B' is 6.81e+13 FLOPs, above the most a run accepts"),
+    ("10**16", "budget per MLP '10**16' is 1e+16 FLOPs"),
+    pytest.param(10**5000, "an integer of about 5,001 digits is more than 1e300 FLOPs", id="10**5000"),
+    (float("inf"), "budget per MLP inf is more than 1e300 FLOPs"),
+    ("inf", "budget per MLP 'inf' is more than 1e300 FLOPs"),
+    ("nan", "budget per MLP 'nan' is not a number"),
+    (float("nan"), "budget per MLP nan is not a number"),
+    ("-1", "budget per MLP '-1' is below 1 FLOP"),
+    ("-0.5B", "budget per MLP '-0.5B' is below 1 FLOP"),
+    ("0", "budget per MLP '0' is below 1 FLOP"),
+    ("2**-5", "budget per MLP '2**-5' is below 1 FLOP"),
+    ("1e-400", "budget per MLP '1e-400' is below 1 FLOP"),
+    ("much", "cannot read budget per MLP 'much'"),
+    ("9" * 100, "is too long to be a budget"),
+    (True, "budget per MLP True is not a number"),
+    ([1], "budget per MLP [1] is not a number"),
+])
+def test_a_bad_budget_is_refused_with_a_sentence(text, message):
+    with pytest.raises(runs.RunError) as refused:
+        runs.parse_budget(text, B_WARMUP)
+    assert message in str(refused.value)
+    assert len(str(refused.value)) < 400
+    assert "B" in str(refused.value).split(message, 1)[1]  # says what to write instead
+
+
+def test_an_exponent_is_bounded_before_the_power_is_computed():
+    """"2**99999999" would be a 12 MB integer or an OverflowError; it is refused from its logarithm."""
+    import tracemalloc
+
+    refusals = []
+    tracemalloc.start()
+    for text in ("2**99999999", "9.9**9e99", "10**301", "1e308**1e308"):
+        try:
+            runs.parse_budget(text, B_WARMUP)
+        except runs.RunError as exc:
+            refusals.append(str(exc))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert len(refusals) == 4 and all("more than 1e300 FLOPs" in r for r in refusals)
+    assert peak < 2**20  # 2**99999999 alone is 12.5 MB as an int
+
+
+def test_rulebook_refuses_a_budget_past_the_cap_whoever_asks():
+    assert runs.rulebook_for("v1-warmup", 1000 * B_WARMUP).flop_budget == 1000 * B_WARMUP
+    with pytest.raises(runs.RunError, match="above the most a run accepts"):
+        runs.rulebook_for("v1-warmup", 1000 * B_WARMUP + 1)
+    with pytest.raises(runs.RunError, match="below 1 FLOP"):
+        runs.rulebook_for("v1-warmup", 0)
+
+
+@pytest.mark.parametrize(("spec", "params"), [
+    ("mc:1000", {"n_samples": 1000}), ("mc:1e5", {"n_samples": 100_000}), ("mc:1_000", {"n_samples": 1000}),
+    ("mc:1e9", {"n_samples": 10**9}), ("mc:0.5B", {"budget_fraction": 0.5}), ("mc:1B", {"budget_fraction": 1.0}),
+])
+def test_monte_carlo_spec_reads_counts_and_fractions(spec, params):
+    assert parse_mc_spec(spec) == params
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("mc:1e400", "Monte Carlo samples '1e400' is more than 1e300 samples, more than the 1e9 behind the public"),
+    ("mc:1e30", "Monte Carlo samples '1e30' is 1e+30 samples"),
+    ("mc:1000000001", "Monte Carlo samples '1000000001' is 1e+09 samples"),
+    ("mc:1.5", "Monte Carlo samples '1.5' is not a whole number of samples"),
+    ("mc:0", "Monte Carlo samples '0': Monte Carlo needs at least 2 samples"),
+    ("mc:-5", "Monte Carlo samples '-5' is negative"),
+    ("mc:nan", "cannot read Monte Carlo samples 'nan'"),
+    ("mc:2B", "Monte Carlo samples '2B' asks for 2 of the budget; a fraction must be above 0 and at most 1"),
+    ("mc:0B", "asks for 0 of the budget"),
+    ("mc:1e400B", "asks for inf of the budget"),
+    ("mc:" + "9" * 100, "is too long to be a sample count"),
+    ("mc:", "cannot read Monte Carlo samples ''"),
+])
+def test_a_bad_monte_carlo_spec_is_refused_with_a_sentence(spec, message):
+    with pytest.raises(runs.RunError) as refused:
+        resolve_estimator(spec)
+    assert message in str(refused.value)
+    assert "write a whole number of samples from 2 to 1e9" in str(refused.value)
+    assert len(str(refused.value)) < 400
+
+
+def test_an_unknown_estimator_is_named_briefly():
+    with pytest.raises(runs.RunError, match=r"unknown estimator 'xxxx.*… \(100,000 characters\)"):
+        resolve_estimator("x" * 100_000)
+    with pytest.raises(runs.RunError, match="unknown estimator 5"):
+        resolve_estimator(5)
 
 
 def test_mc_fraction_too_small_for_two_samples_fails_that_mlp_with_a_reason(dataset):

@@ -160,6 +160,16 @@ def test_human_output_names_failures_and_the_noise_floor(capsys, official, tmp_p
         (("--estimator", "mean", "--round", "v9"), "unknown round"),
         (("--estimator", "mc:0"), "at least 2"),
         (("--estimator", "/no/such/estimator.py"), "does not exist"),
+        (("--estimator", "mean", "--mlps", "0:100000000"),
+         "MLPs 3..99999999 are not in this dataset (it has 3 MLPs: 0..2)"),
+        (("--estimator", "mean", "--mlps", "-1"), "has a negative number"),
+        (("--estimator", "mean", "--mlps", "0:3:0"), "a step must be 1 or more"),
+        (("--estimator", "mean", "--budget", "2**99999999"), "budget per MLP '2**99999999' is more than 1e300 FLOPs"),
+        (("--estimator", "mean", "--budget", "1e400"), "write at most 1000B"),
+        (("--estimator", "mean", "--round", "v1-warmup", "--budget", "1001B"),
+         "above the most a run accepts, 1000 x B = 6.8e+13 FLOPs"),
+        (("--estimator", "mc:1e400"), "Monte Carlo samples '1e400' is more than 1e300 samples"),
+        (("--estimator", "mc:1.5"), "not a whole number of samples"),
     ],
 )
 def test_user_mistakes_are_one_line_errors(capsys, official, args, message):
@@ -167,6 +177,7 @@ def test_user_mistakes_are_one_line_errors(capsys, official, args, message):
     assert main(["score", "--dataset", str(official), *args]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+    assert err.count("\n") == 1  # one line
 
 
 def test_unknown_dataset_key_lists_what_is_served(capsys):

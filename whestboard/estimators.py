@@ -217,19 +217,48 @@ def _builtin_handle(kind: str) -> EstimatorHandle:
 
 
 _NUMBER = r"[0-9][0-9_]*(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?"
+#: The most Monte Carlo samples a spec may ask for: the public references were baked with 1e9, and
+#: no budget a run accepts (at most 1000 x B, ``whestboard.runs.MAX_BUDGET_MULTIPLE``) pays for more
+#: than about 6.5e7 samples in any round (B buys 64,000-65,500 of them).
+MAX_MC_SAMPLES = 10**9
+#: The longest sample-count text read: a count is a number, never a kilobyte.
+MAX_MC_CHARS = 64
+MC_HELP = ("write a whole number of samples from 2 to 1e9 (e.g. 10000 or 1e5), "
+           "or a fraction of the budget up to 1 (e.g. 0.5B)")
 
 
 def parse_mc_spec(text: str) -> dict:
-    """``mc:N`` -> {"n_samples": N}; ``mc:0.5B`` -> {"budget_fraction": 0.5}."""
+    """``mc:N`` -> {"n_samples": N}; ``mc:0.5B`` -> {"budget_fraction": 0.5}; RunError naming the field.
+
+    The number is bounded before it is converted (length, then size), so "mc:1e400"
+    or "mc:1e30" is a sentence, not an OverflowError or a run that never ends.
+    """
+    from whestboard.runs import RunError, quoted
+
     body = text.split(":", 1)[1].strip() if ":" in text else ""
+    field = f"Monte Carlo samples {quoted(body)}"
+    if len(body) > MAX_MC_CHARS:
+        raise RunError(f"{field} is too long to be a sample count: {MC_HELP}")
     if re.fullmatch(_NUMBER + r"\s*[bB]", body):
-        return {"budget_fraction": float(body[:-1].replace("_", ""))}
+        fraction = float(body[:-1].replace("_", ""))
+        if not 0 < fraction <= 1:
+            raise RunError(f"{field} asks for {fraction:g} of the budget; a fraction must be above 0 and at most 1: "
+                           f"{MC_HELP}")
+        return {"budget_fraction": fraction}
     if re.fullmatch(_NUMBER, body):
         value = float(body.replace("_", ""))
+        if value > MAX_MC_SAMPLES:
+            size = "more than 1e300" if math.isinf(value) else f"{value:.3g}"
+            raise RunError(f"{field} is {size} samples, more than the 1e9 behind the public "
+                           f"references (and more than any accepted budget pays for): {MC_HELP}")
         if value != int(value):
-            raise ValueError(f"Monte Carlo sample count must be a whole number, got {body!r}")
+            raise RunError(f"{field} is not a whole number of samples: {MC_HELP}")
+        if value < 2:
+            raise RunError(f"{field}: Monte Carlo needs at least 2 samples: {MC_HELP}")
         return {"n_samples": int(value)}
-    raise ValueError(f"cannot read {text!r}: write mc:N for N samples or mc:0.5B for half the budget")
+    if body.startswith("-"):
+        raise RunError(f"{field} is negative: {MC_HELP}")
+    raise RunError(f"cannot read {field}: {MC_HELP}")
 
 
 def _mc_handle(text: str) -> EstimatorHandle:
@@ -252,7 +281,11 @@ def _mc_handle(text: str) -> EstimatorHandle:
 
 
 def resolve_estimator(spec: str) -> EstimatorHandle:
-    """The handle for a spec string; ValueError (naming the accepted forms) otherwise."""
+    """The handle for a spec string; otherwise a RunError (a ValueError) naming the accepted forms."""
+    from whestboard.runs import RunError, quoted
+
+    if spec is not None and not isinstance(spec, str):
+        raise RunError(f"unknown estimator {quoted(spec)}; use {SPEC_HELP}")
     text = (spec or "").strip()
     key = ALIASES.get(text.lower(), text.lower())
     if key in BUILTIN_KINDS:
@@ -263,7 +296,7 @@ def resolve_estimator(spec: str) -> EstimatorHandle:
 
     if is_file_spec(text):  # participant code never runs in this process: see whestboard.sandbox
         return sandboxed_handle(text)
-    raise ValueError(f"unknown estimator {spec!r}; use {SPEC_HELP}")
+    raise RunError(f"unknown estimator {quoted(spec)}; use {SPEC_HELP}")
 
 
 def builtin_choices() -> list[dict]:
