@@ -11,10 +11,17 @@ Two formats, one interface (``Dataset``):
 
 Indices are positions in the dataset (0 .. n_mlps-1), as ``mlp_index`` is in
 whestbench's reports.
+
+A damaged MLP (a truncated record file, an unreadable row group) is contained
+to that MLP: ``Dataset.indices`` lists the readable MLPs, ``Dataset.damaged``
+the others with the file and the reason, and asking for a damaged one raises
+``MLPDamaged`` with that message. Aggregates (mean avg_variance, noise floor,
+MC@B) are over the readable MLPs and ``aggregate_basis`` says how many were left out.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from dataclasses import dataclass, field
@@ -45,6 +52,40 @@ class MLPNotFound(KeyError):
 
 class WeightsMismatch(DatasetError):
     """Rebuilt weights differ from the checksum recorded at bake time."""
+
+
+@dataclass(frozen=True)
+class DamagedMLP:
+    """One MLP whose stored reference cannot be read: which file, why, and how to repair it."""
+
+    dataset_key: str
+    index: int
+    path: Path
+    reason: str
+    remedy: str
+    name: str | None = None
+    seed: int | None = None
+
+    @property
+    def problem(self) -> str:
+        """``<file>: <reason>``, what a table cell or ``/healthz`` shows."""
+        return f"{self.path}: {self.reason}"
+
+    @property
+    def message(self) -> str:
+        return f"MLP {self.index} of {self.dataset_key} is damaged: {self.problem}. {self.remedy}"
+
+
+class MLPDamaged(DatasetError):
+    """An MLP whose stored reference is damaged was asked for; ``damage`` says which file and why."""
+
+    def __init__(self, damage: DamagedMLP, *, also: list[int] | tuple[int, ...] = ()) -> None:
+        more = f" MLP(s) {', '.join(map(str, also))} of the selection are damaged too." if also else ""
+        super().__init__(damage.message + more)
+        self.damage = damage
+
+
+_GENERATIONS = itertools.count()
 
 
 @dataclass(frozen=True)
@@ -84,7 +125,8 @@ class Dataset:
     info: DatasetInfo
 
     # -- implemented per format ------------------------------------------------
-    def _read_truth_table(self) -> pd.DataFrame:  # pragma: no cover - abstract
+    def _read_truth_table(self) -> tuple[pd.DataFrame, list[DamagedMLP]]:  # pragma: no cover - abstract
+        """The readable MLPs' references (one row each, by index) and the damaged MLPs."""
         raise NotImplementedError
 
     def _load_weights(self, index: int) -> np.ndarray:  # pragma: no cover - abstract
@@ -94,58 +136,111 @@ class Dataset:
         raise NotImplementedError
 
     # -- shared ----------------------------------------------------------------
-    @property
-    def indices(self) -> list[int]:
-        return list(range(self.info.n_mlps))
-
-    def _check_index(self, index: int) -> int:
-        index = int(index)
-        if index not in self._index_set:
-            raise MLPNotFound(
-                f"MLP {index} is not in dataset {self.info.key!r} "
-                f"(it holds {self.info.n_mlps} MLPs, indices 0..{self.info.n_mlps - 1})"
-            )
-        return index
-
     @cached_property
-    def _index_set(self) -> set[int]:
-        return set(self.indices)
+    def generation(self) -> int:
+        """Unique per opened dataset object: a cache key part that a re-opened (changed) dataset never shares."""
+        return next(_GENERATIONS)
 
     @cached_property
     def _truth(self) -> pd.DataFrame:
-        return self._read_truth_table()
+        table, damaged = self._read_truth_table()
+        self._damaged = {d.index: d for d in sorted(damaged, key=lambda d: d.index)}
+        return table.reset_index(drop=True)
+
+    @property
+    def damaged(self) -> dict[int, DamagedMLP]:
+        """MLPs the dataset holds whose reference cannot be read, by index (read-only: shared)."""
+        self._truth  # noqa: B018 - reading the references is what finds the damaged ones
+        return self._damaged
+
+    @cached_property
+    def indices(self) -> list[int]:
+        """Indices of the readable MLPs, ascending: what can be shown and scored."""
+        return [int(i) for i in self._truth["index"]]
+
+    @property
+    def held_indices(self) -> list[int]:
+        """Every MLP the dataset holds, readable or damaged, ascending."""
+        return sorted(self.indices + list(self.damaged))
+
+    def refuse_damaged(self, indices) -> None:
+        """Raise ``MLPDamaged`` (file, reason, fix) when a selection includes a damaged MLP: a run
+        checks its selection with this before any work, so it never half-runs."""
+        hit = [int(i) for i in indices if int(i) in self.damaged]
+        if hit:
+            raise MLPDamaged(self.damaged[hit[0]], also=hit[1:])
+
+    @cached_property
+    def _position(self) -> dict[int, int]:
+        return {index: row for row, index in enumerate(self.indices)}
+
+    def _check_index(self, index: int) -> int:
+        index = int(index)
+        if index in self._position:
+            return index
+        if index in self.damaged:
+            raise MLPDamaged(self.damaged[index])
+        held = self.info.n_mlps
+        raise MLPNotFound(
+            f"MLP {index} is not in dataset {self.info.key!r} "
+            f"(it holds {held} MLPs, indices 0..{held - 1})"
+        )
+
+    def _row(self, index: int) -> pd.Series:
+        return self._truth.iloc[self._position[self._check_index(index)]]
 
     def summary(self) -> pd.DataFrame:
-        """One row per MLP, computed from the ground truth only (weights untouched)."""
+        """One row per MLP held, computed from the ground truth only (weights untouched).
+
+        Damaged MLPs are rows too, ``damaged`` True and ``damage`` naming the file
+        and the reason, their statistics missing (NaN), so every list shows them.
+        """
         t = self._truth
         means = np.stack(t["all_layer_means"].to_numpy()) if len(t) else np.zeros((0, 1, 1))
         final = means[:, -1, :]
         out = pd.DataFrame(
             {
-                "index": t["index"].to_numpy(),
-                "mlp_id": t["mlp_id"].to_numpy(),
-                "mlp_name": t["mlp_name"].to_numpy(),
-                "mlp_seed": t["mlp_seed"].to_numpy(),
+                "index": t["index"].to_numpy(dtype=np.int64),
+                "mlp_id": t["mlp_id"].to_numpy(dtype=np.int64),
+                "mlp_name": t["mlp_name"].to_numpy(dtype=object),
+                "mlp_seed": t["mlp_seed"].to_numpy(dtype=np.int64),
                 "avg_variance": t["avg_variance"].to_numpy(dtype=np.float64),
                 "final_mean_avg": final.mean(axis=1),
-                "final_mean_median": np.median(final, axis=1),
-                "final_mean_max": final.max(axis=1),
+                "final_mean_median": np.median(final, axis=1) if len(t) else np.zeros(0),
+                "final_mean_max": final.max(axis=1) if len(t) else np.zeros(0),
                 "final_dead_fraction": (final <= DEAD_MEAN_THRESHOLD).mean(axis=1),
                 "dead_fraction": (means <= DEAD_MEAN_THRESHOLD).mean(axis=(1, 2)),
             }
         )
         out["noise_floor"] = out["avg_variance"] / self.info.n_samples
-        return out
+        out["damaged"] = False
+        out["damage"] = ""
+        if not self.damaged:
+            return out
+        rows = pd.DataFrame(
+            {
+                "index": [d.index for d in self.damaged.values()],
+                "mlp_id": pd.array([d.index if self.info.format == "compact" else None
+                                    for d in self.damaged.values()], dtype="Int64"),
+                "mlp_name": [d.name for d in self.damaged.values()],
+                "mlp_seed": pd.array([d.seed for d in self.damaged.values()], dtype="Int64"),
+                "damaged": True,
+                "damage": [d.problem for d in self.damaged.values()],
+            }
+        )
+        both = pd.concat([out.astype({"mlp_id": "Int64", "mlp_seed": "Int64"}), rows], ignore_index=True)
+        both = both.sort_values("index", kind="stable").reset_index(drop=True)
+        if not both["mlp_seed"].isna().any():
+            both = both.astype({"mlp_id": np.int64, "mlp_seed": np.int64})
+        return both
 
     def truth(self, index: int) -> tuple[np.ndarray, float]:
         """``(all_layer_means float32 (depth, width), avg_variance)`` for one MLP."""
-        index = self._check_index(index)
-        row = self._truth.iloc[self.indices.index(index)]
+        row = self._row(index)
         return np.asarray(row["all_layer_means"], dtype=np.float32), float(row["avg_variance"])
 
     def mlp_name(self, index: int) -> str:
-        index = self._check_index(index)
-        return str(self._truth.iloc[self.indices.index(index)]["mlp_name"])
+        return str(self._row(index)["mlp_name"])
 
     def weights(self, index: int) -> np.ndarray:
         """Read-only float32 array (depth, width, width), cached across calls."""
@@ -176,6 +271,7 @@ class Dataset:
 
     @cached_property
     def mean_avg_variance(self) -> float:
+        """Mean avg_variance of the readable MLPs (``aggregate_basis`` says which)."""
         return float(self._truth["avg_variance"].mean()) if len(self._truth) else float("nan")
 
     @property
@@ -189,6 +285,13 @@ class Dataset:
             return None
         return rnd.mc_at_bm(self.mean_avg_variance)
 
+    def aggregate_basis(self) -> str:
+        """Which MLPs the dataset-wide figures are computed over, in words."""
+        readable, damaged = len(self.indices), len(self.damaged)
+        if not damaged:
+            return f"all {readable} MLPs"
+        return f"{readable} of {readable + damaged} MLPs ({damaged} damaged, left out)"
+
 
 # ---------------------------------------------------------------------------
 # schema 3.0 (official parquet)
@@ -199,8 +302,6 @@ class ParquetDataset(Dataset):
     """An official schema-3.0 directory, read with pyarrow one row group at a time."""
 
     def __init__(self, path: Path, key: str | None = None) -> None:
-        import pyarrow.parquet as pq
-
         self.path = Path(path)
         meta = _read_json(self.path / "metadata.json")
         _validate_official_metadata(self.path, meta)
@@ -210,7 +311,8 @@ class ParquetDataset(Dataset):
             files = sorted((self.path / "data").glob("*.parquet"))
         if not files:
             raise DatasetError(f"{self.path}: no parquet files under data/ (expected data/{split}-NNNNN-of-MMMMM.parquet)")
-        self._files = [pq.ParquetFile(f) for f in files]
+        self._paths = files
+        self._files = [_open_parquet(f) for f in files]
         self._check_columns()
         # (file number, row group, first row) for every row group, in dataset order.
         self._groups: list[tuple[int, int, int, int]] = []
@@ -256,33 +358,66 @@ class ParquetDataset(Dataset):
                 return fi, rg, index - start
         raise MLPNotFound(index)
 
-    def _read_truth_table(self) -> pd.DataFrame:
-        import pyarrow as pa
+    def _remedy(self, path: Path) -> str:
+        return f"Re-download {path.name} of this split (the other MLPs are served meanwhile)."
 
-        cols = ["mlp_id", "mlp_name", "mlp_seed", "avg_variance", "all_layer_means"]
-        tables = [pf.read(columns=cols) for pf in self._files]
-        table = pa.concat_tables(tables)
+    def _read_truth_table(self) -> tuple[pd.DataFrame, list[DamagedMLP]]:
+        """The small columns one row group at a time: an unreadable group damages only its own MLPs."""
+        frames, damaged = [], []
+        for fi, rg, start, n in self._groups:
+            path = self._paths[fi]
+            try:
+                with self._lock:  # a ParquetFile is not safe to read from two threads
+                    table = self._files[fi].read_row_group(rg, columns=TRUTH_COLUMNS)
+                frame = self._truth_frame(table, start)
+            except MemoryError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - pyarrow reports corrupt pages as OSError, ArrowInvalid...
+                reason = f"row group {rg} (rows {start}..{start + n - 1}) cannot be read ({_describe(exc)})"
+                damaged += [DamagedMLP(self.info.key, i, path, reason, self._remedy(path)) for i in range(start, start + n)]
+                continue
+            bad = ~np.array([np.isfinite(m).all() for m in frame["all_layer_means"]], dtype=bool)
+            bad |= ~np.isfinite(frame["avg_variance"].to_numpy(dtype=np.float64))
+            for index, name, seed in frame.loc[bad, ["index", "mlp_name", "mlp_seed"]].to_numpy().tolist():
+                damaged.append(DamagedMLP(self.info.key, int(index), path,
+                                          f"row group {rg}: its reference holds non-finite values",
+                                          self._remedy(path), str(name), int(seed)))
+            frames.append(frame[~bad])
+        _release_arrow_memory()
+        frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+            {c: [] for c in ("index", "mlp_id", "mlp_name", "mlp_seed", "avg_variance", "all_layer_means")})
+        return frame, damaged
+
+    def _truth_frame(self, table, start: int) -> pd.DataFrame:
         d, w = self.info.depth, self.info.width
         flat = _flatten_to_numpy(table.column("all_layer_means"))
+        if flat.size != len(table) * d * w:
+            raise DatasetError(f"all_layer_means holds {flat.size} values for {len(table)} MLPs, "
+                               f"expected {d} x {w} each")
         means = flat.reshape(len(table), d, w)
-        frame = pd.DataFrame(
+        return pd.DataFrame(
             {
-                "index": np.arange(len(table)),
+                "index": np.arange(start, start + len(table)),
                 "mlp_id": table.column("mlp_id").to_numpy(),
                 "mlp_name": table.column("mlp_name").to_pylist(),
                 "mlp_seed": table.column("mlp_seed").to_numpy(),
                 "avg_variance": table.column("avg_variance").to_numpy(),
-                "all_layer_means": list(means.copy()),
+                "all_layer_means": list(means.astype(np.float32, copy=True)),
             }
         )
-        del table, tables, flat, means
-        _release_arrow_memory()
-        return frame
 
     def _load_weights(self, index: int) -> np.ndarray:
         fi, rg, row = self._locate(index)
-        with self._lock:  # a ParquetFile is not safe to read from two threads
-            table = self._files[fi].read_row_group(rg, columns=["weights"])
+        try:
+            with self._lock:  # a ParquetFile is not safe to read from two threads
+                table = self._files[fi].read_row_group(rg, columns=["weights"])
+        except MemoryError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - see _read_truth_table
+            path = self._paths[fi]
+            raise MLPDamaged(DamagedMLP(self.info.key, index, path,
+                                        f"the weights of row group {rg} cannot be read ({_describe(exc)})",
+                                        self._remedy(path), self.mlp_name(index))) from None
         column = table.column("weights").slice(row, 1)
         d, w = self.info.depth, self.info.width
         flat = _flatten_to_numpy(column)
@@ -296,12 +431,32 @@ class ParquetDataset(Dataset):
     def estimator_seed(self, index: int) -> int:
         from whestbench.seeds import derive_estimator_seed, derive_estimator_seed_v4, resolve_salt
 
-        raw = int(self._truth.iloc[self._check_index(index)]["mlp_seed"])
+        raw = int(self._row(index)["mlp_seed"])
         if self._protocol == "3.0":
             return derive_estimator_seed(raw)
         if self._protocol == "4.0":
             return derive_estimator_seed_v4(raw, salt=resolve_salt(self._seed_proto_meta))
         return raw
+
+
+TRUTH_COLUMNS = ["mlp_id", "mlp_name", "mlp_seed", "avg_variance", "all_layer_means"]
+
+
+def _describe(exc: BaseException) -> str:
+    return compact.describe_error(exc)
+
+
+def _open_parquet(path: Path):
+    """A ``ParquetFile``; a file whose footer cannot be read makes the whole split unreadable (its row
+    count, hence every later MLP's index, is unknown)."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path)
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid, OSError... for a bad footer
+        raise DatasetError(f"{path}: not a readable parquet file ({_describe(exc)}); re-download it") from None
 
 
 def _release_arrow_memory() -> None:
@@ -362,12 +517,9 @@ class CompactDataset(Dataset):
             meta = compact.read_manifest(self.path)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{self.path}: {compact.MANIFEST_NAME} is not valid JSON ({exc})") from None
-        if meta.get("format") != compact.FORMAT_NAME:
-            raise DatasetError(f"{self.path}: {compact.MANIFEST_NAME} is not a Whestboard compact manifest")
-        if int(meta.get("format_version", 0)) > compact.FORMAT_VERSION:
-            raise DatasetError(f"{self.path}: written by a newer Whestboard (format {meta['format_version']})")
-        if str(meta.get("seed_protocol", {}).get("version")) != "3.0":
-            raise DatasetError(f"{self.path}: compact datasets need seed protocol 3.0")
+        except UnicodeDecodeError as exc:
+            raise DatasetError(f"{self.path}: {compact.MANIFEST_NAME} is not UTF-8 text ({exc})") from None
+        _validate_compact_manifest(self.path, meta)
         self._meta = meta
         self._baked = compact.baked_indices(self.path)
         width, depth = int(meta["width"]), int(meta["depth"])
@@ -390,30 +542,59 @@ class CompactDataset(Dataset):
         if not self._baked:
             raise DatasetError(f"{self.path}: no MLP has been baked yet; run `python -m whestboard bake` to finish it")
 
-    @property
-    def indices(self) -> list[int]:
-        return list(self._baked)
+    def bake_command(self) -> str:
+        """The command that resumes this dataset's bake (it bakes every record file that is missing)."""
+        info = self.info
+        shape = f"--round {info.round_tag}" if info.round_tag and self._meta.get("round") else (
+            f"--width {info.width} --depth {info.depth}")
+        return (f"python -m whestboard bake {shape} --n-mlps {info.declared_n_mlps} "
+                f"--samples {info.n_samples} --out {self.path}")
 
-    def _read_truth_table(self) -> pd.DataFrame:
-        records = [compact.read_mlp_record(self.path, i) for i in self._baked]
-        return pd.DataFrame(
+    def _damage(self, index: int, path: Path, reason: str) -> DamagedMLP:
+        names, seeds = self._meta["mlp_names"], self._meta["mlp_seeds"]
+        known = 0 <= index < len(seeds)
+        return DamagedMLP(
+            self.info.key, index, path, reason,
+            f"Replace it with a good copy, or delete it and re-bake that MLP: {self.bake_command()}",
+            str(names[index]) if known else None, int(seeds[index]) if known else None,
+        )
+
+    def _read_truth_table(self) -> tuple[pd.DataFrame, list[DamagedMLP]]:
+        """Every record, each checked on its own: a damaged file costs only its MLP."""
+        readable: list[tuple[int, dict]] = []
+        damaged: list[DamagedMLP] = []
+        declared = len(self._meta["mlp_seeds"])
+        for i in self._baked:
+            path = compact.mlp_path(self.path, i)
+            if i >= declared:
+                damaged.append(self._damage(i, path, f"the manifest lists only {declared} MLPs (0..{declared - 1})"))
+                continue
+            try:
+                readable.append((i, compact.read_mlp_record(self.path, i, depth=self.info.depth,
+                                                            width=self.info.width)))
+            except compact.RecordDamaged as exc:
+                damaged.append(self._damage(i, exc.path, exc.reason))
+        indices = [i for i, _ in readable]
+        records = [r for _, r in readable]
+        frame = pd.DataFrame(
             {
-                "index": self._baked,
-                "mlp_id": self._baked,
-                "mlp_name": [self._meta["mlp_names"][i] for i in self._baked],
-                "mlp_seed": [int(self._meta["mlp_seeds"][i]) for i in self._baked],
-                "avg_variance": [r["avg_variance"] for r in records],
-                "all_layer_means": [r["all_layer_means"] for r in records],
-                "weights_sha256": [r["weights_sha256"] for r in records],
-                "provenance": [r["provenance"] for r in records],
+                "index": pd.Series(indices, dtype=np.int64),
+                "mlp_id": pd.Series(indices, dtype=np.int64),
+                "mlp_name": pd.Series([self._meta["mlp_names"][i] for i in indices], dtype=object),
+                "mlp_seed": pd.Series([int(self._meta["mlp_seeds"][i]) for i in indices], dtype=np.int64),
+                "avg_variance": pd.Series([r["avg_variance"] for r in records], dtype=np.float64),
+                "all_layer_means": pd.Series([r["all_layer_means"] for r in records], dtype=object),
+                "weights_sha256": pd.Series([r["weights_sha256"] for r in records], dtype=object),
+                "provenance": pd.Series([r["provenance"] for r in records], dtype=object),
             }
         )
+        return frame, damaged
 
     def _load_weights(self, index: int) -> np.ndarray:
         from whestboard.bake import build_weights
 
+        expected = self._row(index)["weights_sha256"]
         weights = build_weights(self.info.width, self.info.depth, int(self._meta["mlp_seeds"][index]))
-        expected = self._truth.iloc[self._baked.index(index)]["weights_sha256"]
         if compact.weights_checksum(weights) != expected:
             raise WeightsMismatch(
                 f"{self.path}: MLP {index} rebuilt from its seed does not match the weights it was "
@@ -426,7 +607,30 @@ class CompactDataset(Dataset):
         return int(self._meta["estimator_seeds"][self._check_index(index)])
 
     def provenance(self, index: int) -> dict:
-        return dict(self._truth.iloc[self._baked.index(self._check_index(index))]["provenance"])
+        return dict(self._row(index)["provenance"])
+
+
+def _validate_compact_manifest(path: Path, meta: Any) -> None:
+    """Every manifest field the dataset reads, checked once, so a mangled manifest is one clear error."""
+    name = compact.MANIFEST_NAME
+    if not isinstance(meta, dict) or meta.get("format") != compact.FORMAT_NAME:
+        raise DatasetError(f"{path}: {name} is not a Whestboard compact manifest")
+    try:
+        version = int(meta.get("format_version", 0))
+        if version > compact.FORMAT_VERSION:
+            raise DatasetError(f"{path}: written by a newer Whestboard (format {meta['format_version']})")
+        if str((meta.get("seed_protocol") or {}).get("version")) != "3.0":
+            raise DatasetError(f"{path}: compact datasets need seed protocol 3.0")
+        sizes = {k: int(meta[k]) for k in ("width", "depth", "n_samples", "n_mlps")}
+        lists = {k: meta[k] for k in ("mlp_seeds", "mlp_names", "estimator_seeds")}
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise DatasetError(f"{path}: {name} lacks or mangles a field ({compact.describe_error(exc)}); "
+                           "re-bake the dataset or restore the file") from None
+    if any(v <= 0 for v in sizes.values()):
+        raise DatasetError(f"{path}: {name} gives a non-positive size: {sizes}")
+    wrong = [k for k, v in lists.items() if not isinstance(v, list) or len(v) != sizes["n_mlps"]]
+    if wrong:
+        raise DatasetError(f"{path}: {name}: {', '.join(wrong)} must list n_mlps = {sizes['n_mlps']} entries")
 
 
 # ---------------------------------------------------------------------------

@@ -3,6 +3,16 @@
 Load balancers and Docker's HEALTHCHECK only read the status code (200 or
 503); people read the JSON, so each check says what failed and why, with any
 URL's password redacted.
+
+**Degraded is still 200.** A damaged MLP file (or a dataset folder that cannot
+be opened at all) leaves ``"ok": true`` and adds ``"degraded": true``, with
+``checks.datasets.damaged`` naming each damaged file and its reason per dataset
+(``broken`` lists unopenable folders, as before). Every instance reads the same
+data folder, so a 503 would not route anyone to a healthier instance: it would
+take the whole site out of the balancer (and restart containers, which repairs
+no file) for one MLP that the pages already show as damaged. 503 stays for what
+makes an instance useless: no dataset served, no writable state folder, no store,
+no Redis.
 """
 
 from __future__ import annotations
@@ -15,7 +25,14 @@ from whestboard import logs, registry, settings
 def _datasets() -> dict:
     found = registry.datasets()
     broken = registry.broken_datasets()
-    return {"ok": bool(found), "served": sorted(found), "broken": {b.key: b.reason for b in broken}}
+    damaged = {key: {str(d.path): d.reason for d in mlps} for key, mlps in registry.damaged_mlps().items()}
+    return {
+        "ok": bool(found),
+        "degraded": bool(damaged or broken),
+        "served": sorted(found),
+        "broken": {b.key: b.reason for b in broken},
+        "damaged": damaged,
+    }
 
 
 def _state_dir() -> dict:
@@ -63,4 +80,5 @@ def check() -> dict:
         except Exception as exc:  # noqa: BLE001 - health must report, not raise
             report["checks"][name] = {"ok": False, "error": logs.redact(f"{type(exc).__name__}: {exc}")}
     report["ok"] = all(c.get("ok") for c in report["checks"].values())
+    report["degraded"] = any(c.get("degraded") for c in report["checks"].values())
     return report

@@ -438,13 +438,15 @@ _SUMMARIES: BoundedCache[object] = BoundedCache(max_size=16)
 
 
 def summary_for(dataset):
-    """``dataset.summary()``, computed once per dataset state.
+    """``dataset.summary()``, computed once per opened dataset.
 
     A summary stacks every MLP's means (64 MB for 1000 MLPs at 1024 x 16), too
-    much to redo on each page view; a bake that adds MLPs changes the key.
+    much to redo on each page view. The registry re-opens a dataset whose files
+    changed (a bake adding MLPs, a record damaged or repaired), and the new
+    object's ``generation`` changes the key.
     """
     info = dataset.info
-    key = (str(info.path), info.format, info.n_mlps, info.n_samples)
+    key = (str(info.path), info.format, info.n_samples, dataset.generation)
     return _SUMMARIES.get_or_load(key, dataset.summary)
 
 
@@ -468,12 +470,12 @@ def stats_for(dataset, index: int, *, shared=None) -> MLPStats:
     key = stats_cache_key(dataset, index)
 
     def compute() -> MLPStats:
+        means, avg_variance = dataset.truth(index)  # first: a damaged MLP raises, whatever is cached
         shared_key = "mlp-stats:" + "|".join(map(str, key))
         if shared is not None:
             found = shared.get(shared_key)
             if isinstance(found, MLPStats):
                 return found
-        means, avg_variance = dataset.truth(index)
         stats = compute_mlp_stats(means, dataset.weights(index), avg_variance, dataset.info.n_samples)
         if shared is not None:
             shared.set(shared_key, stats)

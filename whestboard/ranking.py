@@ -259,25 +259,34 @@ def mlp_variance_of(mlp_results: pd.DataFrame) -> pd.Series:
 
 @dataclass(frozen=True)
 class Reference:
-    """The served dataset a round's Monte Carlo figures are drawn from."""
+    """The served dataset a round's Monte Carlo figures are drawn from (its readable MLPs)."""
 
     dataset_key: str
     mean_avg_variance: float
     noise_floor: float
     n_samples: int
     n_mlps: int
+    n_damaged: int = 0
+    basis: str = ""
+
+    @property
+    def note(self) -> str | None:
+        """What a page says when the figures leave damaged MLPs out; None when nothing was left out."""
+        if not self.n_damaged:
+            return None
+        return f"MC@B and the noise floor are over {self.basis} of {self.dataset_key}."
 
 
 def round_reference(round_tag: str) -> Reference | None:
-    """The round's embedded dataset (or the first served one of that round), if any."""
+    """The round's embedded dataset (or the first served one of that round) with a readable MLP, if any."""
     from whestboard import registry
 
     candidates = registry.datasets_for_round(round_tag)
     candidates.sort(key=lambda d: d.info.key != round_tag)
     for ds in candidates:
-        if ds.info.n_mlps and np.isfinite(ds.mean_avg_variance):
+        if ds.indices and np.isfinite(ds.mean_avg_variance):
             return Reference(ds.info.key, float(ds.mean_avg_variance), float(ds.noise_floor),
-                             int(ds.info.n_samples), int(ds.info.n_mlps))
+                             int(ds.info.n_samples), len(ds.indices), len(ds.damaged), ds.aggregate_basis())
     return None
 
 
@@ -332,5 +341,5 @@ def round_ranking(round_tag: str, *, url: str | None = None) -> pd.DataFrame:
 
 
 def reference_fingerprint() -> str:
-    """Changes when a bake adds MLPs to a round's dataset (its mean variance moves)."""
+    """Changes when a round's reference MLPs change: a bake adds some, a record is damaged or repaired."""
     return ",".join(f"{k}={v:.6e}" for k, v in sorted(_fallback_variances().items()))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from whestboard import compact
-from whestboard.datasets import Dataset, DatasetError, open_dataset
+from whestboard.datasets import DamagedMLP, Dataset, DatasetError, open_dataset
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,12 +61,27 @@ def _unique_key(path: Path, taken: set[str]) -> str:
 
 
 def _fingerprint(path: Path) -> tuple:
-    """Changes when a bake adds MLPs, so a long-running app notices new ones."""
-    mlps = path / compact.MLP_DIR
+    """Changes when any file the dataset is read from does: a bake adding MLPs, a record damaged or
+    repaired in place (which leaves the folders' own times alone), a parquet file replaced.
+
+    A few ``stat`` calls per file on each lookup; 1000 records cost about a millisecond.
+    """
+    files = [path / compact.MANIFEST_NAME, path / "metadata.json"]
+    data = path / "data"
+    if data.is_dir():
+        files += sorted(data.glob("*.parquet"))
+    stats = []
+    for f in files:
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        stats.append((f.name, st.st_size, st.st_mtime_ns))
     try:
-        return (path.stat().st_mtime_ns, mlps.stat().st_mtime_ns if mlps.is_dir() else 0)
+        folder_time = path.stat().st_mtime_ns
     except OSError:
-        return (0, 0)
+        return (0,)
+    return (folder_time, tuple(stats), compact.records_fingerprint(path))
 
 
 _lock = threading.Lock()
@@ -106,6 +121,11 @@ def broken_datasets() -> list[Broken]:
     return _open_all()[1]
 
 
+def damaged_mlps() -> dict[str, list[DamagedMLP]]:
+    """Per served dataset, its MLPs whose stored reference cannot be read (datasets with none omitted)."""
+    return {key: list(ds.damaged.values()) for key, ds in datasets().items() if ds.damaged}
+
+
 def get_dataset(key: str) -> Dataset:
     found = datasets()
     if key not in found:
@@ -127,7 +147,11 @@ def default_dataset_key(round_tag: str | None = None) -> str | None:
 
 
 def dataset_overview() -> list[dict]:
-    """One plain dict per served dataset: what the home page and CLI list."""
+    """One plain dict per served dataset: what the home page and CLI list.
+
+    ``n_mlps`` counts the readable MLPs and every aggregate is over them;
+    ``n_held`` counts the MLPs the dataset holds, ``damaged`` lists the others.
+    """
     rows = []
     for key, ds in datasets().items():
         info = ds.info
@@ -142,13 +166,17 @@ def dataset_overview() -> list[dict]:
                 "width": info.width,
                 "depth": info.depth,
                 "budget": rnd.budget if rnd else None,
-                "n_mlps": info.n_mlps,
+                "n_mlps": len(ds.indices),
+                "n_held": len(ds.indices) + len(ds.damaged),
                 "declared_n_mlps": info.declared_n_mlps,
                 "n_samples": info.n_samples,
                 "mean_avg_variance": ds.mean_avg_variance,
                 "noise_floor": ds.noise_floor,
                 "mc_at_bm": ds.mc_at_bm(),
                 "mc_samples_at_budget": rnd.mc_samples_at_budget if rnd else None,
+                "aggregate_basis": ds.aggregate_basis(),
+                "damaged": [{"index": d.index, "path": str(d.path), "reason": d.reason, "remedy": d.remedy}
+                            for d in ds.damaged.values()],
             }
         )
     return rows
