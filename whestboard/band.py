@@ -438,6 +438,19 @@ def mlp_band_to_dict(band: MLPBand) -> dict[str, Any]:
 
 
 def mlp_band_from_dict(data: dict[str, Any]) -> MLPBand:
+    """The inverse of ``mlp_band_to_dict``; ``BandError`` when the arrays do not fit together."""
+    band = _mlp_band_fields(data)
+    k = band.n.shape
+    if band.n.ndim != 1 or band.flops.shape != k or band.per_layer_mse_raw.ndim != 2 or \
+            band.per_layer_mse_raw.shape[0] != k[0] or band.layer_avg_variance.shape != band.per_layer_mse_raw.shape[1:]:
+        raise BandError(f"arrays of mismatched shapes: n {band.n.shape}, flops {band.flops.shape}, per_layer_mse_raw "
+                        f"{band.per_layer_mse_raw.shape}, layer_avg_variance {band.layer_avg_variance.shape}")
+    if not (np.isfinite(band.per_layer_mse_raw).all() and np.isfinite(band.avg_variance)):
+        raise BandError("non-finite MSE or variance")
+    return band
+
+
+def _mlp_band_fields(data: dict[str, Any]) -> MLPBand:
     return MLPBand(
         index=int(data["index"]),
         mlp_seed=int(data["mlp_seed"]),
@@ -547,7 +560,10 @@ def band_frame(round_tag: str, metric: str = "final") -> pd.DataFrame | None:
     candidates = registry.datasets_for_round(round_tag)
     candidates.sort(key=lambda d: d.info.key != round_tag)
     for dataset in candidates:
-        band = load_band(dataset)
+        try:
+            band = load_band(dataset)
+        except BandError:  # an unreadable band manifest: the convergence page names it; try the next dataset
+            continue
         if band is not None and band.mlps:
             return band.table(metric)
     return None

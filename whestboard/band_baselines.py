@@ -20,7 +20,14 @@ from typing import Any
 import numpy as np
 
 from whestboard.band import QUANTILES
-from whestboard.band_store import atomic_write_json, beside_dir, read_json, state_band_dir, writable_band_dir
+from whestboard.band_store import (
+    BandFileUnreadable,
+    atomic_write_json,
+    beside_dir,
+    read_band_file,
+    state_band_dir,
+    writable_band_dir,
+)
 from whestboard.versions import library_versions
 
 BASELINE_LABELS = {"mean": "Mean propagation", "cov": "Covariance propagation"}
@@ -91,15 +98,58 @@ def baseline_files_fingerprint(dataset) -> tuple:
     return tuple(out)
 
 
+#: The per-MLP fields ``BaselineResult.summary`` averages: a stored entry must have each as a number.
+NUMERIC_FIELDS = ("final_layer_mse", "all_layers_mse", "flops_used", "effective_compute",
+                  "adjusted_final_layer_score", "score_multiplier")
+
+
+def _read_stored(path: Path) -> dict[str, Any]:
+    """A baseline file's contents; ``BandFileUnreadable`` when it cannot be read or its entries are mangled."""
+    data = read_band_file(path)
+    entries = data.get("per_mlp", [])
+    try:
+        whole = isinstance(entries, list) and all(
+            int(e["mlp_index"]) >= 0 and all(np.isfinite(float(e[k])) for k in NUMERIC_FIELDS) for e in entries)
+    except (KeyError, TypeError, ValueError):
+        whole = False
+    if not whole:
+        raise BandFileUnreadable(path, f"per_mlp is not a list of entries with mlp_index and {', '.join(NUMERIC_FIELDS)}")
+    return data
+
+
+def _stored(path: Path) -> dict[str, Any] | None:
+    """A baseline file's contents, or None when it is missing or unreadable (``unreadable_files`` says why)."""
+    if not path.is_file():
+        return None
+    try:
+        return _read_stored(path)
+    except BandFileUnreadable:
+        return None
+
+
+def unreadable_files(dataset) -> dict[str, str]:
+    """Stored baseline files that cannot be read (ignored, and recomputed by the next run): path -> reason."""
+    out = {}
+    for directory in _candidates(dataset):
+        for kind in BASELINE_LABELS:
+            path = _file(directory, kind)
+            if path.is_file():
+                try:
+                    _read_stored(path)
+                except BandFileUnreadable as exc:
+                    out[str(path)] = exc.reason
+    return out
+
+
 def _from_file(dataset, kind: str) -> BaselineResult | None:
     served = set(dataset.indices)
     for directory in _candidates(dataset):
-        path = _file(directory, kind)
-        if path.is_file():
-            data = read_json(path)
-            entries = [e for e in data.get("per_mlp", []) if int(e["mlp_index"]) in served]
-            if entries and data.get("reference_samples") == dataset.info.n_samples:
-                return BaselineResult(kind, BASELINE_LABELS[kind], entries, "file", data.get("budget"))
+        data = _stored(_file(directory, kind))
+        if data is None:
+            continue
+        entries = [e for e in data["per_mlp"] if int(e["mlp_index"]) in served]
+        if entries and data.get("reference_samples") == dataset.info.n_samples:
+            return BaselineResult(kind, BASELINE_LABELS[kind], entries, "file", data.get("budget"))
     return None
 
 
@@ -139,7 +189,7 @@ def load_baselines(dataset) -> dict[str, BaselineResult]:
 
 def missing_baselines(dataset) -> list[str]:
     have = load_baselines(dataset)
-    return missing_kinds({kind: len(result.per_mlp) for kind, result in have.items()}, dataset.info.n_mlps)
+    return missing_kinds({kind: len(result.per_mlp) for kind, result in have.items()}, len(dataset.indices))
 
 
 def missing_kinds(scored: dict[str, int], n_mlps: int) -> list[str]:
@@ -162,8 +212,7 @@ def compute_baselines(
     directory = Path(directory) if directory is not None else writable_band_dir(dataset)
     rulebook = rulebook_for(dataset.info.round_tag, budget if budget is not None else _custom_budget(dataset))
     for kind in kinds:
-        path = _file(directory, kind)
-        stored = read_json(path) if path.is_file() else None
+        stored = _stored(_file(directory, kind))
         if stored and (stored.get("reference_samples") != dataset.info.n_samples
                        or stored.get("budget") != rulebook.flop_budget):
             stored = None
@@ -181,8 +230,8 @@ def compute_baselines(
         request = RunRequest(dataset=dataset, indices=todo, estimator=resolve_estimator(kind), rulebook=rulebook)
         execute(request, on_progress=save)
     return load_baselines(dataset) if directory in _candidates(dataset) else {
-        kind: BaselineResult(kind, BASELINE_LABELS[kind], read_json(_file(directory, kind))["per_mlp"], "file")
-        for kind in kinds if _file(directory, kind).is_file()
+        kind: BaselineResult(kind, BASELINE_LABELS[kind], stored["per_mlp"], "file")
+        for kind in kinds if (stored := _stored(_file(directory, kind))) is not None
     }
 
 

@@ -115,6 +115,44 @@ def read_json(path: Path) -> dict[str, Any]:
         return json.load(fh)
 
 
+#: No band, manifest or baseline file comes near this (a 1024 x 16 MLP's band file is ~20 kB); a larger
+#: one is damaged, and refusing it before parsing bounds the memory a page view can need.
+MAX_FILE_BYTES = 16 << 20
+
+
+class BandFileUnreadable(BandError):
+    """A stored band file that cannot be read as what it should be; ``path`` and ``reason`` say why."""
+
+    def __init__(self, path: Path, reason: str, remedy: str = "") -> None:
+        super().__init__(f"{path} is unreadable ({reason})" + (f". {remedy}" if remedy else ""))
+        self.path = Path(path)
+        self.reason = reason
+
+
+def read_band_file(path: Path) -> dict[str, Any]:
+    """A band, manifest or baseline JSON object; ``BandFileUnreadable`` names the file and the reason."""
+    from whestboard.compact import describe_error
+
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise BandFileUnreadable(path, f"{size} bytes, more than any band file ({MAX_FILE_BYTES})")
+        data = read_json(path)
+    except BandFileUnreadable:
+        raise
+    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise BandFileUnreadable(path, describe_error(exc)) from None
+    if not isinstance(data, dict):
+        raise BandFileUnreadable(path, f"a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def recompute_command(dataset) -> str:
+    """What rewrites a dataset's stored band (finished, valid MLP files are kept)."""
+    return f"python -m whestboard band --dataset {dataset.info.path}"
+
+
 # ---------------------------------------------------------------------------
 # manifest
 # ---------------------------------------------------------------------------
@@ -155,12 +193,23 @@ def _same_plan(stored: dict, plan: BandPlan) -> bool:
         return False
 
 
+def _readable_manifest(path: Path) -> dict[str, Any] | None:
+    """The stored manifest, or None when there is none or it is unreadable (then it is rewritten: each
+    MLP file is checked against the plan on its own, so the valid ones are kept)."""
+    if not path.is_file():
+        return None
+    try:
+        return read_band_file(path)
+    except BandFileUnreadable:
+        return None
+
+
 def prepare_directory(directory: Path, dataset, plan: BandPlan, *, restart: bool = False) -> dict[str, Any]:
-    """Create the manifest, or check that an existing one was made with the same plan."""
+    """Create the manifest (again, if it is unreadable), or check that an existing one has the same plan."""
     directory = Path(directory)
     manifest_path = directory / MANIFEST_NAME
-    if manifest_path.is_file() and not restart:
-        manifest = read_json(manifest_path)
+    manifest = _readable_manifest(manifest_path) if not restart else None
+    if manifest is not None:
         ident = dataset_identity(dataset)
         stored_ident = {k: v for k, v in manifest.get("dataset", {}).items() if k != "key"}
         if manifest.get("format") != FORMAT_NAME or stored_ident != {k: v for k, v in ident.items() if k != "key"}:
@@ -193,8 +242,9 @@ class Band:
     manifest: dict[str, Any]
     plan: BandPlan
     mlps: list[MLPBand]
-    dataset_n_mlps: int
-    stale: list[int] = field(default_factory=list)
+    dataset_n_mlps: int  # the dataset's readable MLPs: a damaged one cannot have a band
+    stale: list[int] = field(default_factory=list)  # measured against another reference
+    unreadable: dict[int, str] = field(default_factory=dict)  # index -> "<file>: <reason>"
     _tables: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
@@ -223,7 +273,7 @@ class Band:
 
 
 def _expected_references(dataset) -> dict[int, tuple[int, str]]:
-    """mlp_seed and reference checksum per dataset index: what a valid band file must match."""
+    """mlp_seed and reference checksum per readable dataset index: what a valid band file must match."""
     summary = dataset.summary().set_index("index")
     out = {}
     for index in dataset.indices:
@@ -232,28 +282,56 @@ def _expected_references(dataset) -> dict[int, tuple[int, str]]:
     return out
 
 
-def read_mlp_bands(directory: Path, dataset, plan: BandPlan) -> tuple[list[MLPBand], list[int]]:
-    """Valid per-MLP files (same seed, reference and checkpoints), and the indices of stale ones."""
+@dataclass
+class MLPBandFiles:
+    """The per-MLP files of a band directory, sorted out."""
+
+    valid: list[MLPBand]
+    stale: list[int]  # whole files measured against another reference or other checkpoints
+    unreadable: dict[int, str]  # index -> "<file>: <reason>"
+
+
+def _read_mlp_band(path: Path, depth: int) -> MLPBand:
+    try:
+        band = mlp_band_from_dict(read_band_file(path))
+    except BandFileUnreadable:
+        raise
+    except (BandError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        from whestboard.compact import describe_error
+
+        raise BandFileUnreadable(path, f"not a band file ({describe_error(exc)})") from None
+    if band.index != int(path.stem):
+        raise BandFileUnreadable(path, f"holds the band of MLP {band.index}, not of MLP {int(path.stem)}")
+    if band.per_layer_mse_raw.shape[1] != depth:
+        raise BandFileUnreadable(path, f"has {band.per_layer_mse_raw.shape[1]} layers, the dataset {depth}")
+    return band
+
+
+def sort_mlp_band_files(directory: Path, dataset, plan: BandPlan) -> MLPBandFiles:
+    """Valid per-MLP files (same seed, reference and checkpoints), stale ones, unreadable ones."""
     expected = _expected_references(dataset)
-    valid: list[MLPBand] = []
-    stale: list[int] = []
+    found = MLPBandFiles([], [], {})
     folder = Path(directory) / MLP_DIR
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        if not path.stem.isdigit():
-            continue
+        if not path.stem.isdigit() or int(path.stem) not in expected:
+            continue  # an MLP the dataset does not serve (yet, or no longer: a damaged one)
         try:
-            band = mlp_band_from_dict(read_json(path))
-        except (OSError, ValueError, KeyError, TypeError):
-            stale.append(int(path.stem))
+            band = _read_mlp_band(path, dataset.info.depth)
+        except BandFileUnreadable as exc:
+            found.unreadable[int(path.stem)] = f"{exc.path}: {exc.reason}"
             continue
-        want = expected.get(band.index)
-        if want is None:
-            continue  # an MLP the dataset does not serve (yet)
-        if (band.mlp_seed, band.reference_sha256) != want or tuple(int(n) for n in band.n) != plan.checkpoints:
-            stale.append(band.index)
+        if (band.mlp_seed, band.reference_sha256) != expected[band.index] or \
+                tuple(int(n) for n in band.n) != plan.checkpoints:
+            found.stale.append(band.index)
             continue
-        valid.append(band)
-    return valid, stale
+        found.valid.append(band)
+    return found
+
+
+def read_mlp_bands(directory: Path, dataset, plan: BandPlan) -> tuple[list[MLPBand], list[int]]:
+    """Valid per-MLP files, and the indices of those to recompute (stale or unreadable)."""
+    found = sort_mlp_band_files(directory, dataset, plan)
+    return found.valid, sorted(found.stale + list(found.unreadable))
 
 
 _cache_lock = threading.Lock()
@@ -263,11 +341,17 @@ _cache: dict[Path, tuple[tuple, Band]] = {}
 def _fingerprint(directory: Path, dataset) -> tuple:
     folder = directory / MLP_DIR
     try:
-        files = tuple(sorted((p.name, p.stat().st_mtime_ns) for p in folder.glob("*.json"))) if folder.is_dir() else ()
-        manifest_time = (directory / MANIFEST_NAME).stat().st_mtime_ns
+        files = tuple(sorted(_stamp(p) for p in folder.glob("*.json"))) if folder.is_dir() else ()
+        manifest = _stamp(directory / MANIFEST_NAME)
     except OSError:
         return ()
-    return (manifest_time, files, tuple(dataset.indices))
+    return (manifest, files, tuple(dataset.indices))
+
+
+def _stamp(path: Path) -> tuple[str, int, int]:
+    """Name, size and modification time: a file rewritten within one clock tick still changes size."""
+    st = path.stat()
+    return (path.name, st.st_size, st.st_mtime_ns)
 
 
 def band_fingerprint(dataset) -> tuple:
@@ -276,8 +360,31 @@ def band_fingerprint(dataset) -> tuple:
     return () if directory is None else (str(directory), _fingerprint(directory, dataset))
 
 
+def _read_manifest(path: Path, dataset) -> tuple[dict[str, Any], BandPlan]:
+    """The manifest and its plan; ``BandFileUnreadable`` (saying how to rewrite it) for anything else."""
+    remedy = f"Re-run `{recompute_command(dataset)}` to rewrite it (stored MLP files that still match are kept)"
+    try:
+        manifest = read_band_file(path)
+    except BandFileUnreadable as exc:
+        raise BandFileUnreadable(path, exc.reason, remedy) from None
+    if manifest.get("format") != FORMAT_NAME or not isinstance(manifest.get("format_version", 0), int):
+        raise BandFileUnreadable(path, "not a band manifest", remedy)
+    if manifest.get("format_version", 0) > FORMAT_VERSION:
+        raise BandError(f"{path} was written by a newer Whestboard (format {manifest['format_version']})")
+    try:
+        return manifest, BandPlan.from_dict(manifest["plan"])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        from whestboard.compact import describe_error
+
+        raise BandFileUnreadable(path, f"its plan cannot be read ({describe_error(exc)})", remedy) from None
+
+
 def load_band(dataset) -> Band | None:
-    """The stored band of a dataset, or None when none has been computed (cached per file set)."""
+    """The stored band of a dataset, or None when none has been computed (cached per file set).
+
+    An unreadable manifest raises ``BandFileUnreadable`` naming the file and the fix;
+    unreadable per-MLP files are left out and listed in ``Band.unreadable``.
+    """
     directory = find_band_dir(dataset)
     if directory is None:
         return None
@@ -286,12 +393,9 @@ def load_band(dataset) -> Band | None:
         hit = _cache.get(directory)
         if hit is not None and hit[0] == key:
             return hit[1]
-    manifest = read_json(directory / MANIFEST_NAME)
-    if manifest.get("format") != FORMAT_NAME or int(manifest.get("format_version", 0)) > FORMAT_VERSION:
-        raise BandError(f"{directory / MANIFEST_NAME} is not a band manifest this Whestboard can read")
-    plan = BandPlan.from_dict(manifest["plan"])
-    mlps, stale = read_mlp_bands(directory, dataset, plan)
-    band = Band(directory, manifest, plan, mlps, dataset.info.n_mlps, stale)
+    manifest, plan = _read_manifest(directory / MANIFEST_NAME, dataset)
+    found = sort_mlp_band_files(directory, dataset, plan)
+    band = Band(directory, manifest, plan, found.valid, len(dataset.indices), found.stale, found.unreadable)
     with _cache_lock:
         _cache[directory] = (key, band)
     return band

@@ -17,14 +17,15 @@ from typing import Any
 
 import pandas as pd
 
-from whestboard.band import METRICS, EqualFlopsComparison, compare_with_sampling
+from whestboard.band import METRICS, BandError, EqualFlopsComparison, compare_with_sampling
 from whestboard.band_baselines import (
     BaselineResult,
     baseline_files_fingerprint,
     load_baselines,
     missing_kinds,
+    unreadable_files,
 )
-from whestboard.band_store import Band, band_fingerprint, load_band
+from whestboard.band_store import Band, band_fingerprint, load_band, recompute_command
 
 
 @dataclass(frozen=True)
@@ -239,13 +240,51 @@ def _run_point(row: dict, variances: dict[str, _Variances], fallback: _Variances
     )
 
 
+def _stored_band(dataset, notes: list[str]) -> Band | None:
+    """The dataset's band, or None with the reason in ``notes`` when its manifest cannot be read."""
+    try:
+        return load_band(dataset)
+    except BandError as exc:
+        notes.append(f"The Monte Carlo band is not drawn: {exc}")
+        return None
+
+
+def _damage_notes(dataset, band: Band | None) -> list[str]:
+    """Sentences for every damaged file behind the picture: what is left out, which file, why, and the fix."""
+    info = dataset.info
+    notes = []
+    if dataset.damaged:
+        problems = "; ".join(d.problem for d in dataset.damaged.values())
+        first = next(iter(dataset.damaged.values()))
+        notes.append(f"Damaged MLP(s) of {info.key} left out of the band, sigma^2 and baselines, which are over "
+                     f"{dataset.aggregate_basis()}: {problems}. {first.remedy}")
+    if band is not None and band.unreadable:
+        notes.append(f"{len(band.unreadable)} stored band file(s) are unreadable and left out: "
+                     f"{'; '.join(band.unreadable.values())}. Re-run `{recompute_command(dataset)}` to recompute them.")
+    if band is not None and band.stale:
+        notes.append(f"{len(band.stale)} stored band file(s) were measured against another reference and "
+                     f"are left out; re-run `{recompute_command(dataset)}` to recompute them.")
+    unreadable = unreadable_files(dataset)
+    if unreadable:
+        notes.append("Baseline file(s) unreadable and ignored: "
+                     + "; ".join(f"{path}: {reason}" for path, reason in unreadable.items())
+                     + ". Computing the baselines again rewrites them.")
+    return notes
+
+
 def convergence_view(dataset, *, runs: list[dict] | None = None) -> ConvergenceView:
-    """Gather the band, baselines and runs of a dataset's round into one ``ConvergenceView``."""
+    """Gather the band, baselines and runs of a dataset's round into one ``ConvergenceView``.
+
+    Damaged files cost only what they hold: a damaged MLP is left out, an
+    unreadable band file too, an unreadable band manifest leaves the analytic
+    line, baselines and runs; ``notes`` names each file, the reason and the fix.
+    """
     from whestboard import registry
     from whestboard.band import plan_for_dataset
 
     info = dataset.info
-    band = load_band(dataset)
+    notes: list[str] = []
+    band = _stored_band(dataset, notes)
     if band is not None:
         plan = band.plan
     else:
@@ -253,26 +292,23 @@ def convergence_view(dataset, *, runs: list[dict] | None = None) -> ConvergenceV
     if plan is None:
         raise ValueError(f"dataset {info.key!r} is not a round's shape and has no band; run the band command "
                          "with --budget first")
-    notes = []
     tables: dict[str, pd.DataFrame | None] = {m: None for m in METRICS}
     if band is not None and band.mlps:
         tables = {m: band.table(m) for m in METRICS}
         if not band.complete:
-            notes.append(f"The band covers {len(band.mlps)} of the dataset's {info.n_mlps} MLPs; "
-                         f"run `python -m whestboard band --dataset {info.path}` to finish it.")
-        if band.stale:
-            notes.append(f"{len(band.stale)} stored band file(s) were measured against another reference and "
-                         "are left out.")
-    else:
+            notes.append(f"The band covers {len(band.mlps)} of the dataset's {len(dataset.indices)} readable MLPs; "
+                         f"run `{recompute_command(dataset)}` to finish it.")
+    elif not notes and not (band is not None and (band.unreadable or band.stale)):  # else said below
         notes.append(f"No Monte Carlo band has been measured for {info.key} yet: only the analytic sigma^2/N "
-                     f"line is drawn. Run `python -m whestboard band --dataset {info.path}`.")
+                     f"line is drawn. Run `{recompute_command(dataset)}`.")
+    notes += _damage_notes(dataset, band)
     own = _Variances(dataset, band)
     served = {key: ds for key, ds in registry.datasets().items() if ds.info.round_tag == info.round_tag}
     variances = {info.key: own}
     rows = runs if runs is not None else _list_runs(info.round_tag)
     for key in {r.get("dataset_key") for r in rows} - {info.key}:
         if key in served:
-            variances[key] = _Variances(served[key], load_band(served[key]))
+            variances[key] = _Variances(served[key], _stored_band(served[key], []))
     sigma2 = {"final": dataset.mean_avg_variance,
               "all": band.mean_sigma2("all") if band is not None and band.mlps else None}
     floors = {m: (s / info.n_samples if s is not None else None) for m, s in sigma2.items()}
@@ -285,7 +321,7 @@ def convergence_view(dataset, *, runs: list[dict] | None = None) -> ConvergenceV
         charging_floor=0.1 * float(plan.budget),
         flops_per_sample=float(plan.flops_per_sample),
         reference_samples=info.n_samples,
-        n_mlps=info.n_mlps,
+        n_mlps=len(dataset.indices),
         sigma2=sigma2,
         noise_floor=floors,
         band=tables,
@@ -308,7 +344,8 @@ _views: dict[str, tuple[str, ConvergenceView]] = {}
 def view_version(dataset) -> str:
     """Everything a dataset's convergence view is computed from, as one token.
 
-    The run store's revision, the band's files and the stored baselines: when
+    The opened dataset (re-opened when its files change), the run store's
+    revision, the band's files and the stored baselines: when
     none of them changed, the view (and any figure drawn from it) is the same,
     so a page view costs a query and a few ``stat`` calls instead of a rebuild.
     """
@@ -318,7 +355,8 @@ def view_version(dataset) -> str:
         runs = runstore.revision()
     except Exception:  # an unreachable store lists no runs; retry on the next call
         runs = "unreachable"
-    parts = (dataset.info.key, dataset.info.path, runs, band_fingerprint(dataset), baseline_files_fingerprint(dataset))
+    parts = (dataset.info.key, dataset.info.path, dataset.generation, runs, band_fingerprint(dataset),
+             baseline_files_fingerprint(dataset))
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:20]
 
 
