@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 
 import dash
 from flask import jsonify
@@ -19,9 +20,33 @@ from components.shell import layout
 UNDER_GUNICORN = "gunicorn" in os.path.basename(sys.argv[0]) or "gunicorn" in sys.modules
 
 
+class WhestboardDash(dash.Dash):
+    """Dash whose one-time server setup cannot be seen half done.
+
+    Dash registers the component libraries a worker may serve in ``_setup_server``, run by the first
+    request. It marks itself done *before* it starts, so a request arriving on another thread meanwhile
+    found no registered library and answered 500 (``"dash_bootstrap_components" is not a registered
+    library``): a blank page for the first visitors of every fresh worker. Here the setup holds a lock,
+    and ``create_app`` runs it before any request exists.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        self._setup_lock = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def _setup_server(self) -> None:
+        with self._setup_lock:
+            super()._setup_server()
+
+    def finish_setup(self) -> None:
+        """Register every page's callbacks and every servable script now, as the first request would."""
+        with self.server.test_request_context("/"):
+            self._setup_server()
+
+
 def create_app() -> dash.Dash:
-    """Build the Dash app with every page under ``pages/`` registered."""
-    app = dash.Dash(
+    """Build the Dash app with every page under ``pages/`` registered, ready to serve any request."""
+    app = WhestboardDash(
         __name__,
         use_pages=True,
         title="Whestboard",
@@ -33,10 +58,12 @@ def create_app() -> dash.Dash:
     runtime.cache.init_app(app.server, config=runtime.cache_config())
     app.server.config["WHESTBOARD_UNDER_GUNICORN"] = UNDER_GUNICORN
     runtime.install_request_logging(app.server)
+    runtime.install_compression(app.server)
     _register_health(app)
     from components import organizer_api  # submissions API + first-start import of the baselines
 
     organizer_api.register(app.server)
+    app.finish_setup()
     return app
 
 

@@ -399,3 +399,66 @@ def install_request_logging(server: Flask) -> None:
                    what=_callback_what(), client=request_client_id())
 
     got_request_exception.connect(_log_exception, server, weak=False)
+
+
+# --------------------------------------------------------------------------- compression
+
+#: Responses flask-compress may encode: scripts, styles, pages and callback JSON.
+COMPRESSED_TYPES = ["text/html", "text/css", "text/javascript", "application/javascript", "application/json",
+                    "image/svg+xml"]
+STATIC_PREFIXES = ("/_dash-component-suites/", "/assets/")
+_STATIC_KEYS_KEPT = 128
+
+
+class _StaticAssetCache:
+    """flask-compress cache holding compressed *static* assets only, keyed by the resource, not the URL.
+
+    Scripts never change while a process lives, so each is compressed once per process and encoding;
+    everything else (pages, callback JSON) is compressed afresh. The key drops Dash's fingerprint, so a
+    client inventing fingerprints cannot grow the cache, and the cache is bounded anyway.
+    """
+
+    def __init__(self) -> None:
+        self._data: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> bytes | None:
+        return self._data.get(key)
+
+    def set(self, key: str, value: bytes) -> None:
+        if key.endswith(";dynamic"):
+            return
+        with self._lock:
+            if key not in self._data and len(self._data) >= _STATIC_KEYS_KEPT:
+                self._data.pop(next(iter(self._data)))
+            self._data[key] = value
+
+
+def _compression_key(req) -> str:
+    from dash.fingerprint import check_fingerprint
+
+    if not req.path.startswith(STATIC_PREFIXES):
+        return "dynamic"
+    return check_fingerprint(req.path)[0]
+
+
+def install_compression(server: Flask) -> None:
+    """brotli where the browser accepts it, else gzip, for scripts, CSS, pages and callback JSON.
+
+    Fingerprinted scripts keep Dash's one-year cache lifetime (the compressed copy is what is cached).
+    ``WHESTBOARD_COMPRESS=0`` turns it off, for a proxy in front that compresses already.
+    """
+    if not settings.compression_enabled():
+        return
+    from flask_compress import Compress
+
+    server.config.update(
+        COMPRESS_ALGORITHM=["br", "gzip"],
+        COMPRESS_BR_LEVEL=6,  # 1.27 MB for plotly.min.js in 0.12 s; quality 11 saves 0.16 MB for 70x the time
+        COMPRESS_LEVEL=6,
+        COMPRESS_MIMETYPES=COMPRESSED_TYPES,
+        COMPRESS_MIN_SIZE=500,
+        COMPRESS_CACHE_BACKEND=_StaticAssetCache,
+        COMPRESS_CACHE_KEY=_compression_key,
+    )
+    Compress(server)

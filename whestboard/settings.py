@@ -55,3 +55,8 @@ def job_niceness() -> int:
     except ValueError as exc:
         raise ValueError(f"WHESTBOARD_JOB_NICE={raw!r} is not a whole number from 0 to 19") from exc
     return min(max(value, 0), 19)
+
+
+def compression_enabled() -> bool:
+    """Whether the app compresses its responses (``WHESTBOARD_COMPRESS``, default on)."""
+    return os.environ.get("WHESTBOARD_COMPRESS", "1").strip().lower() not in ("0", "false", "no", "off")
