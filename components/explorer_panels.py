@@ -14,7 +14,7 @@ from dash import dcc, html
 
 from components.explorer_figures import GLOSSARY
 from components.format import integer, sci
-from whestboard.datasets import Dataset
+from whestboard.datasets import DamagedMLP, Dataset
 from whestboard.mlp_stats import MLPStats, NeuronDetail, summary_for
 
 GRAPH_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
@@ -37,15 +37,23 @@ def _fact(label, value, *, value_id: str | None = None) -> html.Div:
 # ---------------------------------------------------------------------------
 
 
+def mlp_count(ds: Dataset) -> str:
+    """How many MLPs a dataset serves: readable ones, of how many held, of how many declared."""
+    info, readable, damaged = ds.info, len(ds.indices), len(ds.damaged)
+    text = integer(readable) if not damaged else f"{integer(readable)} readable of {integer(readable + damaged)}"
+    if not info.complete:
+        text += f" of {integer(info.declared_n_mlps)} (still baking)"
+    return text + (f" ({damaged} damaged)" if damaged else "")
+
+
 def dataset_facts(ds: Dataset) -> dbc.Card:
     """Shape, reference size and the noise floor every MSE must be read against."""
     info = ds.info
-    count = integer(info.n_mlps) + ("" if info.complete else f" of {integer(info.declared_n_mlps)} (still baking)")
     mcb = ds.mc_at_bm()
     facts = [
         _fact("Round", info.round_tag or "custom"),
         _fact("Width x depth", info.shape_label),
-        _fact("MLPs", count),
+        _fact("MLPs", mlp_count(ds), value_id="dataset-mlp-count"),
         _fact("Reference samples N_ref", integer(info.n_samples)),
         _fact(explained("mean avg_variance", "avg_variance"), sci(ds.mean_avg_variance)),
         _fact(explained("Noise floor", "noise floor"), sci(ds.noise_floor), value_id="dataset-noise-floor"),
@@ -53,8 +61,38 @@ def dataset_facts(ds: Dataset) -> dbc.Card:
                                       "Monte Carlo sampling (mean avg_variance / samples affordable at B).",
                         style={"textDecoration": "underline dotted", "cursor": "help"}), sci(mcb)),
     ]
-    return dbc.Card(dbc.CardBody(html.Div(facts, className="d-flex flex-wrap")), className="mb-3",
-                    id="dataset-facts")
+    body = [html.Div(facts, className="d-flex flex-wrap")]
+    if ds.damaged:
+        body.append(html.Div(f"mean avg_variance, noise floor and MC@B are over {ds.aggregate_basis()}.",
+                             className="text-muted small", id="dataset-aggregate-basis"))
+    return dbc.Card(dbc.CardBody(body), className="mb-3", id="dataset-facts")
+
+
+def damaged_panel(damaged: list[DamagedMLP], *, panel_id: str = "dataset-damaged", limit: int = 20) -> dbc.Alert:
+    """Every damaged MLP with its file, the reason and the fix; the rest of the dataset is served."""
+    items = [html.Li([html.Span(f"MLP {d.index}" + (f" ({d.name})" if d.name else ""), className="fw-semibold"),
+                      ": ", html.Code(str(d.path)), f": {d.reason}"], className="damaged-mlp")
+             for d in damaged[:limit]]
+    if len(damaged) > limit:
+        items.append(html.Li(f"… and {len(damaged) - limit} more (all of them: /healthz)"))
+    return dbc.Alert([
+        html.H5(f"{len(damaged)} damaged MLP{'s' if len(damaged) > 1 else ''}: shown as damaged, "
+                "left out of every figure", className="alert-heading"),
+        html.Ul(items, className="mb-2"),
+        html.P(damaged[0].remedy, className="mb-0 small"),
+    ], color="warning", id=panel_id)
+
+
+def damaged_mlp_panel(damage: DamagedMLP) -> dbc.Alert:
+    """The MLP page of a damaged MLP: which file, why, and how to repair it."""
+    return dbc.Alert([
+        html.H4(f"MLP {damage.index}" + (f" ({damage.name})" if damage.name else "") + " is damaged",
+                className="alert-heading"),
+        html.P(["Its stored reference cannot be read: ", html.Code(str(damage.path)), f": {damage.reason}."],
+               id="mlp-damage-reason"),
+        html.P(damage.remedy, className="small"),
+        html.P("Every other MLP of the dataset is served.", className="mb-0 small"),
+    ], color="danger", id="mlp-damaged")
 
 
 SCI_FORMAT = ("params.value == null ? '' : (params.value != 0 && Math.abs(params.value) < 1e-3 "
@@ -70,13 +108,34 @@ def _number_column(field: str, header: str, tooltip: str, fmt: str | None = None
 
 
 def mlp_grid_rows(summary: pd.DataFrame, dataset_key: str) -> list[dict]:
-    """Grid rows; seeds go as strings because int63 does not survive a JS number."""
+    """Grid rows; seeds go as strings because int63 does not survive a JS number.
+
+    A damaged MLP's row keeps its link (its page says what is wrong), its
+    statistics are empty and ``status`` names the file and the reason.
+    """
     rows = summary.copy()
-    rows["mlp"] = [f"[{name}](/mlp/{dataset_key}/{index})"
-                   for name, index in zip(rows["mlp_name"], rows["index"], strict=True)]
-    rows["mlp_seed"] = rows["mlp_seed"].astype(str)
+    names = [name if isinstance(name, str) and name else f"MLP {index}"
+             for name, index in zip(rows["mlp_name"], rows["index"], strict=True)]
+    rows["mlp"] = [f"[{name}](/mlp/{dataset_key}/{index})" for name, index in zip(names, rows["index"], strict=True)]
+    rows["mlp_seed"] = ["" if pd.isna(seed) else str(int(seed)) for seed in rows["mlp_seed"]]
+    rows["mlp_id"] = [None if pd.isna(v) else int(v) for v in rows["mlp_id"]]
     rows["row_id"] = rows["index"].astype(str)  # AG Grid wants string row ids
-    return rows.to_dict("records")
+    rows["status"] = ["damaged: " + damage if damaged else "ok"
+                      for damaged, damage in zip(rows["damaged"], rows["damage"], strict=True)]
+    records = rows.drop(columns=["damage"]).to_dict("records")
+    for record in records:  # NaN is not JSON: a damaged MLP's statistics are empty cells
+        for key, value in record.items():
+            if isinstance(value, float) and value != value:
+                record[key] = None
+    return records
+
+
+STATUS_COLUMN = {
+    "field": "status", "headerName": "status", "filter": "agTextColumnFilter", "minWidth": 90, "maxWidth": 260,
+    "tooltipField": "status",
+    "headerTooltip": "ok, or damaged with the file and the reason: a damaged MLP's reference cannot be read, "
+                     "so it has no statistics and is left out of every figure.",
+}
 
 
 def mlp_grid(summary: pd.DataFrame, dataset_key: str) -> dag.AgGrid:
@@ -101,6 +160,8 @@ def mlp_grid(summary: pd.DataFrame, dataset_key: str) -> dag.AgGrid:
         _number_column("dead_fraction", "dead (all)", GLOSSARY["dead_fraction"] + " "
                        + GLOSSARY["dead"], fmt=".1%", width=110),
     ]
+    if summary["damaged"].any():  # next to the name, so a damaged row says why without scrolling
+        columns.insert(2, STATUS_COLUMN)
     return dag.AgGrid(
         id="mlp-grid",
         rowData=mlp_grid_rows(summary, dataset_key),
@@ -111,6 +172,8 @@ def mlp_grid(summary: pd.DataFrame, dataset_key: str) -> dag.AgGrid:
                          "enableCellTextSelection": True},
         csvExportParams={"fileName": f"{dataset_key}-mlps.csv"},
         getRowId="params.data.row_id",
+        getRowStyle={"styleConditions": [{"condition": "params.data.damaged",
+                                          "style": {"backgroundColor": "#fdecea"}}]},
         # Rows are virtualised; the grid only grows as tall as a few rows need.
         style={"height": f"min(70vh, {130 + 35 * len(summary)}px)", "width": "100%"},
     )

@@ -95,7 +95,8 @@ def _dataset_options() -> list[dict]:
     for key, ds in registry.datasets().items():
         info = ds.info
         count = f"{info.n_mlps}" if info.complete else f"{info.n_mlps} of {info.declared_n_mlps}"
-        options.append({"label": f"{key} — {info.round_tag or 'custom'}, {info.shape_label}, {count} MLPs",
+        damaged = f" ({len(ds.damaged)} damaged)" if ds.damaged else ""
+        options.append({"label": f"{key} — {info.round_tag or 'custom'}, {info.shape_label}, {count} MLPs{damaged}",
                         "value": key})
     return options
 
@@ -128,7 +129,7 @@ def not_found_panel(title: str, problem: str, *, hint: str | None = None) -> dbc
     links = [
         html.Li([dcc.Link(key, href=page_url("/explorer", key)),
                  html.Span(f" — {ds.info.round_tag or 'custom'}, {ds.info.shape_label}, "
-                           f"MLP indices {_index_range(ds)}", className="text-muted")])
+                           f"MLP indices {index_range(ds)}", className="text-muted")])
         for key, ds in registry.datasets().items()
     ]
     body = [html.H4(title, className="alert-heading"), html.P(problem)]
@@ -141,12 +142,16 @@ def not_found_panel(title: str, problem: str, *, hint: str | None = None) -> dbc
     return dbc.Alert(body, color="warning", id="not-found-panel")
 
 
-def _index_range(ds) -> str:
-    indices = ds.indices
+def index_range(ds) -> str:
+    """The MLP indices a dataset holds, in words; damaged ones are named as such."""
+    indices = sorted(ds.indices + list(ds.damaged))
     if not indices:
         return "none yet"
     contiguous = indices == list(range(indices[0], indices[-1] + 1))
-    return f"{indices[0]}–{indices[-1]}" if contiguous else ", ".join(map(str, indices))
+    text = f"{indices[0]}–{indices[-1]}" if contiguous else ", ".join(map(str, indices))
+    if ds.damaged:
+        text += f" ({', '.join(map(str, ds.damaged))} damaged)"
+    return text
 
 
 def navigation_target(round_tag: str | None, dataset_key: str | None, shown: dict | None) -> str | None:

@@ -7,7 +7,7 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, callback, clientside_callback, html
 
 from components.explorer_figures import GLOSSARY
-from components.explorer_panels import dataset_facts, explained, mlp_grid
+from components.explorer_panels import damaged_panel, dataset_facts, explained, mlp_grid
 from components.selectors import not_found_panel, resolve_selection, selector_row
 from whestboard import registry
 from whestboard.mlp_stats import summary_for
@@ -33,6 +33,7 @@ def layout(dataset: str | None = None, round: str | None = None, **_query) -> ht
                 className="text-muted",
             ),
             selector_row(selection, target_path="/explorer"),
+            *([damaged_panel(list(ds.damaged.values()))] if ds.damaged else []),
             dataset_facts(ds),
             dbc.Row(
                 [

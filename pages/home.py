@@ -19,10 +19,17 @@ NOISE_HELP = (
 MCB_HELP = "MC@B: the expected final-layer MSE of spending the whole budget on Monte Carlo sampling."
 
 
-def _dataset_rows() -> list:
+def _mlp_count(r: dict) -> str:
+    held = r["n_held"]
+    text = f"{r['n_mlps']} readable of {held}" if r["damaged"] else f"{held}"
+    if r["declared_n_mlps"] not in (None, held):
+        text += f" of {r['declared_n_mlps']}"
+    return text + (f" ({len(r['damaged'])} damaged)" if r["damaged"] else "")
+
+
+def _dataset_rows(overview: list[dict]) -> list:
     rows = []
-    for r in registry.dataset_overview():
-        partial = "" if r["declared_n_mlps"] in (None, r["n_mlps"]) else f" of {r['declared_n_mlps']}"
+    for r in overview:
         ratio = r["mc_at_bm"] / r["noise_floor"] if r["mc_at_bm"] and r["noise_floor"] else None
         rows.append(
             html.Tr(
@@ -31,7 +38,7 @@ def _dataset_rows() -> list:
                     html.Td(r["round"] or "custom"),
                     html.Td(r["shape"]),
                     html.Td(sci(r["budget"])),
-                    html.Td(f"{r['n_mlps']}{partial}"),
+                    html.Td(_mlp_count(r), title=f"Figures are over {r['aggregate_basis']}."),
                     html.Td(integer(r["n_samples"])),
                     html.Td(sci(r["noise_floor"])),
                     html.Td(sci(r["mc_at_bm"])),
@@ -44,7 +51,7 @@ def _dataset_rows() -> list:
     return rows
 
 
-def _datasets_table() -> dbc.Table:
+def _datasets_table(overview: list[dict]) -> dbc.Table:
     header = html.Thead(
         html.Tr(
             [
@@ -61,7 +68,7 @@ def _datasets_table() -> dbc.Table:
             ]
         )
     )
-    return dbc.Table([header, html.Tbody(_dataset_rows())], hover=True, size="sm", id="datasets-table")
+    return dbc.Table([header, html.Tbody(_dataset_rows(overview))], hover=True, size="sm", id="datasets-table")
 
 
 def _served_for(tag: str) -> html.Td:
@@ -104,7 +111,26 @@ def _broken_alerts() -> list:
     ]
 
 
+def _damaged_alerts(overview: list[dict]) -> list:
+    """One alert per dataset with damaged MLPs: each file and reason, and what its figures leave out."""
+    alerts = []
+    for r in overview:
+        if not r["damaged"]:
+            continue
+        items = [html.Li([f"MLP {d['index']}: ", html.Code(d["path"]), f": {d['reason']}"]) for d in r["damaged"][:10]]
+        if len(r["damaged"]) > 10:
+            items.append(html.Li(f"… and {len(r['damaged']) - 10} more (see /healthz)"))
+        alerts.append(dbc.Alert([
+            html.Div([html.Span(r["key"], className="fw-semibold"),
+                      f": damaged MLP files; the other MLPs are served and its figures are over {r['aggregate_basis']}."]),
+            html.Ul(items, className="mb-1"),
+            html.Div(r["damaged"][0]["remedy"], className="small"),
+        ], color="warning", className="py-2 damaged-dataset"))
+    return alerts
+
+
 def layout(**_query) -> html.Div:
+    overview = registry.dataset_overview()
     return html.Div(
         [
             html.H2("Datasets"),
@@ -114,7 +140,8 @@ def layout(**_query) -> html.Div:
                 className="text-muted",
             ),
             *_broken_alerts(),
-            _datasets_table(),
+            *_damaged_alerts(overview),
+            _datasets_table(overview),
             html.H4("Rounds", className="mt-4"),
             html.P("Rulebooks straight from whestbench.budget.ROUNDS.", className="text-muted small"),
             _rounds_table(),

@@ -17,11 +17,11 @@ from dash import ALL, Input, Output, State, callback, ctx, dcc, html, no_update
 from flask import has_app_context
 
 from components import explorer_figures as figs
-from components.explorer_panels import drilldown_hint, graph_card, mlp_facts, neuron_panel
+from components.explorer_panels import damaged_mlp_panel, drilldown_hint, graph_card, mlp_facts, neuron_panel
 from components.runtime import cache
-from components.selectors import Selection, not_found_panel, page_url, selector_row
+from components.selectors import Selection, index_range, not_found_panel, page_url, selector_row
 from whestboard import registry
-from whestboard.datasets import Dataset, DatasetError
+from whestboard.datasets import Dataset, DatasetError, MLPDamaged
 from whestboard.mlp_stats import (
     HeatmapBins,
     MLPStats,
@@ -62,12 +62,14 @@ def _resolve(dataset: str | None, index) -> tuple[Dataset, int]:
     except registry.DatasetNotFound:
         raise _NotServed(not_found_panel("Dataset not found", f"There is no dataset called {dataset!r}.")) from None
     indices = ds.indices
-    hint = (f"Dataset {ds.info.key} holds {len(indices)} MLPs, indices {indices[0]}–{indices[-1]}."
-            if indices else f"Dataset {ds.info.key} holds no baked MLP yet.")
+    hint = (f"Dataset {ds.info.key} serves {len(indices)} MLPs, indices {index_range(ds)}."
+            if indices else f"Dataset {ds.info.key} serves no readable MLP.")
     try:
         number = int(str(index))
     except ValueError:
         number = None
+    if number in ds.damaged:
+        raise _NotServed(html.Div([_crumbs(ds, number), damaged_mlp_panel(ds.damaged[number])]))
     if number is None or number not in set(indices):
         raise _NotServed(not_found_panel("MLP not found", f"{ds.info.key} has no MLP {index!r}.", hint=hint))
     return ds, number
@@ -129,11 +131,14 @@ def _header(ds: Dataset, index: int) -> html.Div:
         dbc.Button("next →", href=f"/mlp/{ds.info.key}/{following}", size="sm", color="link",
                    disabled=following is None, id="mlp-next"),
     ]
-    crumbs = html.Div([dcc.Link("Explorer", href=page_url("/explorer", ds.info.key)), " / ",
-                       dcc.Link(ds.info.key, href=page_url("/explorer", ds.info.key, ds.info.round_tag)),
-                       f" / MLP {index}"], className="small text-muted")
-    return html.Div([crumbs, html.Div([html.H2(ds.mlp_name(index), className="me-3 mb-0", id="mlp-name"),
+    return html.Div([_crumbs(ds, index), html.Div([html.H2(ds.mlp_name(index), className="me-3 mb-0", id="mlp-name"),
                                        *nav], className="d-flex align-items-center mb-2")])
+
+
+def _crumbs(ds: Dataset, index: int) -> html.Div:
+    return html.Div([dcc.Link("Explorer", href=page_url("/explorer", ds.info.key)), " / ",
+                     dcc.Link(ds.info.key, href=page_url("/explorer", ds.info.key, ds.info.round_tag)),
+                     f" / MLP {index}"], className="small text-muted")
 
 
 def _neuron_picker(depth: int, width: int, layer, neuron) -> dbc.InputGroup:
@@ -227,6 +232,8 @@ def layout(dataset: str | None = None, index: str | None = None, layer=None, neu
         return _page(ds, number, layer, neuron)
     except _NotServed as missing:
         return html.Div([html.H2("MLP explorer"), missing.panel])
+    except MLPDamaged as exc:  # found damaged while reading it (its weights, say)
+        return html.Div([html.H2("MLP explorer"), damaged_mlp_panel(exc.damage)])
     except DatasetError as exc:
         return dbc.Alert([html.H4("This MLP cannot be shown", className="alert-heading"), html.P(str(exc))],
                          color="danger", id="mlp-error")
@@ -240,8 +247,11 @@ def layout(dataset: str | None = None, index: str | None = None, layer=None, neu
 @callback(Output(HEATMAP_ID, "figure"), Input("mlp-heatmap-order", "value"), State("mlp-ident", "data"),
           prevent_initial_call=True)
 def _reorder(ordered: bool, ident: dict):
-    ds, index = _from_ident(ident)
-    return _heatmap(stats_cache_key(ds, index), ds.info.key, index, bool(ordered))[1]
+    try:
+        ds, index = _from_ident(ident)
+        return _heatmap(stats_cache_key(ds, index), ds.info.key, index, bool(ordered))[1]
+    except (_NotServed, DatasetError):  # damaged or gone since the page loaded: a reload says which
+        return no_update
 
 
 @callback(Output("mlp-layer", "value"), Output("mlp-neuron", "value"),
@@ -256,8 +266,11 @@ def _select_clicked(_clicks, ordered: bool, ident: dict):
     if ctx.triggered_id["plot"] == "network":
         layer, neuron = int(point["x"]), int(point["y"])
         return (layer, neuron) if layer >= 1 else (no_update, no_update)
-    ds, index = _from_ident(ident)
-    bins, _ = _heatmap(stats_cache_key(ds, index), ds.info.key, index, bool(ordered))
+    try:
+        ds, index = _from_ident(ident)
+        bins, _ = _heatmap(stats_cache_key(ds, index), ds.info.key, index, bool(ordered))
+    except (_NotServed, DatasetError):
+        return no_update, no_update
     layer, column = int(point["y"]), int(point["x"])
     return layer, bins.neuron_at(layer - 1, column)
 
@@ -283,8 +296,11 @@ def _download(_n_clicks, _ordered, ident: dict):
     if not isinstance(ctx.triggered_id, dict) or not ctx.triggered or not ctx.triggered[0]["value"]:
         return no_update
     plot = ctx.triggered_id["plot"]
-    ds, index = _from_ident(ident)
-    table = _table(plot, ds, index)
+    try:
+        ds, index = _from_ident(ident)
+        table = _table(plot, ds, index)
+    except (_NotServed, DatasetError):
+        return no_update
     return dcc.send_string(figs.csv_text(table), f"{ds.info.key}-mlp{index}-{plot}.csv", type="text/csv")
 
 
