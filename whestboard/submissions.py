@@ -13,6 +13,7 @@ submissions are read from the database once per change, not once per request.
 from __future__ import annotations
 
 import math
+import re
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -30,6 +31,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from whestboard import db
@@ -39,6 +41,8 @@ REVISION_KEY = "submissions_revision"
 EPOCH_KEY = "submissions_epoch"
 SEEDED_KEY = "submissions_seeded"
 _IN_CHUNK = 500  # ids per IN (...) clause: well under SQLite's and PostgreSQL's parameter limits
+#: A write that lost a race for a new key (two imports of the same new file) is redone this often.
+WRITE_ATTEMPTS = 5
 
 
 class SubmissionRow(db.Base):
@@ -99,7 +103,7 @@ class StoreMeta(db.Base):
 # ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Submission:
     """A submission as validated plain data; field names are the import schema's."""
 
@@ -123,7 +127,7 @@ class Submission:
     source: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MLPResult:
     """One MLP's graded result; field names are the per-MLP import schema's."""
 
@@ -144,6 +148,38 @@ MLP_RESULT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(MLPResult))
 
 # import-schema name -> column on SubmissionRow (the only two that differ)
 _RENAMED = {"submission_id": "id", "round": "round_tag"}
+
+
+def _text_limits(table, renamed: dict[str, str]) -> dict[str, int]:
+    back = {column: name for name, column in renamed.items()}
+    return {back.get(c.name, c.name): c.type.length for c in table.columns
+            if isinstance(c.type, String) and c.type.length}
+
+
+#: The text fields of each schema and their longest allowed value (the column widths).
+SUBMISSION_TEXT_LIMITS: dict[str, int] = _text_limits(SubmissionRow.__table__, _RENAMED)
+MLP_TEXT_LIMITS: dict[str, int] = _text_limits(SubmissionMLPRow.__table__, {})
+# Unicode's control characters (C0, DEL, C1): NUL, tab, newline, escape, ... No text field holds them.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def text_problem(text: str, name: str, *, limit_after_strip: bool = False) -> str | None:
+    """Why ``text`` cannot be stored in text field ``name`` (too long, a control character), or None.
+
+    The store's one rule for text, shared by every import and by ``edit``: a NUL
+    cannot be stored by PostgreSQL at all, and a tab, newline or escape in a team
+    name breaks every table and CSV it is shown in. ``limit_after_strip``: the
+    length that counts is that of the text without surrounding spaces (what is stored).
+    """
+    limit = SUBMISSION_TEXT_LIMITS.get(name) or MLP_TEXT_LIMITS.get(name)
+    length = len(text.strip(" ")) if limit_after_strip else len(text)
+    if limit and length > limit:
+        return f"{name} is {length:,} characters long; at most {limit} are allowed"
+    control = _CONTROL.search(text)
+    if control:
+        return (f"{name} contains the control character U+{ord(control.group()):04X} at character "
+                f"{control.start() + 1}; text may not hold control characters (NUL, tab, line breaks, ...)")
+    return None
 
 
 def _row_values(sub: Submission) -> dict:
@@ -194,42 +230,63 @@ def upsert(
 
     A submission whose stored row and per-MLP rows already equal the new ones is
     left untouched, so a repeated import reports everything unchanged and does
-    not bump the revision.
+    not bump the revision. Two imports of the same new file at once both succeed:
+    the one that loses the race for the new ids is redone on what the other wrote.
     """
     by_sub: dict[str, list[MLPResult]] = {}
     for res in mlp_results:
         by_sub.setdefault(res.submission_id, []).append(res)
+    return _write(url, lambda s: _upsert(s, submissions, by_sub))
+
+
+def _write(url: str | None, work):
+    """``work(session)`` in one transaction; redone in a fresh one when a concurrent writer took a new key first.
+
+    An IntegrityError here can only be a race (every value was validated before):
+    another import inserted the same submission id, per-MLP key or store counter
+    between this one's read and its write. The transaction is rolled back whole,
+    so the retry sees the other's rows and decides again (unchanged or updated).
+    """
+    for attempt in range(1, WRITE_ATTEMPTS + 1):
+        try:
+            with db.session(url) as s:
+                return work(s)
+        except IntegrityError:
+            if attempt == WRITE_ATTEMPTS:
+                raise
+
+
+def _upsert(s: Session, submissions: Sequence[Submission], by_sub: dict[str, list[MLPResult]]) -> UpsertReport:
     report = UpsertReport()
-    with db.session(url) as s:
-        existing = _existing_rows(s, [sub.submission_id for sub in submissions])
-        existing_mlps = _existing_mlp_rows(s, [sid for sid in by_sub if sid in existing])
-        new_rows, new_mlps = [], []
-        for sub in submissions:
-            values = _row_values(sub)
-            mlps = [_mlp_values(r) for r in sorted(by_sub.get(sub.submission_id, []), key=lambda r: r.mlp_index)]
-            old = existing.get(sub.submission_id)
-            if old is None:
-                new_rows.append(values)
-                new_mlps += mlps
-                report.inserted.append(sub.submission_id)
-                continue
-            row_same = _same(old, values)
-            mlps_same = sub.submission_id not in by_sub or existing_mlps.get(sub.submission_id, []) == mlps
-            if row_same and mlps_same:
-                report.unchanged.append(sub.submission_id)
-                continue
-            if not row_same:
-                s.execute(update(SubmissionRow).where(SubmissionRow.id == sub.submission_id).values(**values))
-            if not mlps_same:
-                s.execute(delete(SubmissionMLPRow).where(SubmissionMLPRow.submission_id == sub.submission_id))
-                new_mlps += mlps
-            report.updated.append(sub.submission_id)
-        if new_rows:
-            s.execute(SubmissionRow.__table__.insert(), new_rows)
-        if new_mlps:
-            s.execute(SubmissionMLPRow.__table__.insert(), new_mlps)
-        if report.changed:
-            _bump(s, REVISION_KEY)
+    existing = _existing_rows(s, [sub.submission_id for sub in submissions])
+    existing_mlps = _existing_mlp_rows(s, [sid for sid in by_sub if sid in existing])
+    new_rows, new_mlps = [], []
+    for sub in submissions:
+        values = _row_values(sub)
+        mlps = [_mlp_values(r) for r in sorted(by_sub.get(sub.submission_id, []), key=lambda r: r.mlp_index)]
+        old = existing.get(sub.submission_id)
+        if old is None:
+            new_rows.append(values)
+            new_mlps += mlps
+            report.inserted.append(sub.submission_id)
+            continue
+        row_same = _same(old, values)
+        mlps_same = sub.submission_id not in by_sub or existing_mlps.get(sub.submission_id, []) == mlps
+        if row_same and mlps_same:
+            report.unchanged.append(sub.submission_id)
+            continue
+        if not row_same:
+            s.execute(update(SubmissionRow).where(SubmissionRow.id == sub.submission_id).values(**values))
+        if not mlps_same:
+            s.execute(delete(SubmissionMLPRow).where(SubmissionMLPRow.submission_id == sub.submission_id))
+            new_mlps += mlps
+        report.updated.append(sub.submission_id)
+    if new_rows:
+        s.execute(SubmissionRow.__table__.insert(), new_rows)
+    if new_mlps:
+        s.execute(SubmissionMLPRow.__table__.insert(), new_mlps)
+    if report.changed:
+        _bump(s, REVISION_KEY)
     return report
 
 
@@ -281,11 +338,11 @@ def _bump(s: Session, key: str) -> None:
 
     if s.get(StoreMeta, EPOCH_KEY) is None:
         s.add(StoreMeta(key=EPOCH_KEY, value=secrets.randbelow(2**31 - 1) + 1))
-    meta = s.get(StoreMeta, key)
-    if meta is None:
+    # One atomic increment in the database: two writers at once count two changes, not one.
+    counted = s.execute(update(StoreMeta).where(StoreMeta.key == key).values(value=StoreMeta.value + 1)).rowcount
+    if not counted:
         s.add(StoreMeta(key=key, value=1))
-    else:
-        meta.value = int(meta.value) + 1
+    s.flush()  # a concurrent first insert of a counter fails here, inside the write that _write redoes
 
 
 EDITABLE_FIELDS = ("team", "status", "submitted_at", "estimator")
@@ -295,7 +352,9 @@ def edit(submission_id: str, changes: dict, *, url: str | None = None) -> bool:
     """Change a few descriptive fields of one submission; False if it does not exist.
 
     Scores are not editable: a wrong score is fixed by re-importing the graded
-    file, so every number on the board still comes from a grader's output.
+    file, so every number on the board still comes from a grader's output. Text
+    follows the import's rules (``text_problem``), so an edit cannot store what
+    an import would refuse.
     """
     unknown = sorted(set(changes) - set(EDITABLE_FIELDS))
     if unknown:
@@ -303,36 +362,64 @@ def edit(submission_id: str, changes: dict, *, url: str | None = None) -> bool:
     values = dict(changes)
     if "status" in values and values["status"] not in STATUSES:
         raise ValueError(f"status must be one of {', '.join(STATUSES)}, not {values['status']!r}")
-    if "team" in values and not str(values["team"]).strip():
-        raise ValueError("team must not be empty")
+    for name in ("team", "estimator"):
+        if name in values:
+            values[name] = _edited_text(values[name], name, required=name == "team")
     if "submitted_at" in values:
+        if not isinstance(values["submitted_at"], datetime):
+            raise ValueError("submitted_at must be a time")
         values["submitted_at"] = to_utc_naive(values["submitted_at"])
-    with db.session(url) as s:
+
+    def change(s: Session) -> bool:
         row = s.get(SubmissionRow, submission_id)
         if row is None:
             return False
         for key, value in values.items():
             setattr(row, key, value)
         _bump(s, REVISION_KEY)
-    return True
+        return True
+
+    return _write(url, change)
+
+
+def _edited_text(value, name: str, *, required: bool) -> str | None:
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be text")
+    text = value.strip()
+    if not text:
+        if required:
+            raise ValueError(f"{name} must not be empty")
+        return None
+    problem = text_problem(text, name)
+    if problem:
+        raise ValueError(problem)
+    return text
 
 
 def delete_submission(submission_id: str, *, url: str | None = None) -> bool:
     """Remove one submission and its per-MLP rows; False if there was none."""
-    with db.session(url) as s:
+
+    def remove(s: Session) -> bool:
         s.execute(delete(SubmissionMLPRow).where(SubmissionMLPRow.submission_id == submission_id))
         gone = s.execute(delete(SubmissionRow).where(SubmissionRow.id == submission_id)).rowcount
         if gone:
             _bump(s, REVISION_KEY)
-    return bool(gone)
+        return bool(gone)
+
+    return _write(url, remove)
 
 
 def mark_seeded(*, url: str | None = None) -> bool:
     """Record that the shipped data was offered once; True only for the caller that set it."""
-    with db.session(url) as s:
-        if s.get(StoreMeta, SEEDED_KEY) is not None:
-            return False
-        s.add(StoreMeta(key=SEEDED_KEY, value=1))
+    try:
+        with db.session(url) as s:
+            if s.get(StoreMeta, SEEDED_KEY) is not None:
+                return False
+            s.add(StoreMeta(key=SEEDED_KEY, value=1))
+    except IntegrityError:  # another worker set it a moment earlier
+        return False
     return True
 
 
