@@ -17,12 +17,17 @@ from __future__ import annotations
 import logging
 
 from flask import Blueprint, Flask, Response, jsonify, request
+from sqlalchemy.exc import SQLAlchemyError
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from whestboard import auth
 from whestboard import submission_import as si
 from whestboard import submissions as store
 
-MAX_UPLOAD_BYTES = 64 * 1024 * 1024
+#: One import request, all its files together (the page's upload limit too).
+MAX_UPLOAD_BYTES = si.MAX_FILE_BYTES
+#: An edit is a few short fields.
+MAX_EDIT_BYTES = 64 * 1024
 
 blueprint = Blueprint("organizer_api", __name__)
 log = logging.getLogger(__name__)
@@ -41,13 +46,30 @@ def _check_organizer():
     return None
 
 
+@blueprint.errorhandler(RequestEntityTooLarge)
+def _too_large(_exc=None):
+    """Also for a body sent without Content-Length: Werkzeug stops reading at the request's limit."""
+    limit = request.max_content_length or MAX_UPLOAD_BYTES
+    size = f"{limit / 2**20:g} MiB" if limit >= 2**20 else f"{limit / 2**10:g} KiB"
+    return jsonify({"ok": False, "error": f"request larger than {size}; nothing was changed "
+                                          "(split an import into several files and requests)"}), 413
+
+
+def _store_failed(exc: SQLAlchemyError):
+    """The store could not be written (unreachable, or a write lost its race every time): nothing changed."""
+    log.error("submissions store write failed: %s: %s", type(exc).__name__, exc)
+    return jsonify({"ok": False, "error": f"the submissions store could not be written ({type(exc).__name__}); "
+                                          "nothing was changed; try again, and check /healthz"}), 503
+
+
 @blueprint.post("/api/submissions/import")
 def import_submissions():
     refused = _check_organizer()
     if refused:
         return refused
+    request.max_content_length = MAX_UPLOAD_BYTES
     if request.content_length and request.content_length > MAX_UPLOAD_BYTES:
-        return jsonify({"ok": False, "error": f"upload larger than {MAX_UPLOAD_BYTES // 2**20} MiB"}), 413
+        return _too_large()
     uploads = [si.Upload(f.filename or "upload", f.read()) for f in request.files.getlist("files")]
     if not uploads:
         return jsonify({"ok": False, "error": "send the files as multipart field 'files'"}), 400
@@ -61,9 +83,11 @@ def import_submissions():
             flopscope_version=form.get("flopscope_version") or None,
         )
     except si.ImportRejected as exc:
-        return jsonify({"ok": False, "error": str(exc).split("\n")[0], "problems": exc.problems}), 400
+        return jsonify(exc.log.as_json()), 400
     except (KeyError, ValueError) as exc:
         return jsonify({"ok": False, "error": str(exc)}), 400
+    except SQLAlchemyError as exc:
+        return _store_failed(exc)
     return jsonify({"ok": True, "inserted": report.inserted, "updated": report.updated,
                     "unchanged": report.unchanged, "summary": report.summary()})
 
@@ -73,7 +97,11 @@ def edit_submission(submission_id: str):
     refused = _check_organizer()
     if refused:
         return refused
-    changes = request.get_json(silent=True)
+    request.max_content_length = MAX_EDIT_BYTES
+    try:
+        changes = request.get_json(silent=True)
+    except RecursionError:  # nested deeper than the JSON parser goes: not an object of fields
+        changes = None
     if not isinstance(changes, dict) or not changes:
         return jsonify({"ok": False, "error": "send a JSON object of the fields to change"}), 400
     try:
@@ -82,6 +110,8 @@ def edit_submission(submission_id: str):
         found = store.edit(submission_id, changes)
     except ValueError as exc:
         return jsonify({"ok": False, "error": str(exc)}), 400
+    except SQLAlchemyError as exc:
+        return _store_failed(exc)
     if not found:
         return jsonify({"ok": False, "error": f"no submission {submission_id!r}"}), 404
     return jsonify({"ok": True})
@@ -92,7 +122,11 @@ def delete_submission(submission_id: str):
     refused = _check_organizer()
     if refused:
         return refused
-    if not store.delete_submission(submission_id):
+    try:
+        found = store.delete_submission(submission_id)
+    except SQLAlchemyError as exc:
+        return _store_failed(exc)
+    if not found:
         return jsonify({"ok": False, "error": f"no submission {submission_id!r}"}), 404
     return jsonify({"ok": True})
 

@@ -504,23 +504,45 @@ def _organizer_action(contents, _edit, _delete, filenames, token, team, sid, edi
         else:
             message = _edit(edit_id, edit_team, edit_status)
     except si.ImportRejected as exc:
-        return dbc.Alert([html.Div(str(exc).split("\n")[0] + ":"),
-                          html.Ul([html.Li(p) for p in exc.problems[:50]], className="mb-0 small")]
-                         + ([html.Div(f"… and {len(exc.problems) - 50} more")] if len(exc.problems) > 50 else []),
-                         color="danger", className="py-2"), no_update
+        unshown = exc.log.unshown()
+        return dbc.Alert([html.Div(exc.log.summary() + ":"),
+                          html.Ul([html.Li(p) for p in exc.problems], className="mb-0 small")]
+                         + ([html.Div(unshown, className="small")] if unshown else []),
+                         color="danger", className="py-2", id="lb-import-problems"), no_update
     except (ValueError, KeyError) as exc:
         text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         return dbc.Alert(f"Nothing changed: {text}", color="danger", className="py-2"), no_update
+    except SQLAlchemyError as exc:  # unreachable store, or a write that lost its race every time
+        return dbc.Alert(f"Nothing changed: the submissions store could not be written ({type(exc).__name__}); "
+                         "try again.", color="danger", className="py-2"), no_update
     return dbc.Alert(message, color="success", className="py-2"), (revision or 0) + 1
 
 
 def _import(contents, filenames, team, sid) -> str:
-    if not contents:
-        raise ValueError("no file received")
-    uploads = [si.Upload(name, base64.b64decode(data.split(",", 1)[1]))
-               for name, data in zip(filenames, contents, strict=True)]
+    uploads = _uploads(contents, filenames)
     report = si.import_uploads(uploads, team=(team or "").strip() or None, submission_id=(sid or "").strip() or None)
     return f"Imported {', '.join(filenames)}: {report.summary()}."
+
+
+def _uploads(contents, filenames) -> list[si.Upload]:
+    """The browser's data: URLs as files, checked as the HTTP API checks a request (size first)."""
+    if not contents or not isinstance(contents, list) or not isinstance(filenames, list) \
+            or len(contents) != len(filenames):
+        raise ValueError("no file received; choose the files again")
+    encoded = sum(len(data) for data in contents if isinstance(data, str))
+    if encoded * 3 // 4 > si_max_bytes():
+        raise ValueError(f"the files are larger than {si_max_bytes() // 2**20} MiB together; split the import")
+    return [si.Upload(str(name), _decoded(data, name)) for name, data in zip(filenames, contents, strict=True)]
+
+
+def _decoded(data, name) -> bytes:
+    """The bytes of one ``data:...;base64,...`` URL; ValueError when it is not one."""
+    if isinstance(data, str) and "," in data:
+        try:
+            return base64.b64decode(data.partition(",")[2], validate=True)
+        except ValueError:  # binascii.Error: not base64
+            pass
+    raise ValueError(f"{str(name)[:80]!r} did not arrive as a file; choose it again")
 
 
 def _delete(submission_id: str | None) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 import pytest
 
@@ -182,3 +184,230 @@ def test_shipped_baselines_leave_a_store_that_has_submissions_alone(sqlite_store
     si.import_files([path])
     assert si.seed_from_shipped() is None
     assert store.count() == 3 and store.was_seeded()
+
+
+# ---------------------------------------------------------------------------
+# hostile input: formulas, control characters, floods, races
+# ---------------------------------------------------------------------------
+
+#: Text a spreadsheet would run, or that looks like the export's own escape.
+HOSTILE_TEXT = ["=HYPERLINK(\"http://x\",\"y\")", "+1+2", "-3+4", "@SUM(A1:A9)", "'quoted", "'=already escaped",
+                "''=two quotes", "'s-Hertogenbosch", "'", "=cmd|' /C calc'!A0", "a,b \"c\""]
+
+
+@pytest.mark.parametrize("value", [*HOSTILE_TEXT, "\tTAB", "\rCR", "'\tq", "plain", ""])
+def test_formula_escape_is_undone_by_the_import(value):
+    escaped = si.escape_formula(value)
+    assert si.unescape_formula(escaped) == value
+    assert escaped[:1] not in si.FORMULA_TRIGGERS
+    if value[:1] in (*si.FORMULA_TRIGGERS, "'"):
+        assert escaped == "'" + value
+
+
+def _csv_cells(text: str) -> list[dict]:
+    import csv
+    import io
+
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def test_export_neutralises_formulas_and_round_trips_exactly(store_url, tmp_path):
+    rows = []
+    for i, value in enumerate(HOSTILE_TEXT):
+        row, mlps = submission_row(f"{value}#{i}", value, estimator=value, dataset=value, minutes=i)
+        rows.append((row, [dict(m, mlp_name=value) for m in mlps]))
+    # written as every export writes (a plain CSV would read ''=... as the escape of '=...)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "h.csv").write_text(si.csv_text(pd.DataFrame([r for r, _ in rows]), store.SUBMISSION_TEXT_LIMITS))
+    (folder / "h.per_mlp.csv").write_text(si.csv_text(pd.DataFrame([m for _, ms in rows for m in ms]),
+                                                      store.MLP_TEXT_LIMITS))
+    si.import_files([folder / "h.csv"], url=store_url)
+    stored = store.frame(url=store_url)
+    assert sorted(stored["team"]) == sorted(HOSTILE_TEXT)
+
+    out, sibling = si.export(tmp_path / "out" / "all.csv", url=store_url)
+    for path, text_fields in ((out, store.SUBMISSION_TEXT_LIMITS), (sibling, store.MLP_TEXT_LIMITS)):
+        for cell_row in _csv_cells(path.read_text()):
+            for name in text_fields:
+                cell = cell_row[name]
+                assert cell[:1] not in si.FORMULA_TRIGGERS, (name, cell)
+                assert cell == si.escape_formula(si.unescape_formula(cell))
+    exported = {r["submission_id"]: r for r in _csv_cells(out.read_text())}
+    assert exported["'=HYPERLINK(\"http://x\",\"y\")#0"]["team"] == "'=HYPERLINK(\"http://x\",\"y\")"
+    assert exported["''s-Hertogenbosch#7"]["team"] == "''s-Hertogenbosch"
+
+    before = (store.frame(url=store_url), store.mlp_frame(url=store_url), store.revision(url=store_url))
+    report = si.import_files([out], url=store_url)
+    assert report.inserted == [] and report.updated == [] and len(report.unchanged) == len(HOSTILE_TEXT)
+    pd.testing.assert_frame_equal(store.frame(url=store_url), before[0])
+    pd.testing.assert_frame_equal(store.mlp_frame(url=store_url), before[1])
+    assert store.revision(url=store_url) == before[2]
+
+
+def test_an_older_file_keeps_a_leading_quote_unless_it_escapes_a_formula(sqlite_store, tmp_path):
+    path = write_csvs(tmp_path, [submission_row("q-1", "'s-Hertogenbosch"), submission_row("q-2", "'=1+1")])
+    si.import_files([path])
+    assert store.get("q-1").team == "'s-Hertogenbosch"
+    assert store.get("q-2").team == "=1+1"  # what a spreadsheet shows for '=1+1
+
+
+def test_a_stored_tab_is_neutralised_on_export_and_refused_on_import(sqlite_store, tmp_path):
+    """A value stored before control characters were refused still leaves the store harmless."""
+    path = write_csvs(tmp_path / "in", [submission_row("t-1", "clean")])
+    batch = si.load([path])
+    legacy = [dataclasses.replace(batch.submissions[0], team="\t=1+1")]
+    store.upsert(legacy, batch.mlp_results)
+    text = si.submissions_csv()
+    assert _csv_cells(text)[0]["team"] == "'\t=1+1"
+    (tmp_path / "again.csv").write_text(text)
+    with pytest.raises(si.ImportRejected) as err:
+        si.import_files([tmp_path / "again.csv"])
+    assert err.value.problems == [f"{tmp_path / 'again.csv'} line 2 (submission_id 't-1'): team contains the "
+                                  "control character U+0009 at character 1; text may not hold control "
+                                  "characters (NUL, tab, line breaks, ...)"]
+
+
+@pytest.mark.parametrize(("column", "value", "code", "at"), [
+    ("submission_id", "nul\x00id", "U+0000", 4), ("team", "team\x00", "U+0000", 5),
+    ("estimator", "esc \x1b[31m", "U+001B", 5), ("team", "two\nlines", "U+000A", 4),
+    ("dataset", "bell\x07", "U+0007", 5), ("source", "c1\x85", "U+0085", 3), ("team", "del\x7f", "U+007F", 4),
+])
+def test_control_characters_in_text_are_refused_with_file_line_and_column(store_url, tmp_path, column, value,
+                                                                          code, at):
+    si.import_files([write_csvs(tmp_path / "seed", [submission_row("keep", "alpha")])], url=store_url)
+    before = (store.frame(url=store_url), store.mlp_frame(url=store_url), store.revision(url=store_url))
+    good, _ = submission_row("fine", "beta")
+    bad, _ = submission_row("bad", "gamma")
+    bad[column] = value
+    path = tmp_path / "ctl.csv"
+    pd.DataFrame([good, bad]).to_csv(path, index=False)
+    with pytest.raises(si.ImportRejected) as err:
+        si.import_files([path], url=store_url)
+    [problem] = err.value.problems
+    assert problem.startswith(f"{path} line 3 (submission_id ")
+    assert f"{column} contains the control character {code} at character {at}" in problem
+    pd.testing.assert_frame_equal(store.frame(url=store_url), before[0])
+    pd.testing.assert_frame_equal(store.mlp_frame(url=store_url), before[1])
+    assert store.revision(url=store_url) == before[2]
+
+
+def test_edits_follow_the_same_text_rules(sqlite_store, tmp_path):
+    si.import_files([write_csvs(tmp_path, [submission_row("e-1", "alpha")])])
+    with pytest.raises(ValueError, match="team contains the control character U\\+0000"):
+        store.edit("e-1", {"team": "x\x00"})
+    with pytest.raises(ValueError, match="team is 201 characters long"):
+        store.edit("e-1", {"team": "x" * 201})
+    with pytest.raises(ValueError, match="team must be text"):
+        store.edit("e-1", {"team": ["x"]})
+    assert store.get("e-1").team == "alpha"
+    assert store.edit("e-1", {"team": "  =alpha  "}) and store.get("e-1").team == "=alpha"
+
+
+def _many_bad_rows(path, n_rows: int) -> None:
+    header = "submission_id,team,round,submitted_at,status,whestbench_version\n"
+    path.write_text(header + "".join(f"id-{i},team,v0,yesterday,graded,0.16\n" for i in range(n_rows)))
+
+
+def test_a_flood_of_problems_is_reported_bounded_with_counts(sqlite_store, tmp_path):
+    path = tmp_path / "flood.csv"
+    _many_bad_rows(path, 200_000)
+    with pytest.raises(si.ImportRejected) as err:
+        si.import_files([path])
+    log = err.value.log
+    assert len(err.value.problems) == si.MAX_SHOWN_PROBLEMS
+    assert err.value.problems[0] == f"{path} line 2 (submission_id 'id-0'): round is 'v0'; known rounds: " \
+                                    "v1-warmup, v1-phase1, v2-phase2"
+    assert log.total >= si.MAX_COUNTED_PROBLEMS and log.stopped_at.startswith(f"{path} line ")
+    # every row has the same problems: the counts by field say so
+    assert set(log.counts) == {"round", "submitted_at", "mean_flops_used", "final_layer_mse", "adjusted_score",
+                               "mean_multiplier", "n_failed_mlps"}
+    assert len(str(err.value)) < 20_000
+    assert "at least 1,00" in str(err.value) and "… and " in str(err.value)
+    assert store.count() == 0
+
+
+def test_a_few_problems_are_all_counted_and_listed(sqlite_store, tmp_path):
+    path = tmp_path / "few.csv"
+    _many_bad_rows(path, 3)
+    with pytest.raises(si.ImportRejected) as err:
+        si.import_files([path])
+    assert err.value.log.total == 21 and err.value.log.stopped_at is None
+    assert str(err.value).startswith("21 problem(s) found; nothing was imported:")
+    assert len(err.value.problems) == 21
+
+
+def test_a_huge_cell_is_echoed_cut_short(sqlite_store, tmp_path):
+    row, _ = submission_row("big", "alpha")
+    row["adjusted_score"] = "9" * 100 + "x" * 5_000_000
+    path = tmp_path / "big.csv"
+    pd.DataFrame([row]).to_csv(path, index=False)
+    with pytest.raises(si.ImportRejected) as err:
+        si.import_files([path])
+    [problem] = err.value.problems
+    assert "adjusted_score is '" + "9" * 60 + "'… (5,000,100 characters), not a number" in problem
+    assert len(problem) < 300
+
+
+def test_a_file_over_the_size_limit_is_refused_unread(sqlite_store, tmp_path, monkeypatch):
+    monkeypatch.setattr(si, "MAX_FILE_BYTES", 1000)
+    path = write_csvs(tmp_path, [submission_row(f"s-{i}", "alpha") for i in range(20)])
+    with pytest.raises(si.ImportRejected, match=r"KiB|MiB; an import reads at most"):
+        si.import_files([path])
+    assert store.count() == 0
+
+
+def test_a_header_that_is_not_one_is_refused(sqlite_store, tmp_path):
+    path = tmp_path / "wide.csv"
+    path.write_text("a," * 200_000 + "\n1\n")
+    with pytest.raises(si.ImportRejected, match="the first line is over 64 KiB long"):
+        si.import_files([path])
+    wide = tmp_path / "wide2.csv"
+    wide.write_text(",".join(f"col{i}" for i in range(5_000)) + ",submission_id\n")
+    with pytest.raises(si.ImportRejected) as err:
+        si.import_files([wide])
+    assert "unknown column(s) col0, col1" in str(err.value) and "and 4,980 more" in str(err.value)
+    assert len(str(err.value)) < 5_000
+
+
+def test_concurrent_imports_of_one_new_file_all_succeed(store_url, tmp_path, monkeypatch):
+    """Twelve imports read "not stored yet" before any writes: all succeed, the store ends as after one.
+
+    (Twelve: each holds one of the engine pool's 15 connections while it waits for the others.)
+    """
+    import threading
+
+    path, rows = _three(tmp_path)
+    n = 12
+    barrier = threading.Barrier(n, timeout=60)
+    first_read = threading.local()
+    real = store._existing_rows
+
+    def read_then_wait(s, ids):
+        found = real(s, ids)
+        if not getattr(first_read, "done", False):  # every import's first read happens before any write
+            first_read.done = True
+            barrier.wait()
+        return found
+
+    monkeypatch.setattr(store, "_existing_rows", read_then_wait)
+    reports, errors = [], []
+
+    def one_import():
+        try:
+            reports.append(si.import_files([path], url=store_url))
+        except Exception as exc:  # noqa: BLE001 - the assertion below names it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one_import) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    assert len(reports) == n
+    assert sorted(sorted(r.inserted) for r in reports if r.inserted) == [["a-1", "a-2", "b-1"]]
+    assert sum(len(r.unchanged) == 3 for r in reports) == n - 1
+    assert store.count(url=store_url) == 3
+    assert len(store.mlp_frame(url=store_url)) == sum(len(m) for _, m in rows)
+    assert store.revision(url=store_url).endswith(":1")  # one change counted, once

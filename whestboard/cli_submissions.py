@@ -37,7 +37,14 @@ def run_import(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(f"valid: {len(batch.submissions)} submissions, {len(batch.mlp_results)} per-MLP results (dry run)")
         return 0
-    report = si.commit(batch)
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        report = si.commit(batch)
+    except SQLAlchemyError as exc:  # unreachable store, or a write that lost its race every time
+        print(f"error: the submissions store could not be written ({type(exc).__name__}: {str(exc)[:300]}); "
+              "nothing was imported", file=sys.stderr)
+        return 1
     print(f"imported {len(batch.submissions)} submissions ({report.summary()}), "
           f"{len(batch.mlp_results)} per-MLP results")
     return 0
