@@ -36,11 +36,12 @@ def _controls(ds, mlps: str, estimator: str, mc: str, budget: str) -> dbc.Card:
                                   clearable=False, searchable=False)], md=4),
             dbc.Col([dbc.Label("Monte Carlo samples", html_for="lab-mc", className="small fw-semibold"),
                      dbc.Input(id="lab-mc", value=mc or "0.5B", size="sm"),
-                     dbc.FormText("N samples, or 0.5B for half the budget")],
+                     dbc.FormText("N samples (2 to 1e9), or 0.5B for half the budget")],
                     md=2, id="lab-mc-col", style=SHOWN if estimator == "mc" else HIDDEN),
             dbc.Col([dbc.Label("Budget per MLP (FLOPs)", html_for="lab-budget", className="small fw-semibold"),
                      dbc.Input(id="lab-budget", value=budget or "", size="sm", placeholder=f"{rnd_budget:.4g} (the round's B)"),
-                     dbc.FormText("empty = the round's B; 2**41, 1e9 or 0.5B")], md=2),
+                     dbc.FormText(f"empty = the round's B; 2**41, 1e9 or 0.5B, at most {runs.MAX_BUDGET_MULTIPLE}B")],
+                    md=2),
             dbc.Col([
                 dbc.Checkbox(id="lab-fresh", label="Score again even if stored", value=False, className="small mb-2"),
                 dbc.Button("Run", id="lab-run", color="primary", size="sm", className="me-2"),
@@ -95,11 +96,20 @@ def _toggle_mc(estimator: str):
 
 
 def _spec(estimator: str, mc: str | None) -> str:
-    return f"mc:{(mc or '0.5B').strip()}" if estimator == "mc" else estimator
+    """The estimator spec the form names: only what the menu offers (files come through uploads)."""
+    offered = [choice["value"] for choice in builtin_choices()]
+    if estimator not in offered:
+        raise runs.RunError(f"Estimator {runs.quoted(estimator)} is not in the menu: choose one of {', '.join(offered)}")
+    if estimator != "mc":
+        return estimator
+    text = mc if isinstance(mc, str) else ("" if mc is None else repr(mc))
+    return f"mc:{text.strip() or '0.5B'}"
 
 
 def _request(dataset_key: str, mlps: str | None, spec: str, budget: str | None, *, source: str = "lab"):
-    """The run a form describes; RunError/ValueError name the field to fix."""
+    """The run a form describes, through the core's parsers; their RunError names the field to fix."""
+    if not isinstance(dataset_key, str):
+        raise runs.RunError(f"dataset {runs.quoted(dataset_key)} is not a dataset key: pick one above")
     ds = registry.get_dataset(dataset_key)
     rulebook = runs.rulebook_for(ds.info.round_tag)
     rulebook = runs.rulebook_for(ds.info.round_tag, runs.parse_budget(budget, rulebook.round_budget))
@@ -133,8 +143,8 @@ def _stored_run(key: str) -> str | None:
 )
 def _plan(n_clicks, dataset_key, mlps, estimator, mc, budget, fresh):
     """Check the form; answer a stored identical run at once, or hand the job to the background."""
-    spec = _spec(estimator, mc)
     try:
+        spec = _spec(estimator, mc)
         request = _request(dataset_key, mlps, spec, budget)
         key = runs.cache_key(request)
         run_id = None if fresh else _stored_run(key)

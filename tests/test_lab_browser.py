@@ -68,6 +68,28 @@ def test_repeat_is_answered_from_the_store_and_bad_input_is_a_sentence(page, war
     wait_for_dash(page)
 
 
+def test_hostile_form_values_are_answered_in_the_page(page, warmup):
+    """Each used to make Run do nothing (the callback raised) or hold a worker for 40 s."""
+    n = len(warmup.indices)
+    page.goto(page.base_url + f"/lab?dataset={DATASET}&mlps=0:100000000")
+    wait_for_dash(page)
+    page.click("#lab-run")
+    page.wait_for_selector("#lab-error")
+    assert f"MLPs {n}..99999999 are not in this dataset (it has {n} MLPs: 0..{n - 1})" in page.inner_text("#lab-error")
+    page.goto(page.base_url + f"/lab?dataset={DATASET}&mlps=0&budget=2**99999999")
+    wait_for_dash(page)
+    page.click("#lab-run")
+    page.wait_for_selector("#lab-error")
+    assert "budget per MLP '2**99999999' is more than 1e300 FLOPs" in page.inner_text("#lab-error")
+    page.goto(page.base_url + f"/lab?dataset={DATASET}&mlps=0&estimator=mc&mc=1e400")
+    wait_for_dash(page)
+    page.click("#lab-run")
+    page.wait_for_selector("#lab-error")
+    assert "Monte Carlo samples '1e400' is more than 1e300 samples" in page.inner_text("#lab-error")
+    assert page.locator("#lab-result-panel").count() == 0
+    wait_for_dash(page)
+
+
 def test_failures_show_the_grader_fallback_and_reason(page, warmup):
     page.goto(page.base_url + f"/lab?dataset={DATASET}&mlps={warmup.indices[0]}&budget=1000")
     wait_for_dash(page)

@@ -145,3 +145,28 @@ def test_cpu_spent_in_the_sandbox_worker_is_not_counted_as_waiting(dataset, tmp_
                                            runs.rulebook_for(None)))
     (entry,) = outcome.report["results"]["per_mlp"]
     assert entry["scoring_wall_s"] - entry["cpu_wait_s"] >= 0.35  # the worker's 0.4 CPU seconds were seen
+
+
+def test_an_upload_job_with_a_hostile_selection_or_budget_is_refused_before_it_is_queued():
+    from whestboard import registry, upload_runs
+
+    n = len(registry.get_dataset("v1-warmup").indices)
+    with pytest.raises(runs.RunError, match=rf"MLPs {n}\.\.99999999 are not in this dataset"):
+        upload_runs.job_spec("0" * 64, "v1-warmup", "0:100000000")
+    with pytest.raises(runs.RunError, match=r"budget per MLP '2\*\*99999999' is more than 1e300 FLOPs"):
+        upload_runs.job_spec("0" * 64, "v1-warmup", "0", budget="2**99999999")
+    assert upload_runs.job_spec("0" * 64, "v1-warmup", "0:2")["mlps"] == "0:2"
+
+
+def test_a_queued_upload_job_with_a_hostile_selection_ends_with_the_sentence_and_scores_nothing():
+    """A job queued before its page checked it (an older server) fails with the parser's message."""
+    from types import SimpleNamespace
+
+    from whestboard import runstore, upload_runs, uploads
+
+    upload = uploads.ingest(b"from whestbench import BaseEstimator\n\nclass Estimator(BaseEstimator):\n"
+                            b"    def predict(self, mlp, budget):\n        return None\n", "estimator.py")
+    spec = {"upload": upload.sha256, "dataset": "v1-warmup", "mlps": "-1", "team": None, "budget": None}
+    result = upload_runs.run_upload_job(SimpleNamespace(job=SimpleNamespace(spec=spec)))
+    assert result["ok"] is False and "'-1' has a negative number" in result["error"]
+    assert "contract" not in result and runstore.list_runs() == []

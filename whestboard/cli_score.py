@@ -21,9 +21,10 @@ from whestboard.estimators import SPEC_HELP
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", required=True, help="dataset directory, or the key of a served dataset")
     p.add_argument("--estimator", required=True, help=SPEC_HELP)
-    p.add_argument("--mlps", default="", help="MLP indices: 0:8, 3, 0,2,5 (default: all)")
+    p.add_argument("--mlps", default="", help="MLP indices: 0:8, 3, 0,2,5 or 0:32:4 (default: all)")
     p.add_argument("--round", default=None, help="rulebook to score under (default: the dataset's round)")
-    p.add_argument("--budget", default=None, help="FLOP budget per MLP: 2.2e12, 2**41 or 0.5B (default: the round's)")
+    p.add_argument("--budget", default=None,
+                   help="FLOP budget per MLP: 2.2e12, 2**41 or 0.5B, at most 1000B (default: the round's B)")
     p.add_argument("--team", default=None, help="team name recorded with the run")
     p.add_argument("--no-cache", action="store_true", help="score again even if an identical run is stored")
     p.add_argument("--json", action="store_true", help="print a whest-run-shaped JSON report on stdout")

@@ -109,9 +109,27 @@ BASELINES = ("mean", "cov")
 
 def job_spec(upload_sha: str, dataset_key: str, mlps: str, *, team: str | None = None,
              budget: str | None = None) -> dict:
-    """What the page queues: everything a job needs to run again from scratch."""
-    return {"upload": upload_sha, "dataset": dataset_key, "mlps": mlps or "", "team": team or None,
+    """What the page queues: everything a job needs to run again from scratch.
+
+    The MLP selection and budget are checked here by the parsers the job itself
+    uses, so a bad one is a RunError on the page before anything is queued.
+    """
+    spec = {"upload": upload_sha, "dataset": dataset_key, "mlps": mlps or "", "team": team or None,
             "budget": budget or None}
+    _job_inputs(spec)
+    return spec
+
+
+def _job_inputs(spec: dict):
+    """(dataset, rulebook, MLP indices) a job spec names; RunError/KeyError say what is wrong."""
+    from whestboard import registry, runs
+
+    if not isinstance(spec.get("dataset"), str):
+        raise runs.RunError(f"dataset {runs.quoted(spec.get('dataset'))} is not a dataset key: pick one above")
+    dataset = registry.get_dataset(spec["dataset"])
+    round_budget = runs.rulebook_for(dataset.info.round_tag).round_budget
+    rulebook = runs.rulebook_for(dataset.info.round_tag, runs.parse_budget(spec.get("budget"), round_budget))
+    return dataset, rulebook, runs.parse_mlp_selection(spec.get("mlps"), dataset.indices)
 
 
 def _verdict_row(entry: dict) -> dict:
@@ -126,16 +144,16 @@ def _verdict_row(entry: dict) -> dict:
 
 def run_upload_job(ctx) -> dict:
     """The body of an upload job (:class:`whestboard.jobqueue.JobContext`): check, score, compare."""
-    from whestboard import registry, runs, sandbox, uploads
+    from whestboard import runs, sandbox, uploads
     from whestboard.contract import check_contract
 
     spec = ctx.job.spec
     upload = uploads.load(spec["upload"])
-    dataset = registry.get_dataset(spec["dataset"])
-    rulebook = runs.rulebook_for(dataset.info.round_tag)
-    rulebook = runs.rulebook_for(dataset.info.round_tag, runs.parse_budget(spec.get("budget"), rulebook.round_budget))
-    request_indices = runs.parse_mlp_selection(spec.get("mlps"), dataset.indices)
     result: dict = {"ok": False, "upload": {"sha256": upload.sha256, "filename": upload.filename, "kind": upload.kind}}
+    try:
+        dataset, rulebook, request_indices = _job_inputs(spec)
+    except runs.RunError as exc:  # a job queued before its page checked it: say why, score nothing
+        return {**result, "error": str(exc)}
 
     ctx.report(phase="contract", done=0, total=len(request_indices), message="checking the contract in the sandbox")
     contract = check_contract(upload.submission, dataset.info.round or _round(rulebook.round_tag),
