@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import glob
 import importlib.util
+import itertools
 import os
 import shutil
 import signal
@@ -35,12 +36,39 @@ def free_port() -> int:
 
 
 def load_dashclient():
-    """benchmarks/dashclient.py by path (flopscope ships a top-level ``benchmarks`` package)."""
+    """benchmarks/dashclient.py by path (flopscope ships a top-level ``benchmarks`` package), loaded once."""
+    if "wb_dashclient" in sys.modules:
+        return sys.modules["wb_dashclient"]
     spec = importlib.util.spec_from_file_location("wb_dashclient", REPO / "benchmarks" / "dashclient.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["wb_dashclient"] = module
     spec.loader.exec_module(module)
     return module
+
+
+def alternating_client(bases: list[str], **kw):
+    """A simulated browser whose consecutive requests go to the given servers in turn, never by chance.
+
+    With one gunicorn the kernel decides which worker accepts a connection, and a busy or slow-booting
+    worker can leave every request to its sibling; alternating between gunicorn servers that share one
+    state folder (as workers share it) makes "started by one process, polled from another" certain.
+    """
+    dashclient = load_dashclient()
+
+    class AlternatingClient(dashclient.DashClient):
+        def __init__(self) -> None:
+            self._bases = itertools.cycle([b.rstrip("/") for b in bases])
+            super().__init__(bases[0], **kw)
+
+        @property
+        def base(self) -> str:
+            return next(self._bases)
+
+        @base.setter
+        def base(self, _value: str) -> None:
+            pass
+
+    return AlternatingClient()
 
 
 def _stop(proc: subprocess.Popen, grace: float = 15.0) -> None:

@@ -7,7 +7,6 @@ workers, configured only through the environment, as the Docker image runs it
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import signal
@@ -21,7 +20,7 @@ import psutil
 import pytest
 import requests
 
-from tests.prod_support import REPO, gunicorn, gunicorn_argv, load_dashclient
+from tests.prod_support import REPO, alternating_client, gunicorn, gunicorn_argv, load_dashclient
 
 dashclient = load_dashclient()
 pytestmark = pytest.mark.slow
@@ -123,35 +122,13 @@ def whestbench_mean_propagation_flops(dataset_key: str, index: int) -> int:
     return int(evaluate_estimator(MeanPropagationEstimator(), data)["per_mlp"][0]["flops_used"])
 
 
-class AlternatingClient(dashclient.DashClient):
-    """A browser whose consecutive requests go to different servers in turn, never by chance.
-
-    With one gunicorn the kernel decides which worker accepts a connection, and a
-    busy or slow-booting worker can leave every request to its sibling; alternating
-    between two gunicorn servers that share one state folder (as workers share it)
-    makes "the job is started by one process and polled from another" certain.
-    """
-
-    def __init__(self, bases: list[str], **kw):
-        self._bases = itertools.cycle([b.rstrip("/") for b in bases])
-        super().__init__(bases[0], **kw)
-
-    @property
-    def base(self) -> str:
-        return next(self._bases)
-
-    @base.setter
-    def base(self, _value: str) -> None:
-        pass
-
-
 def run_lab(servers, mlp: int):
     """A user on /lab runs mean propagation on one v1-warmup MLP, forcing a fresh (uncached) run.
 
     ``servers``: one server, or several that the user's requests alternate between.
     """
     servers = servers if isinstance(servers, list | tuple) else [servers]
-    client = AlternatingClient([s.base for s in servers], keepalive=False, timeout=120)
+    client = alternating_client([s.base for s in servers], keepalive=False, timeout=120)
     page = dashclient.PageSession(client, f"/lab?dataset=v1-warmup&mlps={mlp}&estimator=mean").load()
     page.values["lab-fresh"]["value"] = True
     page.click("lab-run", max_seconds=180)
@@ -202,25 +179,40 @@ def jobs_server(tmp_path_factory):
         yield s
 
 
-def open_page(server, *, keepalive: bool = False):
-    client = dashclient.DashClient(server.base, keepalive=keepalive, timeout=60)
+@pytest.fixture(scope="module")
+def jobs_twin(jobs_server):
+    """A second gunicorn of the same app on the same state folder: another process requests can land on."""
+    with gunicorn("tests.prod_jobs_app:server", jobs_server.state_dir, workers=1, threads=2) as s:
+        yield s
+
+
+def open_page(*servers, keepalive: bool = False):
+    """A user on the jobs app; with several servers, consecutive requests alternate between them."""
+    client = alternating_client([s.base for s in servers], keepalive=keepalive, timeout=60)
     return client, dashclient.PageSession(client, "/").load()
 
 
-def run_job(server, n: int, seconds: float, **kw):
-    client, page = open_page(server, **kw)
+def assert_served_by_both(served_by: Counter, *servers) -> None:
+    """Each server's workers answered some of the requests: no process saw the whole story."""
+    for server in servers:
+        assert set(served_by) & set(server.worker_pids()), f"{server.base} served none of {dict(served_by)}"
+
+
+def run_job(servers, n: int, seconds: float, **kw):
+    servers = servers if isinstance(servers, list | tuple) else [servers]
+    client, page = open_page(*servers, **kw)
     page.values["n"]["value"] = n
     page.values["seconds"]["value"] = seconds
     (response,) = page.click("go", max_seconds=120)
     return client, page, response
 
 
-def test_progress_and_result_are_visible_from_every_worker(jobs_server):
-    client, page, response = run_job(jobs_server, 12345, seconds=3)
+def test_progress_and_result_are_visible_from_every_worker(jobs_server, jobs_twin):
+    client, page, response = run_job([jobs_server, jobs_twin], 12345, seconds=3)
     assert page.values["result"]["children"].startswith(f"sum={sum_of_squares(12345)} ")
     assert len(response["progress_seen"]) >= 3  # progress was read while it ran
-    served_by = Counter(r.headers["X-Worker-Pid"] for r in client.responses)
-    assert len(served_by) == 2, f"every request landed on one worker: {served_by}"
+    served_by = Counter(int(r.headers["X-Worker-Pid"]) for r in client.responses)
+    assert_served_by_both(served_by, jobs_server, jobs_twin)
     row = ledger(jobs_server.state_dir)[-1]
     assert (row["kind"], row["status"], row["attempts"], row["backend"]) == (
         "result.children", "finished", 1, "diskcache")
@@ -252,16 +244,16 @@ def test_concurrent_users_each_get_their_own_answer_computed_once(jobs_server):
     assert all(r["status"] == "finished" and r["attempts"] == 1 for r in new)
 
 
-def test_cached_callbacks_are_computed_once_for_all_workers(jobs_server):
+def test_cached_callbacks_are_computed_once_for_all_workers(jobs_server, jobs_twin):
     n = 777_001
     served_by = Counter()
-    for _ in range(24):
-        client, page = open_page(jobs_server)
+    for i in range(24):
+        client, page = open_page(*((jobs_server, jobs_twin) if i % 2 else (jobs_twin, jobs_server)))
         data = client.fire(next(d for d in page.deps if d["output"] == "cached.children"), {"n": {"value": n}},
                            ["n.value"])
         assert data["response"]["cached"]["children"] == f"cached={sum_of_squares(n)}"
-        served_by[client.responses[-1].headers["X-Worker-Pid"]] += 1
-    assert len(served_by) == 2, served_by
+        served_by[int(client.responses[-1].headers["X-Worker-Pid"])] += 1
+    assert_served_by_both(served_by, jobs_server, jobs_twin)
     computed = [line for line in (jobs_server.state_dir / "computations.log").read_text().splitlines()
                 if line.endswith(f" {n}")]
     assert len(computed) == 1, computed
