@@ -41,7 +41,8 @@ FIXES = {
     "non-finite": "Predictions must be finite: guard divisions, logs and square roots against 0 and negatives.",
     "memory": "Stay within the memory limit: avoid materialising (samples x width x width) arrays.",
     "fork": "Do not start processes or threads: the grader prohibits subprocesses; everything runs in predict().",
-    "disk": "Do not write large files: use memory, or ship precomputed data inside the submission.",
+    "disk": "Write scratch files only under tempfile.gettempdir() (TMPDIR) or the working folder, and keep them "
+            "small: use memory, or ship precomputed data inside the submission.",
     "crash": "The worker died: look for os._exit/sys.exit, native crashes or code writing to file descriptors.",
 }
 

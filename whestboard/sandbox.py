@@ -15,16 +15,18 @@ fallback and multiplier is computed by whestbench's own code. What differs from
   the estimator's stdout and stderr go to a third pipe whose head and tail are
   kept (:class:`OutputCapture`), so ``print()`` never breaks a response;
 * **a bare environment** – ``PATH``, ``HOME``/``TMPDIR`` (the fresh working
-  folder), ``LANG`` and single-thread BLAS settings; no tokens, no database
-  URL, nothing of the app's configuration; ``python -E -s`` ignores every
-  ``PYTHON*`` variable;
+  folder; ``TMPDIR`` becomes ``/tmp`` once the worker has its private one),
+  ``LANG`` and single-thread BLAS settings; no tokens, no database URL, nothing
+  of the app's configuration; ``python -E -s`` ignores every ``PYTHON*`` variable;
 * **kernel confinement** applied by the worker before it loads the code
-  (:mod:`whestboard.sandbox_confine`: rlimits, privilege drop, Landlock,
-  seccomp); what was applied is reported in :attr:`SandboxedEstimator.confinement`;
+  (:mod:`whestboard.sandbox_confine`: a private size-capped ``/tmp``, privilege
+  drop, rlimits, Landlock, seccomp); what was applied is reported in
+  :attr:`StartInfo.confinement`;
 * **hard stops from outside** – the worker leads its own process group, killed
   as a whole when predict runs past the round's wall cap plus a grace, when
-  setup outlives the setup timeout, when the working folder outgrows its quota,
-  or when the job is cancelled; its temporary folders are removed afterwards.
+  setup outlives the setup timeout, when its scratch space (working folder plus
+  private ``/tmp``) outgrows its quota, or when the job is cancelled; its
+  temporary folders are removed afterwards (the private ``/tmp`` ends with it).
 
 A worker that dies is replaced on the next ``predict`` (setup runs again), as
 whestbench does, so one crash costs one MLP. Failures surface as
@@ -66,6 +68,7 @@ DEFAULT_SETUP_TIMEOUT_S = float(_SPEC_DEFAULTS["setup_timeout_s"].default)
 DEFAULT_PREDICT_TIMEOUT_S = float(_SPEC_DEFAULTS["predict_timeout_s"].default)
 DEFAULT_GRACE_S = 5.0
 SPAWN_TIMEOUT_S = 120.0
+PRIVATE_TMP_METHODS = ("auto", "user", "off")
 THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS",
               "VECLIB_MAXIMUM_THREADS")
 
@@ -96,6 +99,12 @@ class SandboxLimits:
     workdir_bytes: int = 256 << 20
     output_bytes: int = 64 << 10
     sandbox_uid: int | None = 65534
+    #: The worker's own /tmp (a tmpfs of ``workdir_bytes``): "auto", "user" (user namespace only) or "off".
+    private_tmp: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.private_tmp not in PRIVATE_TMP_METHODS:
+            raise ValueError(f"private_tmp must be one of {', '.join(PRIVATE_TMP_METHODS)}, got {self.private_tmp!r}")
 
     @classmethod
     def from_env(cls, **overrides: Any) -> SandboxLimits:
@@ -342,6 +351,21 @@ class WorkerProcess:
                     return total
         return total
 
+    def private_tmp_bytes(self) -> int:
+        """Bytes in the worker's private /tmp, seen through its mount namespace; 0 while it has none."""
+        tmp = f"/proc/{self.pid}/root/tmp"
+        try:
+            if os.stat(tmp).st_dev == os.stat("/tmp").st_dev:
+                return 0  # still the host's /tmp: not set up yet, or not available
+            usage = os.statvfs(tmp)
+        except OSError:
+            return 0  # the worker is gone
+        return (usage.f_blocks - usage.f_bfree) * usage.f_frsize
+
+    def scratch_bytes(self) -> int:
+        """What counts against the disk quota: the working folder and the private /tmp."""
+        return self.workdir_bytes() + self.private_tmp_bytes()
+
     def kill(self, reason: str) -> None:
         """SIGKILL the whole process group (the worker and anything it managed to start)."""
         if self.killed_by is None and self.alive():
@@ -546,6 +570,9 @@ class SandboxedEstimator(BaseEstimator):
             "class_name": self.submission.class_name,
             "wall_time_limit_s": limits.wall_time_limit_s,
             "sandbox_uid": limits.sandbox_uid,
+            # One quota for all scratch space: the tmpfs is capped at it, and counted with the working folder.
+            "private_tmp": None if limits.private_tmp == "off" else {"size_bytes": limits.workdir_bytes,
+                                                                     "method": limits.private_tmp},
             "rlimits": {
                 "address_space_bytes": int(limits.memory_mb) << 20,
                 "cpu_seconds": limits.cpu_limit_s(self.expected_predicts),
@@ -663,12 +690,12 @@ class SandboxedEstimator(BaseEstimator):
             self._enforce_disk_quota(worker)
 
     def _enforce_disk_quota(self, worker: WorkerProcess) -> None:
-        used = worker.workdir_bytes()
+        used = worker.scratch_bytes()
         if used > self.limits.workdir_bytes:
             worker.kill("disk quota")
             raise _runner_error("predict", "SANDBOX_DISK_QUOTA",
-                                f"the estimator wrote {used / 2**20:.0f} MiB to its working folder, over the "
-                                f"{self.limits.workdir_bytes / 2**20:.0f} MiB quota; the worker was stopped")
+                                f"the estimator wrote {used / 2**20:.0f} MiB to its working folder and /tmp, over "
+                                f"the {self.limits.workdir_bytes / 2**20:.0f} MiB quota; the worker was stopped")
 
     def _reply_error(self, stage: str, reply: dict) -> RunnerError:
         code = str(reply.get("code") or "PREDICT_ERROR")
@@ -679,16 +706,20 @@ class SandboxedEstimator(BaseEstimator):
             message = f"could not load the estimator: {message}"
         elif reply.get("stage") == "setup" and stage == "setup":
             message = f"setup() failed: {message}"
-        message += self._limit_note(code)
+        message += self._limit_note(code, reply.get("confinement") or (self.started.confinement
+                                                                        if self.started else {}))
         details = reply.get("details") if isinstance(reply.get("details"), dict) else None
         return _runner_error(stage, code, message, traceback=reply.get("traceback"), details=details)
 
-    def _limit_note(self, code: str) -> str:
-        """Which sandbox limit an error came from, in words."""
+    def _limit_note(self, code: str, confinement: dict) -> str:
+        """Which sandbox limit an error came from, in words, and what to do about it."""
         limits = self.limits
         return {
             "SANDBOX_MEMORY": f": out of memory under the sandbox's {limits.memory_mb:,} MiB address-space limit",
             "SANDBOX_FILE_SIZE": f": a file reached the sandbox's {limits.file_size_bytes / 2**20:g} MiB size limit",
+            "SANDBOX_DISK_QUOTA": f": the sandbox's {limits.workdir_bytes / 2**20:g} MiB scratch quota (working "
+                                  "folder and /tmp together) is full",
+            "SANDBOX_WRITE_REFUSED": _write_refused_note(confinement),
             "SANDBOX_FORK": ": the sandbox refuses new threads and processes (flopscope meters per thread; "
                             "the grader prohibits subprocesses)",
         }.get(code, "")
@@ -711,6 +742,15 @@ class SandboxedEstimator(BaseEstimator):
                                                      "(sys.exit/os._exit in the estimator?)")
 
 
+def _write_refused_note(confinement: dict) -> str:
+    """Why a write was refused and the fix; without a private /tmp, why there is none."""
+    if confinement.get("private_tmp"):
+        return ": writes outside the working folder and /tmp are refused here; use tempfile / TMPDIR"
+    reason = (confinement.get("missing") or {}).get("private_tmp") or "not available"
+    return (": writes outside the working folder are refused here (this sandbox has no private /tmp: "
+            f"{reason}); use tempfile / TMPDIR")
+
+
 # --- verdicts -------------------------------------------------------------------------------
 
 VERDICTS = ("ok", "budget", "combined", "time", "residual", "exception", "shape", "non-finite", "memory",
@@ -718,7 +758,7 @@ VERDICTS = ("ok", "budget", "combined", "time", "residual", "exception", "shape"
 
 _CODE_VERDICTS = {
     "SANDBOX_MEMORY": "memory", "SANDBOX_FORK": "fork", "SANDBOX_FILE_SIZE": "disk",
-    "SANDBOX_DISK_QUOTA": "disk", "SANDBOX_CPU": "time", "PREDICT_TIMEOUT": "time",
+    "SANDBOX_DISK_QUOTA": "disk", "SANDBOX_WRITE_REFUSED": "disk", "SANDBOX_CPU": "time", "PREDICT_TIMEOUT": "time",
     "SANDBOX_CRASH": "crash", "SANDBOX_PROTOCOL": "crash", "WORKER_EOF": "crash",
     "SETUP_TIMEOUT": "time", "MemoryError": "memory",
 }

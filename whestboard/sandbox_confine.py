@@ -2,8 +2,16 @@
 
 The worker is our own code up to the moment it imports ``estimator.py``; from
 then on it is hostile. So, while it is still trusted, it locks itself in with
-what Linux offers an unprivileged process (no namespaces, no root required):
+what Linux offers (root is not required):
 
+* **a private /tmp** – a mount namespace of its own (as root; otherwise, or
+  when that is refused, a user + mount namespace) with a size-capped tmpfs on
+  ``/tmp``, so code that works under ``whest run`` and the grader (which write
+  scratch files to ``/tmp``) works here, while the host's ``/tmp`` is neither
+  seen nor touched. It must come first: a landlocked thread cannot mount,
+  seccomp forbids the namespace calls, and a user namespace needs a
+  single-threaded process. The tmpfs dies with the namespace, that is with
+  the worker;
 * **rlimits** – address space (the grader's 8 GiB by default), CPU seconds,
   open files, file size, no core dumps, and ``RLIMIT_NPROC = 0`` (no new task
   for this user – not enforced for uid 0, hence seccomp below);
@@ -104,7 +112,8 @@ _SYS = {
 }.get(_ARCH)
 
 _LANDLOCK_CREATE_RULESET, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT_SELF = 444, 445, 446
-_PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 38, 24, 47, 4
+_PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_READ, _PR_CAPBSET_DROP = 38, 23, 24
+_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 _PR_SET_PDEATHSIG = 1
 
 
@@ -120,6 +129,12 @@ def _prctl(option: int, arg2: int = 0, arg3: int = 0) -> None:
     if _libc.prctl(option, arg2, arg3, 0, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -189,11 +204,9 @@ def _drop_all_capabilities() -> None:
         raise OSError(errno.ENOSYS, f"capabilities: unsupported architecture {_ARCH}")
     last_cap = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
     for cap in range(last_cap + 1):
-        try:
-            _prctl(_PR_CAPBSET_DROP, cap)
-        except OSError as exc:
-            if exc.errno != errno.EINVAL:
-                raise
+        if _libc.prctl(_PR_CAPBSET_READ, cap, 0, 0, 0) != 1:
+            continue  # gone already (dropping it again would need CAP_SETPCAP), or unknown here
+        _prctl(_PR_CAPBSET_DROP, cap)
     try:
         _prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL)
     except OSError:
@@ -201,6 +214,146 @@ def _drop_all_capabilities() -> None:
     header = struct.pack("Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
     data = bytes(24)  # two empty {effective, permitted, inheritable} sets
     _syscall(_SYS["capset"], ctypes.c_char_p(header), ctypes.c_char_p(data))
+
+
+# --- a private /tmp ----------------------------------------------------------------
+
+_CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_NOATIME, _MS_NODIRATIME, _MS_BIND, _MS_REC = 32, 1024, 2048, 4096, 16384
+_MS_PRIVATE, _MS_RELATIME = 1 << 18, 1 << 21
+_ST_RELATIME = 4096
+_MNT_DETACH = 2
+_PR_GET_DUMPABLE, _PR_SET_DUMPABLE = 3, 4
+TMP = Path("/tmp")
+
+_libc.unshare.argtypes = [ctypes.c_int]
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+
+
+@dataclass(frozen=True)
+class PrivateTmp:
+    """The tmpfs a worker mounts on its own ``/tmp``.
+
+    ``method``: ``"auto"`` uses a plain mount namespace when started as root and a
+    user + mount namespace otherwise (or when root's is refused); ``"user"`` goes
+    straight to the user namespace, the path an app started by an ordinary user takes.
+    """
+
+    size_bytes: int
+    inodes: int = 20_000
+    method: str = "auto"
+
+
+def _mount(source: str | None, target: Path | str | None, fstype: str | None, flags: int,
+           data: str | None = None) -> None:
+    def raw(value):
+        return None if value is None else os.fsencode(str(value))
+
+    what = f"mount {fstype or source or ''} on {target}".replace("  ", " ")
+    _check(_libc.mount(raw(source), raw(target), raw(fstype), flags, raw(data)), what)
+
+
+def _enter_user_namespace() -> None:
+    """A user + mount namespace in which this process keeps its own uid and gid (no helper binary needed)."""
+    uid, gid = os.geteuid(), os.getegid()
+    _check(_libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS), "unshare(CLONE_NEWUSER | CLONE_NEWNS)")
+    dumpable = _libc.prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0)
+    _prctl(_PR_SET_DUMPABLE, 1)  # after a switch of user /proc/self is root's: its maps would be unwritable
+    try:
+        Path("/proc/self/setgroups").write_text("deny")
+        Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+        Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+    finally:
+        _prctl(_PR_SET_DUMPABLE, 1 if dumpable == 1 else 0)
+
+
+def _under(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _outermost_under(folder: Path, paths: list[tuple[Path, bool]]) -> list[tuple[Path, bool]]:
+    """The existing paths (with their writability) under ``folder``, minus those inside another one."""
+    writable_of: dict[Path, bool] = {}
+    for path, writable in paths:
+        real = path.resolve()
+        if _under(real, folder) and os.path.lexists(real):
+            writable_of[real] = writable_of.get(real, False) or writable
+    kept: list[tuple[Path, bool]] = []
+    for path in sorted(writable_of, key=lambda p: len(p.parts)):
+        if not any(_under(path, outer) for outer, _ in kept):
+            kept.append((path, writable_of[path]))
+    return kept
+
+
+def _mount_flags_of(path: Path) -> int:
+    """The flags a read-only remount must keep (a user namespace may not clear locked ones)."""
+    flag = os.statvfs(path).f_flag
+    kept = flag & (_MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_NOATIME | _MS_NODIRATIME)
+    return kept | (_MS_RELATIME if flag & _ST_RELATIME else 0)
+
+
+def _cover_tmp(spec: PrivateTmp, keep: list[tuple[Path, bool]]) -> None:
+    """In this (new) mount namespace: tmpfs on /tmp, and the folders the worker needs from there bound back.
+
+    The worker's own folders usually live in the host's /tmp; each is bound back at
+    the same path (read-only unless it is writable), so every path the worker was
+    given still works. They are opened before /tmp is covered, in this namespace,
+    as a bind mount's source must be.
+    """
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)  # nothing mounted below propagates to the host
+    tmp = TMP.resolve()
+    inside = _outermost_under(tmp, keep)
+    if any(path == tmp for path, _ in inside):
+        raise OSError(errno.EINVAL, f"{tmp} itself holds a folder the worker needs")
+    sources = {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path, _ in inside}
+    try:
+        _mount("tmpfs", tmp, "tmpfs", _MS_NOSUID | _MS_NODEV,
+               f"size={int(spec.size_bytes)},nr_inodes={int(spec.inodes)},mode=1777")
+        try:
+            for path, writable in inside:
+                if os.path.isdir(f"/proc/self/fd/{sources[path]}"):
+                    path.mkdir(parents=True, exist_ok=True)
+                else:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.touch()
+                _mount(f"/proc/self/fd/{sources[path]}", path, None, _MS_BIND | _MS_REC)
+                if not writable:
+                    _mount(None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _mount_flags_of(path))
+        except OSError:
+            _libc.umount2(os.fsencode(str(tmp)), _MNT_DETACH)
+            raise
+    finally:
+        for fd in sources.values():
+            os.close(fd)
+
+
+def mount_private_tmp(spec: PrivateTmp, keep: list[tuple[Path, bool]], *, user_namespace: bool) -> str:
+    """Give this process its own size-capped /tmp; returns how, raises ``OSError`` saying why not.
+
+    As root a mount namespace is enough. In a user namespace this process holds every
+    capability over its new namespaces until they are dropped here, whatever happens.
+    """
+    if not user_namespace:
+        _check(_libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+        _cover_tmp(spec, keep)
+        return f"tmpfs {spec.size_bytes / 2**20:g} MiB (mount namespace)"
+    try:
+        _enter_user_namespace()
+        _cover_tmp(spec, keep)
+    finally:
+        if _holds_capabilities():
+            _drop_all_capabilities()
+    return f"tmpfs {spec.size_bytes / 2**20:g} MiB (user namespace)"
+
+
+def _holds_capabilities() -> bool:
+    """Whether this process is permitted any capability (a new user namespace grants them all)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapPrm:"):
+            return int(line.split()[1], 16) != 0
+    return True
 
 
 # --- Landlock ----------------------------------------------------------------------
@@ -348,14 +501,20 @@ class Confinement:
     """What :func:`confine` managed to apply, and what it could not (with the reason)."""
 
     identity: str = ""
+    private_tmp: str = ""
     rlimits: dict[str, int] = field(default_factory=dict)
     landlock_abi: int = 0
     seccomp: bool = False
     missing: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        return {"identity": self.identity, "rlimits": self.rlimits, "landlock_abi": self.landlock_abi,
-                "seccomp": self.seccomp, "missing": self.missing}
+        return {"identity": self.identity, "private_tmp": self.private_tmp, "rlimits": self.rlimits,
+                "landlock_abi": self.landlock_abi, "seccomp": self.seccomp, "missing": self.missing}
+
+
+_SYSTEM_READ_ONLY = ("/usr/lib", "/usr/local/lib", "/lib", "/lib64", "/usr/share/zoneinfo", "/etc/ld.so.cache",
+                     "/etc/localtime", "/dev/urandom", "/dev/random")
+PRIVATE_TMP_OFF = "turned off by the sandbox limits (private_tmp='off')"
 
 
 def confine(
@@ -365,23 +524,50 @@ def confine(
     read_write: list[Path],
     sandbox_uid: int | None,
     parent_pid: int | None = None,
+    private_tmp: PrivateTmp | None = None,
 ) -> Confinement:
-    """Apply every layer in order: privileges, rlimits, Landlock, seccomp (seccomp last: it forbids prctl tricks)."""
+    """Apply every layer in order: private /tmp, privileges, rlimits, Landlock, seccomp.
+
+    The private /tmp comes first (as root before privileges go; in a user namespace
+    otherwise), seccomp last: it forbids prctl tricks. A private /tmp that cannot be
+    had is listed under ``missing`` with every refusal; writes to /tmp are then refused.
+    """
     report = Confinement()
+    readable = [*python_paths(), *(Path(p) for p in _SYSTEM_READ_ONLY), *read_only]
+    keep = [*((p, False) for p in readable), *((p, True) for p in read_write)]
+    refusals: list[str] = []
+
+    def make_private_tmp(user_namespace: bool) -> None:
+        try:
+            report.private_tmp = mount_private_tmp(private_tmp, keep, user_namespace=user_namespace)
+        except OSError as exc:
+            refusals.append(str(exc))
+
+    as_root = os.geteuid() == 0
+    # Root that stays uid 0 enters its user namespace before its capabilities go (mapping uid 0 needs
+    # CAP_SETFCAP); anyone else enters it as the user it runs as, which needs no capability at all.
+    stays_root = as_root and not (sandbox_uid is not None and can_run_as(sandbox_uid))
+    if private_tmp is not None and as_root and private_tmp.method == "auto":
+        make_private_tmp(user_namespace=False)
+    if private_tmp is not None and stays_root and not report.private_tmp:
+        make_private_tmp(user_namespace=True)
     try:
         report.identity = drop_privileges(sandbox_uid, read_write)
     except OSError as exc:
         report.missing["privileges"] = str(exc)
-    if parent_pid is not None:
+    if private_tmp is not None and not stays_root and not report.private_tmp:
+        make_private_tmp(user_namespace=True)
+    if not report.private_tmp:
+        report.missing["private_tmp"] = "; ".join(refusals) if private_tmp is not None else PRIVATE_TMP_OFF
+    if parent_pid is not None:  # after every change of credentials, which clears it
         die_with_parent(parent_pid)
     report.rlimits = apply_rlimits(limits)  # must succeed: the caps are the contract
     threads = len(os.listdir("/proc/self/task"))
     if threads > 1:  # Landlock restricts only the calling thread (seccomp below uses TSYNC)
         report.missing["landlock_threads"] = f"{threads - 1} other thread(s) existed before confinement"
+    writable = [*read_write, Path("/dev/null"), *([TMP] if report.private_tmp else [])]
     try:
-        system = [Path(p) for p in ("/usr/lib", "/usr/local/lib", "/lib", "/lib64", "/usr/share/zoneinfo",
-                                    "/etc/ld.so.cache", "/etc/localtime", "/dev/urandom", "/dev/random")]
-        report.landlock_abi = apply_landlock([*python_paths(), *system, *read_only], [*read_write, Path("/dev/null")])
+        report.landlock_abi = apply_landlock(readable, writable)
     except OSError as exc:
         report.missing["landlock"] = str(exc)
     try:

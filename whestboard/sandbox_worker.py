@@ -17,7 +17,8 @@ and stderr are the participant's and are captured by the parent. Life cycle:
 4. on ``close`` (or when the parent goes away): ``teardown`` and exit.
 
 Failures are reported with a code the parent turns into a verdict: memory,
-file size, fork/thread attempt, or the estimator's own exception.
+file size, a full scratch space, a write refused outside the folders it may
+write, fork/thread attempt, or the estimator's own exception.
 """
 
 from __future__ import annotations
@@ -53,12 +54,16 @@ def _tail(text: str | None, limit: int = MAX_TRACEBACK_CHARS) -> str | None:
     return "[... truncated ...]\n" + text[-limit:]
 
 
-def failure_code(exc: BaseException) -> str:
+def failure_code(exc: BaseException, writable: tuple[str, ...] = ()) -> str:
     """The sandbox's reading of an exception: which limit (if any) the estimator ran into."""
     if isinstance(exc, MemoryError):
         return "SANDBOX_MEMORY"
     if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
         return "SANDBOX_FILE_SIZE"
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "SANDBOX_DISK_QUOTA"
+    if _refused_write(exc, writable):
+        return "SANDBOX_WRITE_REFUSED"
     if isinstance(exc, RuntimeError) and "can't start new thread" in str(exc):
         return "SANDBOX_FORK"
     if isinstance(exc, OSError) and exc.errno in (errno.EAGAIN, errno.EPERM, errno.ENOSYS):
@@ -68,18 +73,37 @@ def failure_code(exc: BaseException) -> str:
     return "PREDICT_ERROR"
 
 
+def _refused_write(exc: BaseException, writable: tuple[str, ...]) -> bool:
+    """Whether ``exc`` is the sandbox refusing to create or change a file outside the folders it may write.
+
+    A refused path that does not exist was being created (reading it would have said
+    ENOENT); a refusal on an existing file stays the estimator's own error, so reading
+    a file out of reach reads as it always did.
+    """
+    if not isinstance(exc, OSError) or exc.filename is None:
+        return False
+    if exc.errno == errno.EROFS:
+        return True
+    if exc.errno not in (errno.EACCES, errno.EPERM):
+        return False
+    path = os.path.abspath(os.fsdecode(exc.filename))
+    if any(path == root or path.startswith(root.rstrip("/") + "/") for root in writable):
+        return False
+    return not os.path.lexists(path)
+
+
 def _error_message(exc: BaseException) -> str:
     """``str(exc)`` as whestbench's worker reports it; the type name when that is empty (MemoryError)."""
     return str(exc) or type(exc).__name__
 
 
-def _error(stage: str, exc: BaseException, *, with_traceback: bool = True) -> dict:
+def _error(stage: str, exc: BaseException, *, writable: tuple[str, ...] = (), with_traceback: bool = True) -> dict:
     details = getattr(exc, "details", None)
     keep_details = isinstance(details, dict) and isinstance(exc, ValueError)
     return {
         "status": "error",
         "stage": stage,
-        "code": failure_code(exc),
+        "code": failure_code(exc, writable),
         "error_type": type(exc).__name__,
         # ValueError-with-details is the grader's own shape/finiteness error: keep its text verbatim.
         "error_message": str(exc) if keep_details else _error_message(exc),
@@ -95,6 +119,7 @@ class Worker:
         self.out_fd = out_fd
         self.estimator = None
         self.wall_time_limit_s: float | None = None
+        self.writable: tuple[str, ...] = ()  # folders the estimator may write: its working folder, /tmp
 
     def reply(self, message: dict, payload: bytes = b"") -> None:
         from whestboard.sandbox_protocol import send
@@ -104,19 +129,27 @@ class Worker:
     # -- start -------------------------------------------------------------------------------
 
     def start(self, request: dict) -> None:
+        import tempfile
         from pathlib import Path
 
-        from whestboard.sandbox_confine import RLimits, confine
+        from whestboard.sandbox_confine import TMP, PrivateTmp, RLimits, confine
 
         workdir = Path(request["workdir"])
+        tmp_spec = request.get("private_tmp")
         confinement = confine(
             limits=RLimits(**request["rlimits"]),
             read_only=[Path(p) for p in request["read_only"]],
             read_write=[workdir],
             sandbox_uid=request.get("sandbox_uid"),
             parent_pid=PARENT_PID,
+            private_tmp=PrivateTmp(**tmp_spec) if tmp_spec else None,
         )
         os.chdir(workdir)
+        self.writable = (str(workdir),)
+        if confinement.private_tmp:  # scratch files go where the grader's go: the private /tmp
+            os.environ["TMPDIR"] = str(TMP)
+            tempfile.tempdir = None
+            self.writable += (str(TMP),)
         _forget_app_paths(request.get("app_paths", []))
         self.wall_time_limit_s = request.get("wall_time_limit_s")
         try:
@@ -124,14 +157,14 @@ class Worker:
             self.estimator = self._load(request)
             load_s = time.perf_counter() - started
         except BaseException as exc:  # noqa: BLE001 - every failure is reported, never raised
-            self.reply({**_error("load", exc), "confinement": confinement.as_dict()})
+            self.reply({**_error("load", exc, writable=self.writable), "confinement": confinement.as_dict()})
             return
         try:
             started = time.perf_counter()
             self.estimator.setup(self._context(request["context"]))
             setup_s = time.perf_counter() - started
         except BaseException as exc:  # noqa: BLE001
-            self.reply({**_error("setup", exc), "confinement": confinement.as_dict()})
+            self.reply({**_error("setup", exc, writable=self.writable), "confinement": confinement.as_dict()})
             return
         self.reply({"status": "ready", "class_name": type(self.estimator).__name__, "load_s": load_s,
                     "setup_s": setup_s, "confinement": confinement.as_dict()})
@@ -203,7 +236,7 @@ class Worker:
         except flops.TimeExhaustedError:
             self.reply({"status": "time_exhausted", "error_message": "Wall-clock time limit exceeded.", **stats()})
         except BaseException as exc:  # noqa: BLE001 - SystemExit in predict is the estimator's error
-            self.reply({**_error("predict", exc), "wall_time_s": budget_ctx.wall_time_s or 0.0})
+            self.reply({**_error("predict", exc, writable=self.writable), "wall_time_s": budget_ctx.wall_time_s or 0.0})
         finally:
             del mlp
 
