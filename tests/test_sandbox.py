@@ -115,6 +115,8 @@ def test_the_worker_is_confined_and_reports_it(tmp_path, contest):
     if landlock_abi() > 0:
         assert facts["landlock_abi"] == landlock_abi()
     assert facts["seccomp"] is True
+    namespace = "mount namespace" if os.geteuid() == 0 else "user namespace"  # root needs no user namespace
+    assert facts["private_tmp"] == f"tmpfs {LIMITS.workdir_bytes / 2**20:g} MiB ({namespace})"
     assert facts["missing"] == {}
 
 

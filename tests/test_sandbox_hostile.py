@@ -8,8 +8,11 @@ polls the live app the whole time; every request must succeed promptly.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import threading
 import time
+import uuid
 import warnings
 from pathlib import Path
 
@@ -29,6 +32,7 @@ LIMITS = SandboxLimits(memory_mb=1024, wall_time_limit_s=WALL_S, residual_wall_t
                        setup_timeout_s=2.0, file_size_bytes=16 << 20, workdir_bytes=48 << 20, output_bytes=16 << 10)
 SECRET_VALUE = "sekrit-organizer-token-4711"
 SECRET_CONTENT = "TOP-SECRET-DATABASE-CONTENT"
+OUTSIDE_TMP = "/var/tmp"  # a folder for files the sandbox must refuse, not merely hide
 
 
 @pytest.fixture(scope="module")
@@ -70,14 +74,15 @@ def app_watch(live_server):
 
 @pytest.fixture()
 def secrets_around(tmp_path, monkeypatch):
-    """A secret in the environment and a secret file where the app keeps its data."""
+    """A secret in the environment and a secret file where the app keeps its data (outside /tmp, as a real
+    app's data is: what keeps it out of reach there is Landlock, not the worker's private /tmp)."""
     monkeypatch.setenv("WHESTBOARD_ORGANIZER_TOKEN", SECRET_VALUE)
     monkeypatch.setenv("WHESTBOARD_DATABASE_URL", f"sqlite:///{tmp_path}/{SECRET_VALUE}.sqlite")
-    data_dir = tmp_path / "app-data"
-    data_dir.mkdir()
+    data_dir = Path(tempfile.mkdtemp(prefix="whestboard-app-data-", dir=OUTSIDE_TMP))
     secret = data_dir / "whestboard.sqlite"
     secret.write_text(SECRET_CONTENT)
-    return secret
+    yield secret
+    shutil.rmtree(data_dir)
 
 
 def submission(tmp_path: Path, name: str, **fill: str) -> SubmissionFiles:
@@ -131,6 +136,7 @@ PER_MLP_BOUND_S = WALL_S + GRACE_S + 2.5  # the cap, the grace, and killing + re
         ("threads.py", "fork", "can't start new thread"),
         ("huge_file.py", "disk", "File too large"),
         ("many_files.py", "disk", "quota"),
+        ("tmp_filler.py", "disk", "quota"),
         ("raises.py", "exception", "exploded at depth 2"),
         ("nan.py", "non-finite", "finite"),
         ("wrong_shape.py", "shape", "transposed"),
@@ -175,6 +181,22 @@ def test_snooping_finds_no_secret(app_watch, contest, tmp_path, secrets_around):
     everything = output + repr(entries)
     assert SECRET_VALUE not in everything and SECRET_CONTENT not in everything
     assert "WHESTBOARD" not in output.split("environment:")[1].splitlines()[0]
+
+
+def test_another_users_file_in_the_host_tmp_is_invisible(app_watch, contest, tmp_path):
+    host_file = Path(f"/tmp/whestboard-other-user-{uuid.uuid4().hex}")
+    host_file.write_text(SECRET_CONTENT)
+    try:
+        entries, _, estimator = score(contest, submission(tmp_path, "host_tmp_reader.py", HOST_FILE=str(host_file)))
+    finally:
+        host_file.unlink()
+    assert estimator.started.confinement["private_tmp"], estimator.started.confinement
+    verdict, message = verdict_of(entries[0])
+    assert verdict == "exception" and f"No such file or directory: '{host_file}'" in message, message
+    output = estimator.output.text()
+    assert "stat: absent" in output and host_file.name not in output.split("listing:")[1].splitlines()[0]
+    assert SECRET_CONTENT not in output + repr(entries)
+    assert_grader_fallback(entries[0], contest)
 
 
 def test_megabytes_of_prints_neither_break_the_protocol_nor_fill_memory(app_watch, contest, tmp_path):
