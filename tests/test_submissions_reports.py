@@ -119,3 +119,98 @@ def test_command_line_import_and_export(tmp_path):
     table = pd.read_csv(out)
     assert sorted(table["submission_id"]) == ["c-1", "c-2"]
     assert (tmp_path / "export" / "all.per_mlp.csv").is_file()
+
+
+# ---------------------------------------------------------------------------
+# hostile reports: each refused with a message, nothing stored
+# ---------------------------------------------------------------------------
+
+
+def _mutated(run_report: Path, tmp_path: Path, change) -> Path:
+    report = json.loads(run_report.read_text())
+    change(report)
+    path = tmp_path / "mutated.json"
+    path.write_text(json.dumps(report))
+    return path
+
+
+def _set(path: str, value):
+    def change(report):
+        *parents, last = path.split(".")
+        node = report
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        node[int(last) if isinstance(node, list) else last] = value
+    return change
+
+
+HOSTILE_REPORTS = [
+    ("results", ["x"], "not a `whest run --json` report ('results' and 'run_config' must be objects)"),
+    ("run_config.width", "wide", "run_config.width is 'wide', not a number"),
+    ("run_config.flop_budget", ["x"], "it was scored with flop_budget ['x'], but round v2-phase2 has B = "),
+    ("results.per_mlp.0.mlp_index", {"a": 1}, "results.per_mlp[0]: mlp_index is a JSON object, not a number"),
+    ("results.per_mlp.1.final_layer_mse", None, "results.per_mlp[1]: final_layer_mse is missing"),
+    ("results.per_mlp.1.mlp_name", "x\x00y", "results.per_mlp[1]: mlp_name contains the control character U+0000"),
+    ("run_config.estimator_path", "e" * 501, "estimator is 501 characters long; at most 500 are allowed"),
+    ("run_meta.run_finished_at_utc", "9" * 10_000, "run_meta.run_finished_at_utc is '9999"),
+    ("results.mean_score_multiplier", "lots", "mean_multiplier is 'lots', not a number"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "message"), HOSTILE_REPORTS, ids=[h[0] for h in HOSTILE_REPORTS])
+def test_a_malformed_report_is_refused_with_a_message(sqlite_store, run_report, tmp_path, path, value, message):
+    bad = _mutated(run_report, tmp_path, _set(path, value))
+    with pytest.raises(si.ImportRejected) as err:
+        si.import_files([bad], team="gamma")
+    assert any(message in p for p in err.value.problems), err.value.problems
+    assert all(len(p) < 400 for p in err.value.problems)
+    assert store.count() == 0
+
+
+def test_a_reports_team_and_id_follow_the_text_rules(sqlite_store, run_report):
+    with pytest.raises(si.ImportRejected, match="team contains the control character U\\+001B"):
+        si.import_files([run_report], team="\x1b[2Jgamma")
+    with pytest.raises(si.ImportRejected, match="submission_id is 201 characters long"):
+        si.import_files([run_report], team="gamma", submission_id="i" * 201)
+    assert store.count() == 0
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    (b"[" * 10_000 + b"]" * 10_000, "its JSON nests more than 64 levels deep"),
+    (b'{"results": ' + b"[" * 100 + b"]" * 100 + b"}", "its JSON nests more than 64 levels deep"),
+    (b'{"results": ' + b"1" * 5_000 + b"}", "not valid JSON (Exceeds the limit (4300 digits)"),
+    (b"\xff\xfe{}", "not valid JSON (not UTF-8 text: invalid start byte at byte 0)"),
+    (b'{"ok": false, "error": {"code": "' + b"C" * 5_000 + b'"}}', "the report records a failed run (CCCC"),
+])
+def test_json_that_is_no_report_is_refused(sqlite_store, tmp_path, body, message):
+    path = tmp_path / "odd.json"
+    path.write_bytes(body)
+    with pytest.raises(si.ImportRejected) as err:
+        si.import_files([path], team="gamma")
+    [problem] = err.value.problems
+    assert message in problem and len(problem) < 600
+    assert store.count() == 0
+
+
+def test_a_report_over_the_size_limit_is_refused_unparsed(sqlite_store, tmp_path):
+    path = tmp_path / "huge.json"
+    path.write_bytes(b"[" + b"{}," * (si.MAX_REPORT_BYTES // 3) + b"{}]")
+    with pytest.raises(si.ImportRejected, match=r"huge.json: 8.0 MiB; a `whest run --json` report is at most 8 MiB"):
+        si.import_files([path], team="gamma")
+
+
+def test_command_line_refuses_hostile_files_without_a_traceback(tmp_path):
+    env = dict(os.environ, WHESTBOARD_DATABASE_URL=f"sqlite:///{tmp_path / 'cli.sqlite'}",
+               WHESTBOARD_STATE_DIR=str(tmp_path / "state"))
+    deep = tmp_path / "deep.json"
+    deep.write_bytes(b"[" * 10_000 + b"]" * 10_000)
+    refused = _cli("import", str(deep), "--team", "gamma", env=env)
+    assert refused.returncode == 2
+    assert "Traceback" not in refused.stderr
+    assert f"{deep}: not a `whest run --json` report: its JSON nests more than 64 levels deep" in refused.stderr
+    flood = tmp_path / "flood.csv"
+    flood.write_text("submission_id,team,round,submitted_at,status,whestbench_version\n" + ",,,,,\n" * 200_000)
+    refused = _cli("import", str(flood), env=env)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "at least 1,00" in refused.stderr and len(refused.stderr) < 20_000
+    assert "… and " in refused.stderr and "(all problems by field: submission_id " in refused.stderr
