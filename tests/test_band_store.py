@@ -16,8 +16,9 @@ from whestbench.budget import mc_flops_per_sample
 from whestboard import band_store
 from whestboard.bake import bake, plan_from_args
 from whestboard.band import BandError
-from whestboard.band_baselines import compute_baselines, load_baselines
-from whestboard.band_store import compute_band, load_band, mlp_file
+from whestboard.band_baselines import compute_baselines, load_baselines, unreadable_files
+from whestboard.band_store import BandFileUnreadable, compute_band, load_band, mlp_file
+from whestboard.band_view import convergence_view
 from whestboard.cli import main as cli_main
 from whestboard.datasets import open_dataset
 from whestboard.estimators import resolve_estimator
@@ -160,3 +161,130 @@ def test_a_killed_band_resumes_without_recomputing_finished_mlps(tmp_path):
     for name, mtime in kept.items():
         assert (folder / name).stat().st_mtime_ns == mtime
     assert not list(folder.glob("*.tmp"))
+
+
+# -- damaged band files: named as unreadable, left out, recomputed ------------------------
+
+
+def _truncate(path: Path) -> None:
+    with open(path, "r+b") as fh:
+        fh.truncate(path.stat().st_size // 2)
+
+
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (b"garbage{", "JSONDecodeError: Expecting value"),
+        (b"[1, 2]", "a JSON list, not an object"),
+        (b"\xff\xfe\x00", "UnicodeDecodeError"),
+        (json.dumps({"format": "whestboard-band", "format_version": 1}).encode(), "its plan cannot be read (KeyError"),
+        (json.dumps({"format": "something else"}).encode(), "not a band manifest"),
+    ],
+    ids=["garbage", "not-an-object", "not-text", "no-plan", "other-format"],
+)
+def test_an_unreadable_manifest_is_named_and_the_band_command_rewrites_it(dataset, content, reason):
+    report = compute_band(dataset, budget=BUDGET, show_progress=False)
+    manifest = report.directory / "band.json"
+    plan = json.loads(manifest.read_text())["plan"]
+    folder = report.directory / "mlps"
+    kept = {p.name: p.stat().st_mtime_ns for p in folder.glob("*.json")}
+    manifest.write_bytes(content)
+    with pytest.raises(BandFileUnreadable) as caught:
+        load_band(dataset)
+    message = str(caught.value)
+    assert message.startswith(f"{manifest} is unreadable (") and reason in message
+    assert f"Re-run `python -m whestboard band --dataset {dataset.info.path}` to rewrite it" in message
+    assert caught.value.path == manifest and reason in caught.value.reason
+
+    again = compute_band(dataset, budget=BUDGET, show_progress=False)  # what the message says to run
+    assert again.computed == [] and again.skipped == 4
+    assert {p.name: p.stat().st_mtime_ns for p in folder.glob("*.json")} == kept
+    assert json.loads(manifest.read_text())["plan"] == plan
+    assert load_band(dataset).complete
+
+
+def test_an_oversized_band_file_is_refused_before_it_is_parsed(dataset, monkeypatch):
+    report = compute_band(dataset, budget=BUDGET, show_progress=False)
+    monkeypatch.setattr(band_store, "MAX_FILE_BYTES", 64)
+    with pytest.raises(BandFileUnreadable, match="bytes, more than any band file \\(64\\)"):
+        load_band(dataset)
+    assert (report.directory / "band.json").stat().st_size > 64
+
+
+@pytest.mark.parametrize(
+    "mangle, reason",
+    [
+        (lambda text: text[: len(text) // 2], "JSONDecodeError"),
+        (lambda text: json.dumps({**json.loads(text), "index": 2}), "holds the band of MLP 2, not of MLP 1"),
+        (lambda text: json.dumps({**json.loads(text), "per_layer_mse_raw": [[0.1]]}), "arrays of mismatched shapes"),
+        (lambda text: json.dumps({k: v for k, v in json.loads(text).items() if k != "n"}), "KeyError: 'n'"),
+        (lambda text: json.dumps({**json.loads(text), "avg_variance": "NaN"}), "non-finite MSE or variance"),
+    ],
+    ids=["truncated", "another-mlp", "mismatched-shapes", "missing-field", "nan"],
+)
+def test_an_unreadable_mlp_band_file_is_reported_as_unreadable_and_recomputed(dataset, private_state, mangle, reason):
+    report = compute_band(dataset, budget=BUDGET, show_progress=False)
+    path = mlp_file(report.directory, 1)
+    good = path.read_text()
+    path.write_text(mangle(good))
+    band = load_band(dataset)
+    assert band.stale == [] and list(band.unreadable) == [1]
+    assert band.unreadable[1].startswith(f"{path}: ") and reason in band.unreadable[1]
+    assert band.indices == [0, 2, 3] and not band.complete
+
+    view = convergence_view(dataset, runs=[])
+    notes = " ".join(view.notes)
+    assert f"1 stored band file(s) are unreadable and left out: {band.unreadable[1]}" in notes
+    assert f"Re-run `python -m whestboard band --dataset {dataset.info.path}` to recompute them" in notes
+    assert "another reference" not in notes
+    assert view.has_band and view.band_n_mlps == 3  # the other MLPs' band is still drawn
+
+    again = compute_band(dataset, budget=BUDGET, show_progress=False)
+    assert [b.index for b in again.computed] == [1]
+    assert json.loads(path.read_text())["per_layer_mse_raw"] == json.loads(good)["per_layer_mse_raw"]
+    assert load_band(dataset).complete
+
+
+def test_a_file_for_another_reference_is_still_reported_as_such(dataset, private_state):
+    report = compute_band(dataset, budget=BUDGET, show_progress=False)
+    path = mlp_file(report.directory, 3)
+    path.write_text(json.dumps({**json.loads(path.read_text()), "reference_sha256": "0" * 64}))
+    notes = " ".join(convergence_view(dataset, runs=[]).notes)
+    assert "1 stored band file(s) were measured against another reference" in notes and "unreadable" not in notes
+
+
+def test_a_damaged_dataset_mlp_is_left_out_of_the_band_and_said_so(dataset, private_state):
+    report = compute_band(dataset, budget=BUDGET, show_progress=False)
+    record = Path(dataset.info.path) / "mlps" / "00002.npz"
+    _truncate(record)
+    damaged = open_dataset(dataset.info.path)
+    band = load_band(damaged)
+    assert band.indices == [0, 1, 3] and band.complete and band.stale == [] and band.unreadable == {}
+    again = compute_band(damaged, budget=BUDGET, show_progress=False)
+    assert again.computed == [] and again.skipped == 3
+    assert mlp_file(report.directory, 2).is_file()  # the band file of the damaged MLP is kept, not rewritten
+
+    view = convergence_view(damaged, runs=[])
+    assert view.n_mlps == 3 and view.band_n_mlps == 3
+    assert view.sigma2["final"] == pytest.approx(np.mean([dataset.truth(i)[1] for i in (0, 1, 3)]), rel=1e-15)
+    notes = " ".join(view.notes)
+    assert f"{record}: the archive is truncated or corrupt (BadZipFile" in notes and "3 of 4 MLPs" in notes
+    assert "python -m whestboard bake" in notes
+
+
+def test_an_unreadable_baseline_file_is_ignored_named_and_rewritten(dataset, private_state):
+    compute_band(dataset, budget=BUDGET, show_progress=False)
+    directory = Path(dataset.info.path) / "band"
+    compute_baselines(dataset, budget=BUDGET, directory=directory)
+    path = directory / "baselines" / "mean.json"
+    path.write_text('{"per_mlp": [{"mlp_index": 0, "final_layer_mse": "lots"}]}')
+    assert set(load_baselines(dataset)) == {"cov"}
+    assert list(unreadable_files(dataset)) == [str(path)]
+    assert "per_mlp is not a list of entries" in unreadable_files(dataset)[str(path)]
+    notes = " ".join(convergence_view(dataset, runs=[]).notes)
+    assert f"Baseline file(s) unreadable and ignored: {path}: per_mlp is not a list" in notes
+    seen = []
+    compute_baselines(dataset, budget=BUDGET, directory=directory,
+                      on_progress=lambda kind, done, total: seen.append((kind, done, total)))
+    assert seen[-1] == ("mean", 4, 4) and ("cov", 4, 4) not in seen
+    assert set(load_baselines(dataset)) == {"mean", "cov"} and unreadable_files(dataset) == {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tests.upstream import SEEDS, make_official, whestbench_mlps
@@ -147,3 +148,223 @@ def test_weights_rebuild_equals_whestbench_sample_mlp(width, depth):
     seed = 2**40 + 3
     mlp = sample_mlp(width, depth, fnp.random.default_rng(derive_seed_streams(seed)[0]))
     np.testing.assert_array_equal(build_weights(width, depth, seed), np.stack([np.asarray(w) for w in mlp.weights]))
+
+
+# -- damaged files: contained to the MLP they hold ---------------------------------------
+
+
+def _copy(compact_dir, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(compact_dir, copy)
+    return copy
+
+
+def _truncate(path, fraction=0.5):
+    size = path.stat().st_size
+    with open(path, "r+b") as fh:
+        fh.truncate(int(size * fraction))
+
+
+def test_a_truncated_record_damages_only_its_mlp(tmp_path, compact_dir):
+    from whestboard.datasets import MLPDamaged
+
+    intact = open_dataset(compact_dir)
+    copy = _copy(compact_dir, tmp_path)
+    _truncate(compact.mlp_path(copy, 1))
+    ds = open_dataset(copy)
+
+    assert ds.info.n_mlps == 4 and ds.indices == [0, 2, 3] and ds.held_indices == [0, 1, 2, 3]
+    damage = ds.damaged[1]
+    assert damage.path == compact.mlp_path(copy, 1)
+    assert damage.reason == "the archive is truncated or corrupt (BadZipFile: File is not a zip file)"
+    assert damage.name == intact.mlp_name(1) and damage.seed == SEEDS[1]
+    assert f"--n-mlps 4 --samples {SAMPLES} --out {copy}" in damage.remedy
+    for call in (ds.truth, ds.weights, ds.mlp, ds.mlp_name, ds.estimator_seed):
+        with pytest.raises(MLPDamaged, match="MLP 1 of copy is damaged: .*00001.npz: the archive is truncated"):
+            call(1)
+    with pytest.raises(MLPDamaged, match="00001.npz.*MLP\\(s\\) 1 of the selection"):
+        ds.refuse_damaged([0, 1, 1, 2])
+    ds.refuse_damaged([0, 2])  # a selection of readable MLPs passes
+    for i in ds.indices:  # every other MLP is exactly what it was
+        np.testing.assert_array_equal(ds.truth(i)[0], intact.truth(i)[0])
+        assert ds.truth(i)[1] == intact.truth(i)[1]
+        np.testing.assert_array_equal(ds.weights(i), intact.weights(i))
+
+    readable_variances = [intact.truth(i)[1] for i in (0, 2, 3)]
+    assert ds.mean_avg_variance == pytest.approx(np.mean(readable_variances), rel=1e-15)
+    assert ds.noise_floor == pytest.approx(np.mean(readable_variances) / SAMPLES, rel=1e-15)
+    assert ds.avg_variances == {i: intact.truth(i)[1] for i in (0, 2, 3)}
+    assert ds.aggregate_basis() == "3 of 4 MLPs (1 damaged, left out)"
+    assert intact.aggregate_basis() == "all 4 MLPs"
+
+    summary = ds.summary()
+    assert list(summary["index"]) == [0, 1, 2, 3] and list(summary["damaged"]) == [False, True, False, False]
+    row = summary.iloc[1]
+    assert row["damage"] == damage.problem and row["mlp_name"] == damage.name and row["mlp_seed"] == SEEDS[1]
+    assert np.isnan(row["avg_variance"]) and np.isnan(row["final_mean_avg"])
+    good = intact.summary().drop(index=1).reset_index(drop=True)
+    mine = summary.drop(index=1).reset_index(drop=True)[good.columns]
+    pd.testing.assert_frame_equal(mine, good, check_dtype=False)
+
+
+def _write_npz(path, **arrays):
+    with open(path, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
+
+
+def _record_like(compact_dir, **overrides):
+    rec = compact.read_mlp_record(compact_dir, 2)
+    arrays = {"all_layer_means": rec["all_layer_means"], "avg_variance": np.float64(rec["avg_variance"]),
+              "weights_sha256": np.array(rec["weights_sha256"]), "provenance": np.array(json.dumps(rec["provenance"]))}
+    arrays.update(overrides)
+    return {k: v for k, v in arrays.items() if v is not None}
+
+
+@pytest.mark.parametrize(
+    "damage, reason",
+    [
+        (lambda p, src: p.write_bytes(b""), "the file is empty (0 bytes)"),
+        (lambda p, src: p.write_bytes(b"not an archive at all"), "not an .npz archive (it starts with b'not '"),
+        (lambda p, src: np.save(open(p, "wb"), np.zeros(3)), "not an .npz archive (it starts with b'\\x93NUM'"),
+        (lambda p, src: _write_npz(p, **_record_like(src, provenance=None)), "lacks provenance"),
+        (lambda p, src: _write_npz(p, **_record_like(src, all_layer_means=np.zeros((DEPTH, WIDTH + 1), np.float32))),
+         f"all_layer_means has shape ({DEPTH}, {WIDTH + 1}), expected ({DEPTH}, {WIDTH})"),
+        (lambda p, src: _write_npz(p, **_record_like(src, all_layer_means=np.zeros((DEPTH, 100 * WIDTH), np.float32))),
+         "all_layer_means declares"),
+        (lambda p, src: _write_npz(p, **_record_like(src, avg_variance=np.float64("nan"))), "avg_variance is nan"),
+        (lambda p, src: _write_npz(p, **_record_like(src, weights_sha256=np.array("x"))), "not a sha256 hex digest"),
+        (lambda p, src: _write_npz(p, **_record_like(src, provenance=np.array("[1, 2]"))), "provenance is not a JSON"),
+    ],
+    ids=["empty", "garbage", "bare-npy", "missing-member", "wrong-shape", "oversized-member", "nan-variance",
+         "bad-checksum-field", "provenance-not-object"],
+)
+def test_every_kind_of_damaged_record_names_its_file_and_reason(tmp_path, compact_dir, damage, reason):
+    copy = _copy(compact_dir, tmp_path)
+    path = compact.mlp_path(copy, 2)
+    damage(path, compact_dir)
+    with pytest.raises(compact.RecordDamaged) as caught:
+        compact.read_mlp_record(copy, 2, depth=DEPTH, width=WIDTH)
+    assert caught.value.path == path and reason in caught.value.reason
+    ds = open_dataset(copy)
+    assert list(ds.damaged) == [2] and reason in ds.damaged[2].reason and ds.indices == [0, 1, 3]
+
+
+def test_a_record_the_manifest_does_not_list_is_damaged_not_fatal(tmp_path, compact_dir):
+    import shutil
+
+    copy = _copy(compact_dir, tmp_path)
+    shutil.copyfile(compact.mlp_path(copy, 0), compact.mlp_path(copy, 9))
+    ds = open_dataset(copy)
+    assert ds.indices == [0, 1, 2, 3] and list(ds.damaged) == [9]
+    assert ds.damaged[9].reason == "the manifest lists only 4 MLPs (0..3)" and ds.damaged[9].name is None
+    assert ds.summary()["index"].tolist() == [0, 1, 2, 3, 9]
+
+
+@pytest.mark.parametrize(
+    "mangle, message",
+    [
+        (lambda m: m.pop("width"), "lacks or mangles a field"),
+        (lambda m: m.update(mlp_seeds=m["mlp_seeds"][:2]), "mlp_seeds must list n_mlps = 4"),
+        (lambda m: m.update(n_samples="many"), "lacks or mangles a field"),
+    ],
+)
+def test_a_mangled_manifest_is_one_clear_error(tmp_path, compact_dir, mangle, message):
+    copy = _copy(compact_dir, tmp_path)
+    manifest = compact.read_manifest(copy)
+    mangle(manifest)
+    compact.manifest_path(copy).write_text(json.dumps(manifest))
+    with pytest.raises(DatasetError, match=message):
+        open_dataset(copy)
+
+
+def test_an_unreadable_parquet_row_group_damages_only_its_mlps(tmp_path, official):
+    """A corrupt page in row group 1 of 2: its two MLPs are damaged, the other two are served as before."""
+    import pyarrow.parquet as pq
+
+    from whestboard.datasets import MLPDamaged
+
+    intact = open_dataset(official)
+    copy = _copy(official, tmp_path)
+    (file,) = sorted((copy / "data").glob("*.parquet"))
+    pq.write_table(pq.read_table(file), file, row_group_size=2, compression="none")
+    meta = pq.ParquetFile(file).metadata
+    group = meta.row_group(1)
+    (chunk,) = [group.column(j) for j in range(group.num_columns)
+                if group.column(j).path_in_schema.startswith("all_layer_means.")]
+    offset = chunk.data_page_offset
+    with open(file, "r+b") as fh:
+        fh.seek(offset)
+        fh.write(b"\xff" * 32)  # the page header: no reader gets past it
+    ds = open_dataset(copy)
+    assert ds.indices == [0, 1] and list(ds.damaged) == [2, 3]
+    assert ds.damaged[2].path == file and ds.damaged[2].reason.startswith("row group 1 (rows 2..3) cannot be read (")
+    assert "Re-download" in ds.damaged[2].remedy
+    with pytest.raises(MLPDamaged, match="MLP 3 of copy is damaged"):
+        ds.truth(3)
+    for i in (0, 1):
+        np.testing.assert_array_equal(ds.truth(i)[0], intact.truth(i)[0])
+        np.testing.assert_array_equal(ds.weights(i), intact.weights(i))
+        assert ds.estimator_seed(i) == intact.estimator_seed(i) and ds.mlp_name(i) == intact.mlp_name(i)
+    summary = ds.summary()
+    assert summary["damaged"].tolist() == [False, False, True, True] and summary["mlp_seed"].isna().tolist()[2:] == [
+        True, True]
+
+
+def test_an_unreadable_parquet_footer_is_a_clear_dataset_error(tmp_path, official):
+    copy = _copy(official, tmp_path)
+    (file,) = sorted((copy / "data").glob("*.parquet"))
+    _truncate(file)
+    with pytest.raises(DatasetError, match=f"{file}: not a readable parquet file .*re-download it"):
+        open_dataset(copy)
+
+
+def test_the_registry_notices_a_record_damaged_and_repaired_in_place(tmp_path, compact_dir, monkeypatch):
+    """In place: the folders' modification times do not move, only the file's size and time do."""
+    from whestboard import health, registry
+    from whestboard.mlp_stats import summary_for
+
+    root = tmp_path / "data"
+    root.mkdir()
+    copy = _copy(compact_dir, root)
+    monkeypatch.setenv("WHESTBOARD_DATA_DIR", str(root))
+    monkeypatch.setenv("WHESTBOARD_DATASETS", "")
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
+    assert not registry.get_dataset("copy").damaged
+    assert summary_for(registry.get_dataset("copy"))["damaged"].sum() == 0
+
+    path = compact.mlp_path(copy, 3)
+    good = path.read_bytes()
+    folder_times = (copy.stat().st_mtime_ns, path.parent.stat().st_mtime_ns)
+    _truncate(path)
+    assert (copy.stat().st_mtime_ns, path.parent.stat().st_mtime_ns) == folder_times
+    ds = registry.get_dataset("copy")
+    assert list(ds.damaged) == [3] and summary_for(ds)["damaged"].tolist() == [False, False, False, True]
+    report = health.check()
+    assert report["ok"] is True and report["degraded"] is True
+    assert report["checks"]["datasets"]["damaged"] == {"copy": {str(path): ds.damaged[3].reason}}
+    assert registry.damaged_mlps() == {"copy": [ds.damaged[3]]}
+
+    with open(path, "r+b") as fh:  # repaired in place, as `cp good-copy 00003.npz` does
+        fh.write(good)
+    repaired = registry.get_dataset("copy")
+    assert not repaired.damaged and repaired.indices == [0, 1, 2, 3]
+    assert summary_for(repaired)["damaged"].sum() == 0
+    report = health.check()
+    assert report["degraded"] is False and report["checks"]["datasets"]["damaged"] == {}
+
+
+def test_an_unopenable_dataset_stays_broken_and_healthz_stays_up(tmp_path, monkeypatch):
+    from whestboard import health
+
+    root = tmp_path / "data"
+    (root / "broken").mkdir(parents=True)
+    (root / "broken" / compact.MANIFEST_NAME).write_text("{")
+    monkeypatch.setenv("WHESTBOARD_DATA_DIR", str(root))
+    monkeypatch.setenv("WHESTBOARD_DATASETS", "")
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
+    report = health.check()
+    datasets = report["checks"]["datasets"]
+    assert report["ok"] is False and datasets["ok"] is False and datasets["served"] == []
+    assert "not valid JSON" in datasets["broken"]["broken"] and datasets["damaged"] == {}

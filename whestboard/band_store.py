@@ -193,13 +193,13 @@ def _same_plan(stored: dict, plan: BandPlan) -> bool:
         return False
 
 
-def _readable_manifest(path: Path) -> dict[str, Any] | None:
-    """The stored manifest, or None when there is none or it is unreadable (then it is rewritten: each
-    MLP file is checked against the plan on its own, so the valid ones are kept)."""
+def _readable_manifest(path: Path, dataset) -> dict[str, Any] | None:
+    """The stored manifest, or None when there is none or ``load_band`` could not read it (then it is
+    rewritten: each MLP file is checked against the plan on its own, so the valid ones are kept)."""
     if not path.is_file():
         return None
     try:
-        return read_band_file(path)
+        return _read_manifest(path, dataset)[0]
     except BandFileUnreadable:
         return None
 
@@ -208,7 +208,7 @@ def prepare_directory(directory: Path, dataset, plan: BandPlan, *, restart: bool
     """Create the manifest (again, if it is unreadable), or check that an existing one has the same plan."""
     directory = Path(directory)
     manifest_path = directory / MANIFEST_NAME
-    manifest = _readable_manifest(manifest_path) if not restart else None
+    manifest = _readable_manifest(manifest_path, dataset) if not restart else None
     if manifest is not None:
         ident = dataset_identity(dataset)
         stored_ident = {k: v for k, v in manifest.get("dataset", {}).items() if k != "key"}

@@ -165,7 +165,7 @@ def _check_is_archive(path: Path) -> None:
 
 def describe_error(exc: BaseException) -> str:
     """``Type: message``, the reason part of every damaged-file message."""
-    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
