@@ -184,3 +184,47 @@ def test_every_plot_has_a_csv(served, plot, rows):
     if plot == "heatmap":
         means, _ = ds.truth(1)
         np.testing.assert_array_equal(table["truth_mean"].to_numpy(np.float32).reshape(means.shape), means)
+
+
+# -- a damaged MLP record -------------------------------------------------------------------
+
+
+def test_a_damaged_mlp_is_shown_as_damaged_with_its_file_and_reason_on_every_explorer_page(
+        served, tmp_path, monkeypatch):
+    import shutil
+
+    from pages import explorer, home, mlp
+    from whestboard import compact, registry
+
+    root = tmp_path / "data"
+    shutil.copytree(served / "toy-warmup", root / "toy-warmup")
+    record = compact.mlp_path(root / "toy-warmup", 1)
+    record.write_bytes(record.read_bytes()[:100])
+    monkeypatch.setenv("WHESTBOARD_DATA_DIR", str(root))
+    reason = "the archive is truncated or corrupt (BadZipFile: File is not a zip file)"
+    ds = registry.get_dataset("toy-warmup")
+    assert ds.indices == [0] and ds.damaged[1].reason == reason
+
+    page = mlp.layout(dataset="toy-warmup", index="1")
+    assert _find(page, "mlp-page") is None
+    assert f"{record} : {reason}" in _text(_find(page, "mlp-damaged"))
+    assert _find(mlp.layout(dataset="toy-warmup", index="0"), "mlp-page") is not None
+
+    page = explorer.layout(dataset="toy-warmup")
+    assert reason in _text(_find(page, "dataset-damaged"))
+    rows = _find(page, "mlp-grid").rowData
+    assert [(r["index"], r["damaged"], r["status"]) for r in rows] == [
+        (0, False, "ok"), (1, True, f"damaged: {record}: {reason}")]
+    assert rows[1]["avg_variance"] is None and rows[1]["mlp"] == f"[{ds.damaged[1].name}](/mlp/toy-warmup/1)"
+    assert "status" in [c["field"] for c in _find(page, "mlp-grid").columnDefs]
+    assert "1 readable of 2 (1 damaged)" in _text(_find(page, "dataset-mlp-count"))
+    assert float(_text(_find(page, "dataset-noise-floor"))) == pytest.approx(ds.truth(0)[1] / 256, rel=5e-3)
+
+    shown = _text(home.layout())
+    assert str(record) in shown and reason in shown and "1 readable of 2 (1 damaged)" in shown
+
+
+def test_a_healthy_dataset_has_no_status_column(served):
+    from pages import explorer
+
+    assert "status" not in [c["field"] for c in _find(explorer.layout(dataset="toy-warmup"), "mlp-grid").columnDefs]
