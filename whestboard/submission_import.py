@@ -265,7 +265,8 @@ def _text(value: Any, name: str, *, required: bool):
     text = str(value)
     # the raw value is checked: a tab or line break at either end is refused, not stripped away unseen
     problem = store.text_problem(text, name, limit_after_strip=True)
-    return (None, problem) if problem else (text.strip(), None)
+    # one string object per distinct value: a team, round or version repeats on every row of a large file
+    return (None, problem) if problem else (sys.intern(text.strip()), None)
 
 
 def _number(value: Any, name: str, *, required: bool, minimum: float = 0.0, strict: bool = False):
@@ -452,7 +453,7 @@ def parse_submission_row(row: dict) -> tuple[Submission | None, _RowProblems]:
     submitted_at = take(_time, "submitted_at")
     status = take(_text, "status", required=True)
     if status is not None:
-        status = status.lower()
+        status = sys.intern(status.lower())
         if status not in store.STATUSES:
             problems.note("status", f"status is {_shown(status)}; write one of {', '.join(store.STATUSES)}")
     graded = status == "graded"
@@ -487,13 +488,10 @@ def parse_mlp_row(row: dict) -> tuple[MLPResult | None, _RowProblems]:
     problems = _RowProblems(row)
     take = problems.take
 
-    sid = take(_text, "submission_id", required=True)
-    name = take(_text, "mlp_name", required=False)
     result = dict(
-        # a submission's id and MLP names repeat on every row: one string each, not one per row
-        submission_id=sys.intern(sid) if sid else sid,
+        submission_id=take(_text, "submission_id", required=True),
         mlp_index=take(_integer, "mlp_index", required=True),
-        mlp_name=sys.intern(name) if name else name,
+        mlp_name=take(_text, "mlp_name", required=False),
         final_layer_mse=take(_number, "final_layer_mse", required=True),
         adjusted_score=take(_number, "adjusted_score", required=True),
         flops_used=take(_number, "flops_used", required=False),

@@ -257,11 +257,22 @@ def _write(url: str | None, work):
 
 
 def _upsert(s: Session, submissions: Sequence[Submission], by_sub: dict[str, list[MLPResult]]) -> UpsertReport:
+    """Compared and written _IN_CHUNK submissions at a time: memory follows the chunk, not the import."""
     report = UpsertReport()
-    existing = _existing_rows(s, [sub.submission_id for sub in submissions])
-    existing_mlps = _existing_mlp_rows(s, [sid for sid in by_sub if sid in existing])
+    for chunk in _chunks(list(submissions)):
+        _upsert_chunk(s, chunk, by_sub, report)
+    if report.changed:
+        _bump(s, REVISION_KEY)
+    return report
+
+
+def _upsert_chunk(s: Session, chunk: Sequence[Submission], by_sub: dict[str, list[MLPResult]],
+                  report: UpsertReport) -> None:
+    existing = _existing_rows(s, [sub.submission_id for sub in chunk])
+    existing_mlps = _existing_mlp_rows(s, [sub.submission_id for sub in chunk
+                                           if sub.submission_id in by_sub and sub.submission_id in existing])
     new_rows, new_mlps = [], []
-    for sub in submissions:
+    for sub in chunk:
         values = _row_values(sub)
         mlps = [_mlp_values(r) for r in sorted(by_sub.get(sub.submission_id, []), key=lambda r: r.mlp_index)]
         old = existing.get(sub.submission_id)
@@ -285,9 +296,6 @@ def _upsert(s: Session, submissions: Sequence[Submission], by_sub: dict[str, lis
         s.execute(SubmissionRow.__table__.insert(), new_rows)
     if new_mlps:
         s.execute(SubmissionMLPRow.__table__.insert(), new_mlps)
-    if report.changed:
-        _bump(s, REVISION_KEY)
-    return report
 
 
 def _same(old: dict, new: dict) -> bool:
