@@ -8,7 +8,7 @@ core functions with the same check (pages/leaderboard.py).
     POST   /api/submissions/import     multipart files (+ team, submission_id, round, flopscope_version)
     PATCH  /api/submissions/<id>       JSON {"team": ..., "status": ..., "submitted_at": ..., "estimator": ...}
     DELETE /api/submissions/<id>
-    GET    /api/submissions.csv        every submission, import schema (public)
+    GET    /api/submissions.csv        every submission, import schema (public, streamed, formulas escaped)
     GET    /api/submissions/per_mlp.csv
 """
 
@@ -131,16 +131,38 @@ def delete_submission(submission_id: str):
     return jsonify({"ok": True})
 
 
-@blueprint.get("/api/submissions.csv")
+EXPORT_PATH = "/api/submissions.csv"
+MLP_EXPORT_PATH = "/api/submissions/per_mlp.csv"
+
+
+@blueprint.get(EXPORT_PATH)
 def export_submissions():
-    return Response(si.submissions_csv(), mimetype="text/csv",
-                    headers={"Content-Disposition": "attachment; filename=whestboard-submissions.csv"})
+    return _streamed_csv(si.iter_submissions_csv(), "whestboard-submissions.csv")
 
 
-@blueprint.get("/api/submissions/per_mlp.csv")
+@blueprint.get(MLP_EXPORT_PATH)
 def export_mlp_results():
-    return Response(si.mlp_results_csv(), mimetype="text/csv",
-                    headers={"Content-Disposition": "attachment; filename=whestboard-submissions.per_mlp.csv"})
+    return _streamed_csv(si.iter_mlp_results_csv(), "whestboard-submissions.per_mlp.csv")
+
+
+def _streamed_csv(pieces, filename: str) -> Response:
+    """Public downloads stream a few thousand rows at a time: a worker never holds the whole store's CSV.
+
+    The first piece (the header, and the store's first read) is taken before the
+    response starts, so an unreachable store is a 503 with a message, not a broken download.
+    """
+    try:
+        head = next(pieces)
+    except SQLAlchemyError as exc:
+        log.error("submissions export failed: %s: %s", type(exc).__name__, exc)
+        return jsonify({"ok": False, "error": f"the submissions store cannot be read ({type(exc).__name__}); "
+                                              "try again, and check /healthz"}), 503
+
+    def body():
+        yield head
+        yield from pieces
+
+    return Response(body(), mimetype="text/csv", headers={"Content-Disposition": f"attachment; filename={filename}"})
 
 
 def register(server: Flask) -> None:

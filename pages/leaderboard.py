@@ -140,7 +140,6 @@ def layout(round: str | None = None, team: str | None = None, y: str | None = No
             dcc.Store(id="lb-highlight-index"),
             dcc.Store(id="lb-timeline-index"),
             dcc.Store(id="lb-url-sync"),
-            dcc.Download(id="lb-download"),
         ]
     )
 
@@ -214,12 +213,17 @@ def _ranking_grid() -> dag.AgGrid:
 
 
 def _export_row() -> dbc.Row:
+    """Links to the HTTP API's exports: streamed by the server, formulas escaped, one code path for both."""
+    from components.organizer_api import EXPORT_PATH, MLP_EXPORT_PATH
+
     return dbc.Row(
         [
             dbc.Col(dbc.Button("Download submissions CSV", id="lb-export", size="sm", color="secondary",
-                               outline=True), width="auto"),
+                               outline=True, href=dash.get_relative_path(EXPORT_PATH), external_link=True,
+                               download="whestboard-submissions.csv"), width="auto"),
             dbc.Col(dbc.Button("Download per-MLP CSV", id="lb-export-mlps", size="sm", color="secondary",
-                               outline=True), width="auto"),
+                               outline=True, href=dash.get_relative_path(MLP_EXPORT_PATH), external_link=True,
+                               download="whestboard-submissions.per_mlp.csv"), width="auto"),
             dbc.Col(html.Span("Every submission in the import schema (docs/submissions-schema.md); "
                               "also at /api/submissions.csv.", className="text-muted small"), width="auto"),
         ],
@@ -463,14 +467,6 @@ clientside_callback(
 # ---------------------------------------------------------------------------
 # export and organizer actions
 # ---------------------------------------------------------------------------
-
-
-@callback(Output("lb-download", "data"), Input("lb-export", "n_clicks"), Input("lb-export-mlps", "n_clicks"),
-          prevent_initial_call=True)
-def _export(_subs, _mlps):
-    if ctx.triggered_id == "lb-export-mlps":
-        return dcc.send_string(si.mlp_results_csv(), "whestboard-submissions.per_mlp.csv")
-    return dcc.send_string(si.submissions_csv(), "whestboard-submissions.csv")
 
 
 @callback(

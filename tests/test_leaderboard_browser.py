@@ -1,4 +1,4 @@
-"""The leaderboard in a real browser: every round, a highlighted team, ranking, timeline, organizer refusal."""
+"""The leaderboard in a real browser: every round, a highlighted team, ranking, timeline, organizer actions."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import pytest
 import requests
 
 from tests.browser_helpers import wait_for_dash
+from tests.conftest import checked_page, serve_app
+from tests.submissions_helpers import submission_row
 from whestboard import ranking
 from whestboard.rounds import ALL_ROUNDS
 
@@ -102,3 +104,63 @@ def test_the_running_app_refuses_organizer_api_calls_without_the_token(live_serv
     assert requests.patch(live_server + "/api/submissions/anything", json={"team": "x"}, headers=wrong,
                           timeout=30).status_code == 403
     assert requests.get(live_server + "/api/submissions.csv", timeout=30).text == before
+
+
+ORGANIZER_TOKEN = "browser-organizer-token"
+
+
+@pytest.fixture(scope="module")
+def organizer_server(tmp_path_factory):
+    """``python app.py`` with the organizer token set, on a store of its own."""
+    with serve_app(tmp_path_factory.mktemp("organizer-state"), WHESTBOARD_ORGANIZER_TOKEN=ORGANIZER_TOKEN) as base:
+        yield base
+
+
+@pytest.fixture()
+def organizer_page(browser, organizer_server):
+    with checked_page(browser, organizer_server) as pg:
+        yield pg
+
+
+def _upload_as_organizer(page, path) -> str:
+    _open(page, "?round=v1-warmup")
+    page.click("#lb-organizer .accordion-button")
+    page.fill("#lb-token", ORGANIZER_TOKEN)
+    page.fill("#lb-import-team", "gamma")
+    page.set_input_files("#lb-upload input[type=file]", str(path))
+    page.wait_for_selector("#lb-org-result .alert")
+    return page.locator("#lb-org-result").inner_text()
+
+
+def test_hostile_uploads_get_an_alert_and_change_nothing(organizer_page, tmp_path):
+    base = organizer_page.base_url
+    before = requests.get(base + "/api/submissions.csv", timeout=30).text
+    deep = tmp_path / "deep.json"
+    deep.write_bytes(b"[" * 10_000 + b"]" * 10_000)
+    alert = _upload_as_organizer(organizer_page, deep)
+    assert "1 problem(s) found; nothing was imported" in alert
+    assert "deep.json: not a `whest run --json` report: its JSON nests more than 64 levels deep" in alert
+
+    nul = tmp_path / "nul.csv"
+    row, _ = submission_row("nul-1", "bad\x00team")
+    pd.DataFrame([row]).to_csv(nul, index=False)
+    organizer_page.reload()
+    alert = _upload_as_organizer(organizer_page, nul)
+    assert "nul.csv line 2 (submission_id 'nul-1'): team contains the control character U+0000 at character 4" \
+        in alert
+    assert requests.get(base + "/api/submissions.csv", timeout=30).text == before
+
+
+def test_the_download_button_saves_the_neutralised_export(organizer_page, tmp_path):
+    path = tmp_path / "formula.csv"
+    row, _ = submission_row("=1+2", "@team", estimator="-5")
+    pd.DataFrame([row]).to_csv(path, index=False)
+    assert "Imported formula.csv: 1 added" in _upload_as_organizer(organizer_page, path)
+    with organizer_page.expect_download() as download:
+        organizer_page.click("#lb-export")
+    saved = tmp_path / "saved.csv"
+    download.value.save_as(saved)
+    assert download.value.suggested_filename == "whestboard-submissions.csv"
+    table = pd.read_csv(saved, dtype=str, keep_default_na=False).set_index("submission_id")
+    assert table.loc["'=1+2", "team"] == "'@team" and table.loc["'=1+2", "estimator"] == "'-5"
+    assert saved.read_text() == requests.get(organizer_page.base_url + "/api/submissions.csv", timeout=30).text

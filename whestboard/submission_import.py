@@ -216,13 +216,13 @@ def unescape_formula(value: Any) -> Any:
     return value
 
 
-def csv_text(df: pd.DataFrame, text_columns: Iterable[str]) -> str:
+def csv_text(df: pd.DataFrame, text_columns: Iterable[str], *, header: bool = True) -> str:
     """The one CSV writer of every export (command line, HTTP API, page downloads)."""
     out = df.copy()
     for column in text_columns:
         if column in out.columns:
             out[column] = out[column].map(escape_formula)
-    return out.to_csv(index=False)
+    return out.to_csv(index=False, header=header)
 
 
 # ---------------------------------------------------------------------------
@@ -931,15 +931,35 @@ def import_uploads(uploads: Sequence[Upload], *, url: str | None = None, **optio
 # ---------------------------------------------------------------------------
 
 
+#: Rows per streamed piece of an export.
+EXPORT_CHUNK_ROWS = 5_000
+
+
+def iter_submissions_csv(*, url: str | None = None) -> Iterator[str]:
+    """Every submission in the import schema as CSV text, streamed: header first, then pieces of rows.
+
+    Floats are written exactly and formula cells neutralised (``csv_text``); memory
+    follows EXPORT_CHUNK_ROWS rows, not the store, so a public download of 10,000
+    submissions with a million per-MLP rows costs a worker a few MB.
+    """
+    for number, df in enumerate(store.iter_frames(EXPORT_CHUNK_ROWS, url=url)):
+        df["submitted_at"] = df["submitted_at"].map(_iso).astype(object)
+        yield csv_text(df, SUBMISSION_TEXT_LIMITS, header=number == 0)
+
+
+def iter_mlp_results_csv(*, url: str | None = None) -> Iterator[str]:
+    """Every per-MLP result as CSV text, streamed like ``iter_submissions_csv``."""
+    for number, df in enumerate(store.iter_mlp_frames(EXPORT_CHUNK_ROWS, url=url)):
+        yield csv_text(df, MLP_TEXT_LIMITS, header=number == 0)
+
+
 def submissions_csv(*, url: str | None = None) -> str:
-    """Every submission in the import schema, as CSV text (floats written exactly, formulas neutralised)."""
-    df = store.frame(url=url)
-    df["submitted_at"] = df["submitted_at"].map(_iso)
-    return csv_text(df, SUBMISSION_TEXT_LIMITS)
+    """Every submission in the import schema, as one CSV text."""
+    return "".join(iter_submissions_csv(url=url))
 
 
 def mlp_results_csv(*, url: str | None = None) -> str:
-    return csv_text(store.mlp_frame(url=url), MLP_TEXT_LIMITS)
+    return "".join(iter_mlp_results_csv(url=url))
 
 
 def _iso(moment) -> str:
@@ -952,12 +972,18 @@ def export(out: Path, *, url: str | None = None, per_mlp: bool = True) -> tuple[
     if out.suffix.lower() != ".csv":
         raise ValueError(f"{out}: export writes CSV; give a path ending in .csv")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(submissions_csv(url=url))
+    _write_pieces(out, iter_submissions_csv(url=url))
     sibling = out.with_name(out.stem + PER_MLP_SUFFIX + ".csv")
     if per_mlp and store.ids_with_mlp_results(url=url):
-        sibling.write_text(mlp_results_csv(url=url))
+        _write_pieces(sibling, iter_mlp_results_csv(url=url))
         return out, sibling
     return out, None
+
+
+def _write_pieces(path: Path, pieces: Iterable[str]) -> None:
+    with path.open("w", newline="") as fh:
+        for piece in pieces:
+            fh.write(piece)
 
 
 # ---------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 
@@ -461,13 +461,35 @@ SUBMISSION_COLUMNS = list(SUBMISSION_FIELDS)
 
 def frame(*, round_tag: str | None = None, url: str | None = None) -> pd.DataFrame:
     """Every submission (of one round) as a DataFrame in the import schema's columns."""
+    with db.session(url) as s:
+        rows = s.execute(_submissions_query(round_tag)).mappings().all()
+    return _submission_frame(rows)
+
+
+def iter_frames(rows_per_frame: int, *, url: str | None = None) -> Iterator[pd.DataFrame]:
+    """Every submission, in ``frame``'s order and columns, a few thousand rows at a time.
+
+    The first frame is the empty table (the columns), so an empty store still
+    yields its header; the query runs before it. What exports stream from:
+    memory follows the frame, not the store.
+    """
+    with db.session(url) as s:  # queried before the first frame: an unreachable store fails there
+        result = s.execute(_submissions_query(None), execution_options={"yield_per": rows_per_frame}).mappings()
+        yield _submission_frame([])
+        for part in result.partitions(rows_per_frame):
+            yield _submission_frame(part)
+
+
+def _submissions_query(round_tag: str | None):
     table = SubmissionRow.__table__
     query = select(table)
     if round_tag is not None:
         query = query.where(table.c.round_tag == round_tag)
-    query = query.order_by(table.c.submitted_at, table.c.id)
-    with db.session(url) as s:
-        rows = s.execute(query).mappings().all()
+    return query.order_by(table.c.submitted_at, table.c.id)
+
+
+def _submission_frame(rows: Sequence) -> pd.DataFrame:
+    table = SubmissionRow.__table__
     df = pd.DataFrame([dict(r) for r in rows], columns=[c.name for c in table.columns])
     df = df.rename(columns={v: k for k, v in _RENAMED.items()})[SUBMISSION_COLUMNS]
     df["submitted_at"] = pd.to_datetime(df["submitted_at"], utc=True)
@@ -486,18 +508,35 @@ def mlp_frame(submission_ids: Sequence[str] | None = None, *, url: str | None = 
     parts: list[dict] = []
     with db.session(url) as s:
         if submission_ids is None:
-            query = select(*cols).order_by(table.c.submission_id, table.c.mlp_index)
-            parts = [dict(r) for r in s.execute(query).mappings()]
+            parts = [dict(r) for r in s.execute(_mlp_query()).mappings()]
         else:
             for chunk in _chunks(list(submission_ids)):
                 query = select(*cols).where(table.c.submission_id.in_(chunk))
                 parts += [dict(r) for r in s.execute(query).mappings()]
-    df = pd.DataFrame(parts, columns=list(MLP_RESULT_FIELDS))
+    return _mlp_frame(parts).sort_values(["submission_id", "mlp_index"], ignore_index=True)
+
+
+def iter_mlp_frames(rows_per_frame: int, *, url: str | None = None) -> Iterator[pd.DataFrame]:
+    """Every per-MLP result, in ``mlp_frame``'s order and columns, a few thousand rows at a time (header first)."""
+    with db.session(url) as s:
+        result = s.execute(_mlp_query(), execution_options={"yield_per": rows_per_frame}).mappings()
+        yield _mlp_frame([])
+        for part in result.partitions(rows_per_frame):
+            yield _mlp_frame([dict(r) for r in part])
+
+
+def _mlp_query():
+    table = SubmissionMLPRow.__table__
+    return select(*[table.c[name] for name in MLP_RESULT_FIELDS]).order_by(table.c.submission_id, table.c.mlp_index)
+
+
+def _mlp_frame(rows: list[dict]) -> pd.DataFrame:
+    df = pd.DataFrame(rows, columns=list(MLP_RESULT_FIELDS))
     for col in ("final_layer_mse", "adjusted_score", "flops_used", "effective_compute", "multiplier", "avg_variance"):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
     df["mlp_index"] = df["mlp_index"].astype(int)
     df["failed"] = df["failed"].astype(bool)
-    return df.sort_values(["submission_id", "mlp_index"], ignore_index=True)
+    return df
 
 
 def mlp_variance_summary(*, url: str | None = None) -> pd.Series:
