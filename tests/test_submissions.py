@@ -411,3 +411,31 @@ def test_concurrent_imports_of_one_new_file_all_succeed(store_url, tmp_path, mon
     assert store.count(url=store_url) == 3
     assert len(store.mlp_frame(url=store_url)) == sum(len(m) for _, m in rows)
     assert store.revision(url=store_url).endswith(":1")  # one change counted, once
+
+
+def test_tables_over_the_row_limit_are_refused(sqlite_store, tmp_path, monkeypatch):
+    monkeypatch.setattr(si, "MAX_TABLE_ROWS", 5)
+    monkeypatch.setattr(si, "CHUNK_ROWS", 2)  # the limit holds across chunks
+    rows = [submission_row(f"r-{i}", "alpha") for i in range(6)]
+    csv_path = write_csvs(tmp_path / "csv", rows)
+    with pytest.raises(si.ImportRejected, match="subs.csv: more than 5 rows; an import takes at most that many"):
+        si.import_files([csv_path])
+    pq = tmp_path / "rows.parquet"
+    pd.read_csv(csv_path).to_parquet(pq)
+    with pytest.raises(si.ImportRejected, match="rows.parquet: 6 rows; an import takes at most 5 per file"):
+        si.import_files([pq])
+    assert store.count() == 0
+
+
+def test_unreadable_tables_are_refused_with_a_message(sqlite_store, tmp_path):
+    junk = tmp_path / "junk.parquet"
+    junk.write_bytes(b"PAR1" + bytes(range(256)) * 40)
+    ragged = tmp_path / "ragged.csv"
+    row, _ = submission_row("ok", "alpha")
+    ragged.write_text(pd.DataFrame([row] * 3).to_csv(index=False) + "a,b,c," * 30 + "\n")
+    with pytest.raises(si.ImportRejected) as err:
+        si.import_files([junk, ragged])
+    text = "\n".join(err.value.problems)
+    assert "junk.parquet: not a readable Parquet file" in text
+    assert "ragged.csv: not a readable CSV file (Error tokenizing data. C error: Expected 13 fields in line 5, saw 91)" in text
+    assert store.count() == 0

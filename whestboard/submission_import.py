@@ -46,7 +46,6 @@ REQUIRED_SUBMISSION_COLUMNS = ("submission_id", "team", "round", "submitted_at",
 GRADED_REQUIRED = ("mean_flops_used", "final_layer_mse", "adjusted_score", "mean_multiplier", "n_failed_mlps")
 REQUIRED_MLP_COLUMNS = ("submission_id", "mlp_index", "final_layer_mse", "adjusted_score")
 PER_MLP_SUFFIX = ".per_mlp"
-MAX_ID_LENGTH = SUBMISSION_TEXT_LIMITS["submission_id"]
 #: Aggregates must equal the mean of their per-MLP values to this relative tolerance.
 AGGREGATE_RTOL = 1e-6
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
@@ -363,7 +362,7 @@ def _table_frames(data: bytes, name: str) -> Iterator[pd.DataFrame]:
         yield from pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, skipinitialspace=True,
                                chunksize=CHUNK_ROWS)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
-        raise _Unreadable(f"{name}: not a readable CSV file ({_cut(str(exc))})") from None
+        raise _Unreadable(f"{name}: not a readable CSV file ({_cut(str(exc).strip())})") from None
 
 
 def _parquet_frames(data: bytes, name: str) -> Iterator[pd.DataFrame]:
@@ -385,7 +384,7 @@ def _parquet_frames(data: bytes, name: str) -> Iterator[pd.DataFrame]:
     except _Unreadable:
         raise
     except Exception as exc:  # pyarrow raises several types for a bad file
-        raise _Unreadable(f"{name}: not a readable Parquet file ({_cut(str(exc))})") from None
+        raise _Unreadable(f"{name}: not a readable Parquet file ({_cut(str(exc).strip())})") from None
 
 
 def _cut(text: str, limit: int = 300) -> str:
@@ -411,10 +410,6 @@ def _column_problems(columns: Sequence[str], name: str, required: Sequence[str],
             "(docs/submissions-schema.md)"
         )
     return problems
-
-
-def is_per_mlp_table(df: pd.DataFrame) -> bool:
-    return "mlp_index" in [str(c).strip() for c in df.columns]
 
 
 class _RowProblems(list):
@@ -506,9 +501,8 @@ def parse_mlp_row(row: dict) -> tuple[MLPResult | None, _RowProblems]:
 
 
 def _add_table(batch: Batch, upload: Upload) -> None:
-    """Check a table chunk by chunk; stop once the import is refused beyond doubt (MAX_COUNTED_PROBLEMS)."""
+    """Check a table's columns, then its rows chunk by chunk."""
     name = upload.name
-    is_csv = Path(name).suffix.lower() == ".csv"
     frames = _table_frames(upload.data, name)
     try:
         head = next(frames)
@@ -521,33 +515,41 @@ def _add_table(batch: Batch, upload: Upload) -> None:
         (REQUIRED_MLP_COLUMNS, MLP_RESULT_FIELDS) if per_mlp else (REQUIRED_SUBMISSION_COLUMNS, SUBMISSION_FIELDS)
     )
     column_problems = _column_problems(columns, name, required, known)
+    for problem in column_problems:
+        batch.refuse(problem, "columns")
     if column_problems:
-        for problem in column_problems:
-            batch.refuse(problem, "columns")
         return
-    parse = parse_mlp_row if per_mlp else parse_submission_row
-    # A CSV export quotes cells that a spreadsheet would run (escape_formula); Parquet holds plain values.
-    text_fields = [c for c in (MLP_TEXT_LIMITS if per_mlp else SUBMISSION_TEXT_LIMITS) if c in columns] if is_csv else []
-    position = 0
     try:
-        for frame in _chain(head, frames):
-            for row in frame.rename(columns=lambda c: str(c).strip()).to_dict("records"):
-                label = _row_label(name, position, is_csv)
-                position += 1
-                if position > MAX_TABLE_ROWS:
-                    batch.refuse(f"{name}: more than {MAX_TABLE_ROWS:,} rows; an import takes at most that many "
-                                 "per file, so split it")
-                    return
-                for key in text_fields:
-                    row[key] = unescape_formula(row[key])
-                _add_row(batch, parse, row, label, per_mlp)
-                if batch.problems.full:
-                    batch.problems.stopped_at = label
-                    return
+        checked = _add_rows(batch, _chain(head, frames), name, per_mlp, columns)
     except _Unreadable as exc:
         batch.refuse(str(exc))
-    if position == 0:
+        return
+    if checked == 0:
         batch.refuse(f"{name}: no rows")
+
+
+def _add_rows(batch: Batch, frames: Iterator[pd.DataFrame], name: str, per_mlp: bool, columns: list[str]) -> int:
+    """Parse every row; stop once the import is refused beyond doubt (MAX_COUNTED_PROBLEMS). Rows checked."""
+    is_csv = Path(name).suffix.lower() == ".csv"
+    parse = parse_mlp_row if per_mlp else parse_submission_row
+    # A CSV export quotes cells that a spreadsheet would run (escape_formula); Parquet holds plain values.
+    text_fields = [c for c in (MLP_TEXT_LIMITS if per_mlp else SUBMISSION_TEXT_LIMITS) if c in columns and is_csv]
+    position = 0
+    for frame in frames:
+        for row in frame.rename(columns=lambda c: str(c).strip()).to_dict("records"):
+            label = _row_label(name, position, is_csv)
+            position += 1
+            if position > MAX_TABLE_ROWS:
+                batch.refuse(f"{name}: more than {MAX_TABLE_ROWS:,} rows; an import takes at most that many "
+                             "per file, so split it")
+                return position
+            for key in text_fields:
+                row[key] = unescape_formula(row[key])
+            _add_row(batch, parse, row, label)
+            if batch.problems.full:
+                batch.problems.stopped_at = label
+                return position
+    return position
 
 
 def _chain(head: pd.DataFrame, rest: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
@@ -555,7 +557,7 @@ def _chain(head: pd.DataFrame, rest: Iterator[pd.DataFrame]) -> Iterator[pd.Data
     yield from rest
 
 
-def _add_row(batch: Batch, parse, row: dict, label: str, per_mlp: bool) -> None:
+def _add_row(batch: Batch, parse, row: dict, label: str) -> None:
     record, problems = parse(row)
     if not problems:
         batch.keep(record, label)
