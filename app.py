@@ -58,6 +58,7 @@ def create_app() -> dash.Dash:
     runtime.cache.init_app(app.server, config=runtime.cache_config())
     app.server.config["WHESTBOARD_UNDER_GUNICORN"] = UNDER_GUNICORN
     runtime.install_request_logging(app.server)
+    runtime.install_request_limits(app.server)
     runtime.install_compression(app.server)
     _register_health(app)
     from components import organizer_api  # submissions API + first-start import of the baselines

@@ -147,7 +147,7 @@ def _analytic_traces(view: ConvergenceView, metric: str, frame: Frame) -> list[g
     hover = "σ²/N at %{x:.3g} FLOPs: %{y:.3g}<extra></extra>"
     if table is None or table.empty:
         xs = np.array([lo, hi])
-        return [go.Scatter(x=xs, y=analytic(view, metric, xs), mode="lines", name=label + ", no band measured",
+        return [go.Scatter(x=xs, y=analytic(view, metric, xs), mode="lines", name=label + ", no band drawn",
                            line=dict(color=ANALYTIC, dash="dash", width=1.5), hovertemplate=hover)]
     m_lo, m_hi = float(table["flops"].min()), float(table["flops"].max())
     measured = np.array([m_lo, m_hi])

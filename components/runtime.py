@@ -30,8 +30,9 @@ import dash_bootstrap_components as dbc
 from dash import hooks, html, set_props
 from dash._callback_context import context_value
 from dash.exceptions import BackgroundCallbackError, PreventUpdate
-from flask import Flask, g, got_request_exception, request
+from flask import Flask, abort, g, got_request_exception, jsonify, request
 from flask_caching import Cache
+from werkzeug.exceptions import HTTPException
 
 from whestboard import jobs, launcher, logs, settings
 
@@ -344,10 +345,11 @@ def _with_job_notice(layout):
 
 
 def _callback_what() -> str:
+    """Which callback a request asked for, for the logs; never reads a body the server refused."""
     try:
         body = request.get_json(silent=True) or {}
-        return str(body.get("output", ""))[:200]
-    except RuntimeError:
+        return str(body.get("output", ""))[:200] if isinstance(body, dict) else ""
+    except (RuntimeError, HTTPException, RecursionError):  # outside a request; too large; too deep
         return ""
 
 
@@ -399,6 +401,34 @@ def install_request_logging(server: Flask) -> None:
                    what=_callback_what(), client=request_client_id())
 
     got_request_exception.connect(_log_exception, server, weak=False)
+
+
+# --------------------------------------------------------------------------- request limits
+
+
+def max_callback_bytes() -> int:
+    """The largest callback request: the largest file a page accepts, base64-encoded (4/3), plus framing."""
+    from whestbench.limits import MAX_SUBMISSION_BYTES
+
+    from whestboard.submission_import import MAX_FILE_BYTES
+
+    return max(MAX_SUBMISSION_BYTES, MAX_FILE_BYTES) * 4 // 3 + (1 << 20)
+
+
+def install_request_limits(server: Flask) -> None:
+    """Refuse what no page can send before it is parsed: oversized bodies (413) and JSON nested past
+    Python's recursion limit (400), each with a sentence instead of a 500 and a traceback."""
+    limit = max_callback_bytes()
+    server.config["MAX_CONTENT_LENGTH"] = limit  # also bounds a body sent without Content-Length
+
+    @server.before_request
+    def _refuse_oversized_callbacks():
+        if request.path.endswith("_dash-update-component") and (request.content_length or 0) > limit:
+            abort(413, description=f"request larger than {limit // 2**20} MiB")
+
+    @server.errorhandler(RecursionError)
+    def _too_deep(_exc):
+        return jsonify({"error": "the request is nested too deeply to read; send plain values"}), 400
 
 
 # --------------------------------------------------------------------------- compression

@@ -135,6 +135,7 @@ def _confinement_line(result: dict) -> html.Div:
         return html.Div()
     rl = facts.get("rlimits", {})
     parts = [facts.get("identity", ""), f"memory {sci(rl.get('RLIMIT_AS', 0) / 2**30)} GiB",
+             f"private /tmp {facts['private_tmp']}" if facts.get("private_tmp") else "",
              f"Landlock ABI {facts.get('landlock_abi')}" if facts.get("landlock_abi") else "no Landlock",
              "seccomp on" if facts.get("seccomp") else "no seccomp"]
     missing = facts.get("missing") or {}

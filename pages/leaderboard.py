@@ -335,6 +335,8 @@ def _summary(round_tag: str, points) -> list:
         parts.append(f" Monte Carlo curve from {ref.dataset_key} ({ref.n_mlps} MLPs): mean σ² = "
                      f"{sci(ref.mean_avg_variance)}, MC@B = {sci(rnd.mc_at_bm(ref.mean_avg_variance))}, "
                      f"reference noise floor = {sci(ref.noise_floor)} (MSE differences below it are not resolved).")
+        if ref.note:
+            parts.append(" " + ref.note)
     else:
         parts.append(" No dataset of this round is served, so no Monte Carlo curve is drawn.")
     return parts

@@ -8,7 +8,7 @@ import json
 import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html, no_update
-from flask import abort, current_app, request
+from flask import current_app, request
 
 from components.selectors import not_found_panel, resolve_selection, selector_row
 from components.upload_figures import per_layer_figure
@@ -18,25 +18,7 @@ from whestboard import jobqueue, logs, settings, upload_runs, uploads
 dash.register_page(__name__, path="/upload", name="Upload", order=5, title="Upload · Whestboard")
 
 MAX_UPLOAD_BYTES = uploads.MAX_SUBMISSION_BYTES
-#: A callback request carrying the largest allowed upload: base64 (4/3) plus JSON framing.
-MAX_CALLBACK_BYTES = MAX_UPLOAD_BYTES * 4 // 3 + (1 << 20)
 POLL_MS = 1000
-
-
-def _install_request_guard() -> None:
-    """Refuse an oversized callback request before Flask parses its body (a crafted upload)."""
-    try:
-        server = dash.get_app().server
-    except Exception:  # noqa: BLE001 - imported outside an app (tests of the page's helpers)
-        return
-
-    @server.before_request
-    def _refuse_oversized_callbacks():
-        if request.path.endswith("_dash-update-component") and (request.content_length or 0) > MAX_CALLBACK_BYTES:
-            abort(413, description=f"request larger than {MAX_CALLBACK_BYTES // 2**20} MiB")
-
-
-_install_request_guard()
 
 
 def _allowed() -> bool:

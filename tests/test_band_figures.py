@@ -164,7 +164,7 @@ def test_without_a_band_only_the_extrapolated_line_is_drawn_and_the_page_says_wh
     view = convergence_view(open_dataset(path), runs=[])
     fig = figs.convergence_figure(view)
     names = [t.name for t in fig.data]
-    assert names == ["mean σ²/N (avg_variance of the MLPs), no band measured"]
+    assert names == ["mean σ²/N (avg_variance of the MLPs), no band drawn"]
     assert "No Monte Carlo band" in view.notes[0]
     assert _shape(fig, "budget").x0 == 68_000_000_000
     assert figs.convergence_figure(view, "all").data == ()  # no all-layer variance without a band

@@ -189,6 +189,7 @@ def test_a_run_of_the_damaged_mlp_is_refused_before_any_work_and_stores_nothing(
     page.click("lab-run", max_seconds=TIMEOUT_S)
     refusal = json.dumps(page.values["lab-form-error"].get("children"))
     assert "MLP 3" in refusal and "lab-error" in refusal
+    assert str(site.path(RECORD)) in refusal and "python -m whestboard bake" in refusal
     assert not page.values.get("lab-job", {}).get("data"), "a job was started for a damaged MLP"
     assert runs_stored(site) == before
     assert_still_serving(site)

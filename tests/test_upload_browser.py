@@ -74,6 +74,7 @@ def test_upload_scores_in_the_sandbox_and_lands_in_the_store(page, server_store)
     assert page.locator("#upload-verdicts .verdict-badge").all_inner_texts() == ["ok", "ok"]
     assert "✓ predict" in page.inner_text("#upload-contract")
     assert "seccomp on" in page.inner_text("#upload-confinement")
+    assert "private /tmp tmpfs" in page.inner_text("#upload-confinement")
 
     run_id = page.inner_text("#upload-run-id").strip()
     report = runstore.get_run(run_id)

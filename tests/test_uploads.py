@@ -279,12 +279,19 @@ def test_the_server_refuses_uploads_when_the_switch_is_off(dash_app, tmp_path):
 
 
 def test_an_oversized_callback_request_is_refused_before_it_is_parsed(dash_app):
-    from pages import upload as page
+    from components import runtime
 
     client = dash_app.server.test_client()
-    response = client.post("/_dash-update-component", data=b" " * (page.MAX_CALLBACK_BYTES + 1),
+    response = client.post("/_dash-update-component", data=b" " * (runtime.max_callback_bytes() + 1),
                            content_type="application/json")
     assert response.status_code == 413
+
+
+def test_a_callback_request_nested_past_the_recursion_limit_gets_a_sentence_not_a_500(dash_app):
+    client = dash_app.server.test_client()
+    response = client.post("/_dash-update-component", data=b"[" * 100_000 + b"]" * 100_000,
+                           content_type="application/json")
+    assert response.status_code == 400 and "nested too deeply" in response.get_json()["error"]
 
 
 def test_the_store_keeps_its_size_by_dropping_the_oldest_uploads(store):

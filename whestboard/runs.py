@@ -41,6 +41,7 @@ from whestbench.scoring import (
 from whestbench.sdk import SetupContext
 
 from whestboard import contention
+from whestboard.datasets import MLPDamaged
 from whestboard.estimators import EstimatorHandle, metered_dtype_aware_billing, metered_mc_flops_per_sample
 from whestboard.rounds import get_round
 from whestboard.versions import library_versions
@@ -270,6 +271,22 @@ def parse_mlp_selection(text: str | int | Iterable[int] | None, available: list[
 
 
 Span = tuple[int, int | None, int]  # start, stop (None: to the dataset's end), step
+
+
+def select_mlps(dataset, selection: str | int | Iterable[int] | None) -> list[int]:
+    """The MLPs of ``dataset`` a user's selection names; empty means every readable one.
+
+    Checked against every MLP the dataset holds, so a damaged one is refused with its file, reason and
+    fix (``MLPDamaged``) rather than reported missing, before any work starts.
+    """
+    if selection is None or (isinstance(selection, str) and not selection.strip()):
+        return list(dataset.indices)
+    chosen = parse_mlp_selection(selection, dataset.held_indices)
+    try:
+        dataset.refuse_damaged(chosen)
+    except MLPDamaged as exc:
+        raise RunError(str(exc)) from exc
+    return chosen
 
 
 def _selection_spans(text: str, n_mlps: int) -> list[Span]:
@@ -580,7 +597,7 @@ class RunRequest:
     team: str | None = None
 
     def __post_init__(self) -> None:
-        self.indices = parse_mlp_selection(self.indices, self.dataset.indices)
+        self.indices = select_mlps(self.dataset, self.indices)
 
 
 @dataclass

@@ -195,7 +195,12 @@ def write_output(out: Path, subs: dict[str, Submission], mlps: dict[str, list[ML
     """Both CSVs in the import schema, written atomically (a killed sweep leaves the old files)."""
     import pandas as pd
 
-    from whestboard.submissions import MLP_RESULT_FIELDS, SUBMISSION_FIELDS
+    from whestboard.submissions import (
+        MLP_RESULT_FIELDS,
+        MLP_TEXT_LIMITS,
+        SUBMISSION_FIELDS,
+        SUBMISSION_TEXT_LIMITS,
+    )
 
     out.parent.mkdir(parents=True, exist_ok=True)
     ordered = sorted(subs.values(), key=lambda s: (s.round, s.submitted_at, s.submission_id))
@@ -206,9 +211,10 @@ def write_output(out: Path, subs: dict[str, Submission], mlps: dict[str, list[ML
         [{f: getattr(m, f) for f in MLP_RESULT_FIELDS} for s in ordered for m in mlps.get(s.submission_id, [])],
         columns=list(MLP_RESULT_FIELDS),
     )
-    for path, frame in ((out, table), (out.with_name(out.stem + submission_import.PER_MLP_SUFFIX + ".csv"), per_mlp)):
+    per_mlp_path = out.with_name(out.stem + submission_import.PER_MLP_SUFFIX + ".csv")
+    for path, frame, text in ((out, table, SUBMISSION_TEXT_LIMITS), (per_mlp_path, per_mlp, MLP_TEXT_LIMITS)):
         tmp = path.with_suffix(".csv.tmp")
-        frame.to_csv(tmp, index=False)
+        tmp.write_text(submission_import.csv_text(frame, text))  # the export's formula escape, as every export
         os.replace(tmp, path)
 
 
@@ -252,7 +258,7 @@ def plan(
             expected = member.expected_flops(rnd) / flop_rate
             sid = submission_id(rnd.tag, ds.info.key, member.key)
             old = existing.get(sid)
-            if old is not None and old.n_mlps == ds.info.n_mlps:
+            if old is not None and old.n_mlps == len(ds.indices):  # every readable MLP
                 action = "done"
             elif max_seconds_per_mlp is not None and expected > max_seconds_per_mlp:
                 action = "too slow"

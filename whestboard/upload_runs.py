@@ -129,7 +129,7 @@ def _job_inputs(spec: dict):
     dataset = registry.get_dataset(spec["dataset"])
     round_budget = runs.rulebook_for(dataset.info.round_tag).round_budget
     rulebook = runs.rulebook_for(dataset.info.round_tag, runs.parse_budget(spec.get("budget"), round_budget))
-    return dataset, rulebook, runs.parse_mlp_selection(spec.get("mlps"), dataset.indices)
+    return dataset, rulebook, runs.select_mlps(dataset, spec.get("mlps"))
 
 
 def _verdict_row(entry: dict) -> dict:
