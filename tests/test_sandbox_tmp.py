@@ -29,7 +29,7 @@ from tests.test_score_cli import TIMING, WHEST, score_json, untimed
 from tests.upstream import make_official
 from whestboard import sandbox
 from whestboard.sandbox import SandboxedEstimator, SandboxLimits, SubmissionFiles, verdict_of
-from whestboard.sandbox_confine import landlock_abi
+from whestboard.sandbox_confine import landlock_abi, python_paths
 
 REPO = Path(__file__).resolve().parent.parent
 BUDGET = 5_000_000
@@ -202,9 +202,13 @@ def test_the_private_tmp_is_empty_capped_counted_and_gone_afterwards(contest, tm
     assert facts["private_tmp"] == f"tmpfs {limits.workdir_bytes / 2**20:g} MiB ({namespace})"
     assert facts["missing"] == {} and facts["seccomp"] is True
     survey = json.loads(estimator.output.text().split("SURVEY ", 1)[1].splitlines()[0])
-    # Nothing of the host's /tmp: only the worker's own folders, bound back at their paths.
-    own = sorted({p.relative_to("/tmp").parts[0] for p in (worker.root, worker.handover) if Path("/tmp") in p.parents})
-    assert survey["listing"] == own
+    # Nothing of the host's /tmp but what the worker was given, bound back at its paths: its own folders and,
+    # when the interpreter lives under /tmp (a checkout's virtualenv there), the Python it imports from.
+    given = [worker.root, worker.submission_dir, worker.handover, *python_paths()]
+    bound = [Path(p) for p in facts["tmp_bound"]]
+    assert all(any(b == g or g.is_relative_to(b) for g in given) for b in bound), (bound, given)
+    assert any(worker.root == b or worker.root.is_relative_to(b) for b in bound)
+    assert survey["listing"] == sorted({b.relative_to("/tmp").parts[0] for b in bound})
     assert survey["tmpdir"] == survey["gettempdir"] == "/tmp"
     assert survey["size"] == limits.workdir_bytes
     assert 1 << 20 <= tmp_used < 2 << 20 and quota_used >= tmp_used

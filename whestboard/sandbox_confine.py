@@ -294,13 +294,14 @@ def _mount_flags_of(path: Path) -> int:
     return kept | (_MS_RELATIME if flag & _ST_RELATIME else 0)
 
 
-def _cover_tmp(spec: PrivateTmp, keep: list[tuple[Path, bool]]) -> None:
+def _cover_tmp(spec: PrivateTmp, keep: list[tuple[Path, bool]]) -> list[str]:
     """In this (new) mount namespace: tmpfs on /tmp, and the folders the worker needs from there bound back.
 
     The worker's own folders usually live in the host's /tmp; each is bound back at
     the same path (read-only unless it is writable), so every path the worker was
     given still works. They are opened before /tmp is covered, in this namespace,
-    as a bind mount's source must be.
+    as a bind mount's source must be. Returns the paths bound back (nothing else of the
+    host's /tmp is visible).
     """
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)  # nothing mounted below propagates to the host
     tmp = TMP.resolve()
@@ -327,25 +328,28 @@ def _cover_tmp(spec: PrivateTmp, keep: list[tuple[Path, bool]]) -> None:
     finally:
         for fd in sources.values():
             os.close(fd)
+    return [str(path) for path, _ in inside]
 
 
-def mount_private_tmp(spec: PrivateTmp, keep: list[tuple[Path, bool]], *, user_namespace: bool) -> str:
-    """Give this process its own size-capped /tmp; returns how, raises ``OSError`` saying why not.
+def mount_private_tmp(spec: PrivateTmp, keep: list[tuple[Path, bool]], *,
+                      user_namespace: bool) -> tuple[str, list[str]]:
+    """Give this process its own size-capped /tmp; returns how and the host paths bound back into it,
+    raises ``OSError`` saying why not.
 
     As root a mount namespace is enough. In a user namespace this process holds every
     capability over its new namespaces until they are dropped here, whatever happens.
     """
     if not user_namespace:
         _check(_libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-        _cover_tmp(spec, keep)
-        return f"tmpfs {spec.size_bytes / 2**20:g} MiB (mount namespace)"
+        bound = _cover_tmp(spec, keep)
+        return f"tmpfs {spec.size_bytes / 2**20:g} MiB (mount namespace)", bound
     try:
         _enter_user_namespace()
-        _cover_tmp(spec, keep)
+        bound = _cover_tmp(spec, keep)
     finally:
         if _holds_capabilities():
             _drop_all_capabilities()
-    return f"tmpfs {spec.size_bytes / 2**20:g} MiB (user namespace)"
+    return f"tmpfs {spec.size_bytes / 2**20:g} MiB (user namespace)", bound
 
 
 def _holds_capabilities() -> bool:
@@ -502,13 +506,15 @@ class Confinement:
 
     identity: str = ""
     private_tmp: str = ""
+    tmp_bound: list[str] = field(default_factory=list)  # host paths under /tmp the worker still sees
     rlimits: dict[str, int] = field(default_factory=dict)
     landlock_abi: int = 0
     seccomp: bool = False
     missing: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        return {"identity": self.identity, "private_tmp": self.private_tmp, "rlimits": self.rlimits,
+        return {"identity": self.identity, "private_tmp": self.private_tmp, "tmp_bound": self.tmp_bound,
+                "rlimits": self.rlimits,
                 "landlock_abi": self.landlock_abi, "seccomp": self.seccomp, "missing": self.missing}
 
 
@@ -539,7 +545,8 @@ def confine(
 
     def make_private_tmp(user_namespace: bool) -> None:
         try:
-            report.private_tmp = mount_private_tmp(private_tmp, keep, user_namespace=user_namespace)
+            report.private_tmp, report.tmp_bound = mount_private_tmp(private_tmp, keep,
+                                                                     user_namespace=user_namespace)
         except OSError as exc:
             refusals.append(str(exc))
 
