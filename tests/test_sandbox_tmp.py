@@ -206,8 +206,8 @@ def test_the_private_tmp_is_empty_capped_counted_and_gone_afterwards(contest, tm
     # when the interpreter lives under /tmp (a checkout's virtualenv there), the Python it imports from.
     given = [worker.root, worker.submission_dir, worker.handover, *python_paths()]
     bound = [Path(p) for p in facts["tmp_bound"]]
-    assert all(any(b == g or g.is_relative_to(b) for g in given) for b in bound), (bound, given)
-    assert any(worker.root == b or worker.root.is_relative_to(b) for b in bound)
+    assert all(any(b.is_relative_to(g) or g.is_relative_to(b) for g in given) for b in bound), (bound, given)
+    assert any(b.is_relative_to(worker.root) or worker.root.is_relative_to(b) for b in bound)
     assert survey["listing"] == sorted({b.relative_to("/tmp").parts[0] for b in bound})
     assert survey["tmpdir"] == survey["gettempdir"] == "/tmp"
     assert survey["size"] == limits.workdir_bytes
