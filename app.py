@@ -1,7 +1,11 @@
 """Whestboard: the WhestBench explorer and leaderboard.
 
 ``python app.py`` serves the embedded data on http://127.0.0.1:8050;
-``gunicorn app:server`` serves the same app in production.
+``gunicorn app:server`` (or ``gunicorn -c gunicorn.conf.py app:server``) serves the same app in production.
+
+Importing this module defines things and nothing more: every side effect of starting the app (logging,
+hooks, the store's first import of the shipped baselines, plotly's template, registering the pages)
+happens in :func:`create_app`. ``app.app`` and ``app.server`` build the app on first use, once per process.
 """
 
 from __future__ import annotations
@@ -14,10 +18,15 @@ import threading
 import dash
 from flask import jsonify
 
-from components import runtime
+from components.figures.style import use_app_template
 from components.shell import layout
+from server import api, background, health, hooks, http
+from server.cache import cache, cache_config
+from whestboard import config
 
-UNDER_GUNICORN = "gunicorn" in os.path.basename(sys.argv[0]) or "gunicorn" in sys.modules
+
+def _under_gunicorn() -> bool:
+    return "gunicorn" in os.path.basename(sys.argv[0]) or "gunicorn" in sys.modules
 
 
 class WhestboardDash(dash.Dash):
@@ -46,49 +55,65 @@ class WhestboardDash(dash.Dash):
 
 def create_app() -> dash.Dash:
     """Build the Dash app with every page under ``pages/`` registered, ready to serve any request."""
-    app = WhestboardDash(
+    use_app_template()
+    hooks.install()  # before the app: Dash reads its hooks when an app is made
+    dash_app = WhestboardDash(
         __name__,
         use_pages=True,
         title="Whestboard",
         suppress_callback_exceptions=True,
-        background_callback_manager=runtime.background_callback_manager(),
+        background_callback_manager=background.background_callback_manager(),
         update_title=None,
     )
-    app.layout = layout
-    runtime.cache.init_app(app.server, config=runtime.cache_config())
-    app.server.config["WHESTBOARD_UNDER_GUNICORN"] = UNDER_GUNICORN
-    runtime.install_request_logging(app.server)
-    runtime.install_request_limits(app.server)
-    runtime.install_compression(app.server)
-    _register_health(app)
-    from components import organizer_api  # submissions API + first-start import of the baselines
-
-    organizer_api.register(app.server)
-    app.finish_setup()
-    return app
-
-
-def _register_health(app: dash.Dash) -> None:
-    @app.server.route("/healthz")
-    def healthz():
-        from whestboard.health import check
-
-        report = check()
-        return jsonify(report), (200 if report["ok"] else 503)
+    dash_app.layout = layout
+    flask_app = dash_app.server
+    cache.init_app(flask_app, config=cache_config())
+    flask_app.config["WHESTBOARD_UNDER_GUNICORN"] = _under_gunicorn()
+    http.install_request_logging(flask_app)
+    http.install_request_limits(flask_app)
+    http.install_compression(flask_app)
+    flask_app.add_url_rule("/healthz", "healthz", _healthz)
+    api.register(flask_app)  # the submissions API, and the first start's import of the shipped baselines
+    dash_app.finish_setup()
+    return dash_app
 
 
-app = create_app()
-server = app.server
+def _healthz():
+    report = health.check()
+    return jsonify(report), (200 if report["ok"] else 503)
+
+
+_built: dash.Dash | None = None
+_build_lock = threading.Lock()
+
+
+def the_app() -> dash.Dash:
+    """This process's app, built on first use."""
+    global _built
+    with _build_lock:
+        if _built is None:
+            _built = create_app()
+        return _built
+
+
+def __getattr__(name: str):
+    """``app.app`` and ``app.server`` (what ``gunicorn app:server`` asks for) build the app on first use."""
+    if name == "app":
+        return the_app()
+    if name == "server":
+        return the_app().server
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Serve Whestboard locally.")
-    parser.add_argument("--host", default=os.environ.get("WHESTBOARD_HOST", "127.0.0.1"))
-    parser.add_argument("--port", type=int, default=int(os.environ.get("WHESTBOARD_PORT", "8050")))
+    parser.add_argument("--host", default=config.host())
+    parser.add_argument("--port", type=int, default=config.port())
     parser.add_argument("--debug", action="store_true")
     args = parser.parse_args(argv)
-    runtime.start_job_launcher()  # fork job processes from a single-threaded helper (components/runtime.py)
-    app.run(host=args.host, port=args.port, debug=args.debug)
+    dash_app = the_app()
+    background.start_job_launcher()  # fork job processes from a single-threaded helper
+    dash_app.run(host=args.host, port=args.port, debug=args.debug)
 
 
 if __name__ == "__main__":

@@ -18,67 +18,55 @@ phase's worth of participants:
 
 from __future__ import annotations
 
-import multiprocessing
 import os
+from pathlib import Path
 
+from whestboard import config as whestboard_config  # not `config`: gunicorn reads that name as a setting
 
-def _int(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    try:
-        return max(1, int(raw)) if raw else default
-    except ValueError as exc:
-        raise SystemExit(f"{name}={raw!r} is not a whole number") from exc
-
-
-bind = f"{os.environ.get('WHESTBOARD_HOST', '127.0.0.1')}:{_int('WHESTBOARD_PORT', 8050)}"
-workers = _int("WHESTBOARD_WORKERS", min(8, 2 * multiprocessing.cpu_count() + 1))
-threads = _int("WHESTBOARD_THREADS", 4)
+bind = f"{whestboard_config.host()}:{whestboard_config.port()}"
+workers = whestboard_config.gunicorn_workers()
+threads = whestboard_config.gunicorn_threads()
 worker_class = "gthread"
-timeout = _int("WHESTBOARD_TIMEOUT", 120)
+timeout = whestboard_config.gunicorn_timeout()
 graceful_timeout = 30
 keepalive = 5
-preload_app = os.environ.get("WHESTBOARD_PRELOAD", "1").strip().lower() not in ("0", "false", "no", "off")
+preload_app = whestboard_config.gunicorn_preload()
 # Several servers may run on one machine (tests, a load test): no shared control socket path.
 control_socket_disable = True
 # Request lines are logged by the app as JSON (whestboard/logs.py), with hashed clients.
 accesslog = None
 errorlog = "-"
-loglevel = os.environ.get("WHESTBOARD_LOG_LEVEL", "info").lower()
+loglevel = whestboard_config.log_level().lower()
 # gunicorn's heartbeat files: /dev/shm avoids stalls when the state disk is slow (Docker overlayfs).
-worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+worker_tmp_dir = "/dev/shm" if Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK) else None
 
 
 def when_ready(server) -> None:
     """Create the store's tables once, in the master, before workers race to do it.
 
     With the app preloaded, also load what every worker and job would load for
-    itself (whestboard/warm.py): done once here, shared by every fork.
+    itself (server/warm.py): done once here, shared by every fork.
     """
-    from whestboard import db, jobs
+    from server.warm import warm_process
+    from whestboard import store
 
     if preload_app:
-        from whestboard.warm import warm_process
-
         server.log.info("warmed in %.2f s", warm_process())
-
     try:
-        jobs.ensure_table()
+        store.engine()  # every table the loaded code declares
     except Exception as exc:  # noqa: BLE001 - /healthz reports an unreachable store; keep serving
         server.log.error("store not ready: %s", type(exc).__name__)
     finally:
-        db.reset_engines()  # no connection of the master's is left for workers to inherit
+        store.reset_engines()  # no connection of the master's is left for workers to inherit
 
 
 def post_fork(server, worker) -> None:
-    """Each worker starts with its own connections (the pid guard does the rest lazily)."""
-    from whestboard import forksafe
-
-    forksafe.install()
     server.log.info("worker %s ready (threads=%s)", worker.pid, threads)
 
 
 def post_worker_init(worker) -> None:
-    """The app is loaded and no request thread exists yet: the one safe moment to fork the job launcher."""
-    from components import runtime
+    """The app is loaded (gunicorn loads it before this hook) and no request thread exists yet: the one
+    safe moment to fork the job launcher."""
+    from server import background
 
-    runtime.start_job_launcher()
+    background.start_job_launcher()

@@ -2,9 +2,9 @@
 
 Dash's CeleryManager turns each background callback into a Celery task named
 after a hash of the callback's source; a worker can only run it if it has
-registered the very same callbacks. So this module imports the app exactly as
-gunicorn does (every page under ``pages/`` registers its callbacks as a side
-effect) and exposes the Celery application they were registered on.
+registered the very same callbacks. So this module builds the app exactly as
+gunicorn does (``create_app`` registers every page's callbacks) and exposes the
+Celery application they were registered on.
 
 Needs ``WHESTBOARD_REDIS_URL`` (the broker and result store), and the same
 ``WHESTBOARD_DATABASE_URL`` and datasets as the web workers.
@@ -12,9 +12,10 @@ Needs ``WHESTBOARD_REDIS_URL`` (the broker and result store), and the same
 
 from __future__ import annotations
 
-import app as _dash_app  # noqa: F401 - registers every page's background callbacks as tasks
-from components import runtime
+import app as _dash_app
+from server import background
 
-celery = runtime.celery_app()
+celery = background.celery_app()
 if celery is None:
     raise SystemExit("worker.py needs WHESTBOARD_REDIS_URL (e.g. redis://localhost:6379/0) to reach the broker")
+_dash_app.the_app()  # registers every page's background callbacks as tasks

@@ -37,9 +37,9 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from whestboard.band import band_rng, checkpoint_means, make_plan  # noqa: E402
-from whestboard.rounds import ALL_ROUNDS  # noqa: E402
-from whestboard.sampling import chunk_size_for  # noqa: E402
+from whestboard.band.measure import band_rng, checkpoint_means, make_plan  # noqa: E402
+from whestboard.data.sampling import chunk_size_for  # noqa: E402
+from whestboard.rules.rounds import ALL_ROUNDS  # noqa: E402
 
 
 def weights_for(width: int, depth: int, seed: int) -> list[np.ndarray]:

@@ -38,8 +38,8 @@ ROUND_SHARE = {"v1-warmup": 0.1, "v1-phase1": 0.2, "v2-phase2": 0.7}
 def synthetic(n_subs: int, n_mlps: int, seed: int = 0):
     """Plausible-looking submissions for load only: lognormal scores around MC@B, spread over months."""
     sys.path.insert(0, str(REPO))
-    from whestboard.rounds import get_round
-    from whestboard.submissions import MLPResult, Submission
+    from whestboard.leaderboard.store import MLPResult, Submission
+    from whestboard.rules.rounds import get_round
 
     rng = np.random.default_rng(seed)
     teams = [f"team-{i:03d}" for i in range(300)]
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args) -> list[tuple]:
     subs, mlps = synthetic(args.submissions, args.mlps)
-    from whestboard import submissions as store
+    from whestboard.leaderboard import store
 
     started = time.perf_counter()
     store.upsert(subs, mlps)

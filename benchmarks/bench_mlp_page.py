@@ -44,7 +44,7 @@ def _bake_fallback(folder: Path) -> Path:
 def _choose_dataset(tmp: Path) -> None:
     """Point the app at a 1024 x 16 dataset before it is imported."""
     sys.path.insert(0, str(REPO))
-    from whestboard.datasets import DatasetError, open_dataset
+    from whestboard.data.datasets import DatasetError, open_dataset
 
     try:
         embedded = open_dataset(REPO / "data" / "v2-phase2")
@@ -60,10 +60,10 @@ def _clear_caches() -> None:
     """Empty every cache a cold render could profit from: weights, statistics (in-process
     and the app's shared flask-caching store, a private temporary folder here), figures."""
     import app as app_module
-    from components.runtime import cache
     from pages import mlp
-    from whestboard.mlp_cache import WEIGHTS_CACHE
-    from whestboard.mlp_stats import STATS_CACHE
+    from server.cache import cache
+    from whestboard.data.mlp_stats import STATS_CACHE
+    from whestboard.data.weights_cache import WEIGHTS_CACHE
 
     with app_module.server.app_context():
         cache.clear()
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         _choose_dataset(Path(tmp))
         started = time.perf_counter()
         import app as app_module
-        from whestboard import registry
+        from whestboard.data import registry
 
         import_s = time.perf_counter() - started
         ds = next(d for d in registry.datasets().values() if (d.info.width, d.info.depth) == (1024, 16))
@@ -186,11 +186,11 @@ def _grid_bytes(n_mlps: int) -> int:
 def _cold_breakdown(client: TestClientCaller, key: str, index: int) -> list[tuple]:
     """Where a cold render's time goes, measured step by step after emptying the caches."""
     import app as app_module
-    from components.runtime import cache
     from pages import mlp
-    from whestboard import registry
-    from whestboard.mlp_cache import WEIGHTS_CACHE
-    from whestboard.mlp_stats import STATS_CACHE, stats_cache_key, stats_for
+    from server.cache import cache
+    from whestboard.data import registry
+    from whestboard.data.mlp_stats import STATS_CACHE, stats_cache_key, stats_for
+    from whestboard.data.weights_cache import WEIGHTS_CACHE
 
     _clear_caches()
     ds = registry.get_dataset(key)

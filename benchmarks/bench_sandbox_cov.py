@@ -56,8 +56,8 @@ def contest(seed: int):
     from whestbench.domain import MLP
     from whestbench.scoring import ContestData, ContestSpec
 
-    from whestboard.bake import build_weights
-    from whestboard.rounds import get_round
+    from whestboard.data.bake import build_weights
+    from whestboard.rules.rounds import get_round
 
     rnd = get_round(ROUND)
     weights = build_weights(rnd.width, rnd.depth, seed)
@@ -95,7 +95,7 @@ def sandboxed(folder: Path, data, *, warm: bool) -> tuple[float, dict, dict]:
     from whestbench.scoring import evaluate_estimator
     from whestbench.sdk import SetupContext
 
-    from whestboard import sandbox
+    from whestboard.sandbox import host as sandbox
 
     spec = data.spec
     limits = sandbox.SandboxLimits.from_env(wall_time_limit_s=spec.wall_time_limit_s,

@@ -139,8 +139,8 @@ def expected_mean_propagation_flops(dataset: str, indices: set[int]) -> dict[int
     from whestbench.estimators import MeanPropagationEstimator
     from whestbench.scoring import ContestData, ContestSpec, evaluate_estimator
 
-    from whestboard import registry
-    from whestboard.rounds import get_round
+    from whestboard.data import registry
+    from whestboard.rules.rounds import get_round
 
     ds = registry.get_dataset(dataset)
     rnd = get_round(ds.info.round_tag)
@@ -159,7 +159,7 @@ def expected_mean_propagation_flops(dataset: str, indices: set[int]) -> dict[int
 
 def check_runs(dataset: str, lab_runs: list[tuple[str, int]], expected: dict[int, int]) -> tuple[list[str], dict]:
     """FLOP mismatches against whestbench, and how the machine's load showed in the runs' timed fields."""
-    from whestboard import runstore
+    from whestboard.scoring import runstore
 
     problems = []
     timing = {"contended": 0, "failed_on_time": 0, "max_cpu_wait_s": 0.0}
@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["WHESTBOARD_STATE_DIR"] = str(state_dir)  # read the same run store as the server
         if args.client_nice:
             os.nice(args.client_nice)  # the simulated browsers yield the CPU to the server they measure
-        from whestboard import registry
+        from whestboard.data import registry
 
         n_mlps = len(registry.get_dataset(args.dataset).indices)
         print(f"target {base} (gunicorn workers={args.workers} threads={args.threads}), dataset {args.dataset} "

@@ -12,10 +12,10 @@ import dash_bootstrap_components as dbc
 import pandas as pd
 from dash import dcc, html
 
-from components.explorer_figures import GLOSSARY
+from components.figures.explorer import GLOSSARY
 from components.format import integer, sci
-from whestboard.datasets import DamagedMLP, Dataset
-from whestboard.mlp_stats import MLPStats, NeuronDetail, summary_for
+from whestboard.data.datasets import DamagedMLP, Dataset
+from whestboard.data.mlp_stats import MLPStats, NeuronDetail, summary_for
 
 GRAPH_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
 

@@ -16,8 +16,8 @@ from urllib.parse import urlencode
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html, no_update
 
-from whestboard import registry
-from whestboard.rounds import ALL_ROUNDS
+from whestboard.data import registry
+from whestboard.rules.rounds import ALL_ROUNDS
 
 ROUND_ID = "selector-round"
 DATASET_ID = "selector-dataset"

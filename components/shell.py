@@ -7,6 +7,13 @@ import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 BRAND = "Whestboard"
+JOB_NOTICE_ID = "whestboard-job-notice"
+
+
+def job_notice() -> dbc.Alert:
+    """Where a background job that died is reported (filled by the server's callback-error hook)."""
+    return dbc.Alert(id=JOB_NOTICE_ID, is_open=False, dismissable=True, color="danger",
+                     className="position-fixed bottom-0 end-0 m-3 shadow", style={"zIndex": 2000, "maxWidth": "32rem"})
 
 
 def navbar() -> dbc.Navbar:
@@ -38,5 +45,6 @@ def layout() -> html.Div:
             dcc.Location(id="url", refresh="callback-nav"),
             navbar(),
             dbc.Container(dash.page_container, fluid=True, className="pb-5"),
+            job_notice(),
         ]
     )

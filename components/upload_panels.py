@@ -59,7 +59,7 @@ def _phase_text(job) -> str:
             " (next)" if job.position == 1 else "")
     if job.status == "running":
         return progress.get("message") or "running"
-    if job.status == "done":
+    if job.status == "finished":
         return "Done" + (" (identical run served from the store)" if (job.result or {}).get("cached") else "")
     if job.status == "cancelled":
         return f"Cancelled: {job.error or ''}"
@@ -70,7 +70,7 @@ def progress_bar(job) -> dbc.Progress:
     progress = job.progress or {}
     total = max(1, int(progress.get("total") or 1))
     done = int(progress.get("done") or 0)
-    if job.status == "done":
+    if job.status == "finished":
         value, label = 100, "done"
     elif job.status == "queued":
         value, label = 0, f"queued #{job.position}"

@@ -16,12 +16,12 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, clientside_callback, dcc, html, no_update
 
-from components import convergence_figures as figs
-from components.runtime import cache
+from components.figures import convergence as figs
 from components.selectors import not_found_panel, resolve_selection, selector_row
-from whestboard import registry
-from whestboard.band_baselines import BASELINE_LABELS, compute_baselines, missing_baselines
-from whestboard.band_view import cached_convergence_view
+from server.cache import cache
+from whestboard.band.baselines import BASELINE_LABELS, compute_baselines, missing_baselines
+from whestboard.band.view import cached_convergence_view
+from whestboard.data import registry
 
 dash.register_page(__name__, path="/convergence", name="Convergence", order=2, title="Convergence · Whestboard")
 

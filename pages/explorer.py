@@ -6,11 +6,11 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, callback, clientside_callback, html
 
-from components.explorer_figures import GLOSSARY
 from components.explorer_panels import damaged_panel, dataset_facts, explained, mlp_grid
+from components.figures.explorer import GLOSSARY
 from components.selectors import not_found_panel, resolve_selection, selector_row
-from whestboard import registry
-from whestboard.mlp_stats import summary_for
+from whestboard.data import registry
+from whestboard.data.mlp_stats import summary_for
 
 dash.register_page(__name__, path="/explorer", name="Explorer", order=1, title="Explorer · Whestboard")
 

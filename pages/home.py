@@ -7,8 +7,8 @@ import dash_bootstrap_components as dbc
 from dash import html
 
 from components.format import integer, sci
-from whestboard import registry
-from whestboard.rounds import ALL_ROUNDS
+from whestboard.data import registry
+from whestboard.rules.rounds import ALL_ROUNDS
 
 dash.register_page(__name__, path="/", name="Home", order=0, title="Whestboard")
 

@@ -12,11 +12,12 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 
-from components import lab_figures as figs
-from components.runtime import cache
+from components.figures import lab as figs
 from components.selectors import not_found_panel, resolve_selection, selector_row
-from whestboard import registry, runs, runstore
-from whestboard.estimators import builtin_choices, resolve_estimator
+from server.cache import cache
+from whestboard.data import registry
+from whestboard.scoring import inputs, rulebook_for, runs, runstore
+from whestboard.scoring.estimators import builtin_choices, resolve_estimator
 
 dash.register_page(__name__, path="/lab", name="Lab", order=3, title="Estimator lab · Whestboard")
 
@@ -24,7 +25,7 @@ HIDDEN, SHOWN = {"display": "none"}, {"display": "block"}
 
 
 def _controls(ds, mlps: str, estimator: str, mc: str, budget: str) -> dbc.Card:
-    rnd_budget = runs.rulebook_for(ds.info.round_tag).round_budget
+    rnd_budget = rulebook_for(ds.info.round_tag).round_budget
     first = ds.indices[0] if ds.indices else 0
     return dbc.Card(dbc.CardBody([
         dbc.Row([
@@ -40,7 +41,7 @@ def _controls(ds, mlps: str, estimator: str, mc: str, budget: str) -> dbc.Card:
                     md=2, id="lab-mc-col", style=SHOWN if estimator == "mc" else HIDDEN),
             dbc.Col([dbc.Label("Budget per MLP (FLOPs)", html_for="lab-budget", className="small fw-semibold"),
                      dbc.Input(id="lab-budget", value=budget or "", size="sm", placeholder=f"{rnd_budget:.4g} (the round's B)"),
-                     dbc.FormText(f"empty = the round's B; 2**41, 1e9 or 0.5B, at most {runs.MAX_BUDGET_MULTIPLE}B")],
+                     dbc.FormText(f"empty = the round's B; 2**41, 1e9 or 0.5B, at most {inputs.MAX_BUDGET_MULTIPLE}B")],
                     md=2),
             dbc.Col([
                 dbc.Checkbox(id="lab-fresh", label="Score again even if stored", value=False, className="small mb-2"),
@@ -99,7 +100,7 @@ def _spec(estimator: str, mc: str | None) -> str:
     """The estimator spec the form names: only what the menu offers (files come through uploads)."""
     offered = [choice["value"] for choice in builtin_choices()]
     if estimator not in offered:
-        raise runs.RunError(f"Estimator {runs.quoted(estimator)} is not in the menu: choose one of {', '.join(offered)}")
+        raise inputs.RunError(f"Estimator {inputs.quoted(estimator)} is not in the menu: choose one of {', '.join(offered)}")
     if estimator != "mc":
         return estimator
     text = mc if isinstance(mc, str) else ("" if mc is None else repr(mc))
@@ -109,10 +110,10 @@ def _spec(estimator: str, mc: str | None) -> str:
 def _request(dataset_key: str, mlps: str | None, spec: str, budget: str | None, *, source: str = "lab"):
     """The run a form describes, through the core's parsers; their RunError names the field to fix."""
     if not isinstance(dataset_key, str):
-        raise runs.RunError(f"dataset {runs.quoted(dataset_key)} is not a dataset key: pick one above")
+        raise inputs.RunError(f"dataset {inputs.quoted(dataset_key)} is not a dataset key: pick one above")
     ds = registry.get_dataset(dataset_key)
-    rulebook = runs.rulebook_for(ds.info.round_tag)
-    rulebook = runs.rulebook_for(ds.info.round_tag, runs.parse_budget(budget, rulebook.round_budget))
+    rulebook = rulebook_for(ds.info.round_tag)
+    rulebook = rulebook_for(ds.info.round_tag, inputs.parse_budget(budget, rulebook.round_budget))
     return runs.RunRequest(ds, mlps, resolve_estimator(spec), rulebook, source=source)
 
 

@@ -6,7 +6,7 @@ only patches the highlight traces and rewrites the address in place with
 ``history.replaceState``, so 10,000 dots are not resent. Nothing on this page
 writes to a ``dcc.Location``: a Location whose props went stale would push the
 old address back and re-render the page. Organizer actions (upload, edit, delete) check the token on the
-server through ``whestboard.auth``, exactly as the HTTP API does.
+server through ``whestboard.leaderboard.auth``, exactly as the HTTP API does.
 """
 
 from __future__ import annotations
@@ -21,13 +21,14 @@ import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
 from sqlalchemy.exc import SQLAlchemyError
 
-from components import leaderboard_figures as figs
+from components.figures import leaderboard as figs
 from components.format import sci
-from components.runtime import cache
-from whestboard import auth, ranking
-from whestboard import submission_import as si
-from whestboard import submissions as store
-from whestboard.rounds import ALL_ROUNDS, get_round
+from server.api import EXPORT_PATH, MAX_UPLOAD_BYTES, MLP_EXPORT_PATH
+from server.cache import cache
+from whestboard.band import band_frame
+from whestboard.leaderboard import auth, ranking, store
+from whestboard.leaderboard import files as si
+from whestboard.rules.rounds import ALL_ROUNDS, get_round
 
 dash.register_page(__name__, path="/leaderboard", name="Leaderboard", order=4, title="Leaderboard · Whestboard")
 
@@ -67,17 +68,10 @@ def _mc_reference(round_tag: str) -> figs.McReference:
 
 
 def _band(round_tag: str):
-    """The measured Monte Carlo band of whestboard.band when it is available; else None (analytic line)."""
+    """The round's measured Monte Carlo band, or None (the analytic line stands in)."""
     try:
-        from whestboard import band
-    except ImportError:
-        return None
-    loader = getattr(band, "band_frame", None)
-    if loader is None:
-        return None
-    try:
-        return loader(round_tag)
-    except Exception:  # no band computed for this round yet: the analytic line stands in
+        return band_frame(round_tag)
+    except Exception:  # noqa: BLE001 - an unreadable band must not take the leaderboard down
         return None
 
 
@@ -214,7 +208,6 @@ def _ranking_grid() -> dag.AgGrid:
 
 def _export_row() -> dbc.Row:
     """Links to the HTTP API's exports: streamed by the server, formulas escaped, one code path for both."""
-    from components.organizer_api import EXPORT_PATH, MLP_EXPORT_PATH
 
     return dbc.Row(
         [
@@ -270,7 +263,6 @@ def _organizer_panel() -> dbc.Accordion:
 
 
 def si_max_bytes() -> int:
-    from components.organizer_api import MAX_UPLOAD_BYTES
 
     return MAX_UPLOAD_BYTES
 

@@ -1,7 +1,7 @@
 """One MLP: how its activations spread, die and saturate with depth, and why.
 
 URL: ``/mlp/<dataset>/<index>`` (optionally ``?layer=L&neuron=J`` to open the
-drill-down on a neuron). Statistics come from ``whestboard.mlp_stats`` and are
+drill-down on a neuron). Statistics come from ``whestboard.data.mlp_stats`` and are
 computed once per (dataset, MLP) and kept in this process and in the app's shared
 flask-caching cache; figures are cached per process on top.
 """
@@ -16,13 +16,13 @@ import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, State, callback, ctx, dcc, html, no_update
 from flask import has_app_context
 
-from components import explorer_figures as figs
 from components.explorer_panels import damaged_mlp_panel, drilldown_hint, graph_card, mlp_facts, neuron_panel
-from components.runtime import cache
+from components.figures import explorer as figs
 from components.selectors import Selection, index_range, not_found_panel, page_url, selector_row
-from whestboard import registry
-from whestboard.datasets import Dataset, DatasetError, MLPDamaged
-from whestboard.mlp_stats import (
+from server.cache import cache
+from whestboard.data import registry
+from whestboard.data.datasets import Dataset, DatasetError, MLPDamaged
+from whestboard.data.mlp_stats import (
     HeatmapBins,
     MLPStats,
     final_histogram,

@@ -10,10 +10,14 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html, no_update
 from flask import current_app, request
 
+from components.figures.upload import per_layer_figure
 from components.selectors import not_found_panel, resolve_selection, selector_row
-from components.upload_figures import per_layer_figure
 from components.upload_panels import UPLOAD_RULES, disabled_panel, error_alert, job_card, upload_summary
-from whestboard import jobqueue, logs, settings, upload_runs, uploads
+from whestboard import config as settings
+from whestboard import logs
+from whestboard.jobs import queue as jobqueue
+from whestboard.sandbox import ingest as uploads
+from whestboard.scoring import uploads as upload_runs
 
 dash.register_page(__name__, path="/upload", name="Upload", order=5, title="Upload · Whestboard")
 

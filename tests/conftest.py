@@ -56,7 +56,7 @@ def serve_app(state: Path, *, timeout: float = 120.0, **env_overrides: str) -> I
 @pytest.fixture
 def private_state(tmp_path, monkeypatch) -> Iterator[Path]:
     """A state folder (run store, caches, queues) of this test's own, and no engine left behind."""
-    from whestboard import db
+    from whestboard.store import database as db
 
     state = tmp_path / "state"
     monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(state))
@@ -117,3 +117,15 @@ def page(browser, live_server):
     """A fresh page on the shared live server, checked for browser errors."""
     with checked_page(browser, live_server) as pg:
         yield pg
+
+
+@pytest.fixture
+def foreign_template():
+    """plotly's default template swapped for one the app never uses: a figure builder that names a
+    template of its own (which costs a re-validation per figure) would not take it."""
+    import plotly.io as pio
+
+    previous = pio.templates.default
+    pio.templates.default = "plotly_dark"
+    yield pio.templates["plotly_dark"].layout.paper_bgcolor
+    pio.templates.default = previous

@@ -1,4 +1,4 @@
-"""A minimal Dash app wired to components.runtime exactly as app.py is, for the production tests.
+"""A minimal Dash app wired to the server plumbing exactly as app.py is, for the production tests.
 
 Its background callback is deterministic (sum of squares below ``n``) and can be
 made slow, so tests can watch progress from another worker, kill the job
@@ -15,14 +15,17 @@ import time
 import dash
 from dash import Input, Output, State, dcc, html
 
-from components import runtime
-from whestboard import settings
+from components.shell import job_notice
+from server import background, hooks, http
+from server.cache import cache, cache_config
+from whestboard import config as settings
 
-app = dash.Dash(__name__, background_callback_manager=runtime.background_callback_manager(), update_title=None)
-runtime.cache.init_app(app.server, config=runtime.cache_config())
-runtime.install_request_logging(app.server)
+hooks.install()
+app = dash.Dash(__name__, background_callback_manager=background.background_callback_manager(), update_title=None)
+cache.init_app(app.server, config=cache_config())
+http.install_request_logging(app.server)
 server = app.server
-celery = runtime.celery_app()
+celery = background.celery_app()
 
 app.layout = html.Div(
     [
@@ -32,6 +35,7 @@ app.layout = html.Div(
         html.Div(id="progress"),
         html.Div(id="result"),
         html.Div(id="cached"),
+        job_notice(),
     ]
 )
 
@@ -58,7 +62,7 @@ def run_job(set_progress, _clicks, n, seconds):
     return f"sum={sum_of_squares(n)} pid={os.getpid()}"
 
 
-@runtime.cache.memoize()
+@cache.memoize()
 def counted_square_sum(n: int) -> int:
     """Appends a line per real computation, so tests can count cache misses across workers."""
     with open(settings.state_dir() / "computations.log", "a") as log:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests import prod_support
-from whestboard import db
+from whestboard.store import database as db
 
 
 @pytest.fixture(scope="session")

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from whestboard import compact
-from whestboard.bake import BakeError, bake, plan_from_args
-from whestboard.datasets import open_dataset
+from whestboard.data import compact
+from whestboard.data.bake import BakeError, bake, plan_from_args
+from whestboard.data.datasets import open_dataset
 
 REPO = Path(__file__).resolve().parent.parent
 SEEDS = "11,22,33,44,55,66,77,88"
@@ -106,7 +106,7 @@ def test_two_bakes_share_one_dataset(tmp_path):
 
 
 def test_stale_claim_of_a_dead_process_is_taken_over(tmp_path):
-    from whestboard.bake import claim
+    from whestboard.data.bake import claim
 
     plan = plan_from_args(round_tag=None, width=8, depth=2, n_mlps=2, n_samples=64, seeds=None)
     out = tmp_path / "ds"

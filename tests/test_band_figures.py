@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from whestbench.budget import mc_flops_per_sample
 
-from components import convergence_figures as figs
-from whestboard.bake import bake, plan_from_args
+from components.figures import convergence as figs
 from whestboard.band import band_frame
-from whestboard.band_baselines import compute_baselines
-from whestboard.band_store import compute_band, load_band
-from whestboard.band_view import RunPoint, convergence_view
-from whestboard.datasets import open_dataset
+from whestboard.band.baselines import compute_baselines
+from whestboard.band.store import compute_band, load_band
+from whestboard.band.view import RunPoint, convergence_view
+from whestboard.data.bake import bake, plan_from_args
+from whestboard.data.datasets import open_dataset
 
 WIDTH, DEPTH = 32, 2
 PER_SAMPLE = mc_flops_per_sample(WIDTH, DEPTH, dtype_aware_billing=True)
@@ -34,7 +34,7 @@ def dataset(tmp_path_factory):
 
 def _run(run_id: str, flops: float, mse: float, *, team: str | None = None, label: str = "mean",
          indices=(0, 1, 2), dataset_key: str = "ds") -> dict:
-    """A run summary shaped like ``whestboard.runstore.list_runs`` returns it."""
+    """A run summary shaped like ``whestboard.scoring.runstore.list_runs`` returns it."""
     return {"run_id": run_id, "created_at": "2026-01-01T00:00:00+00:00", "dataset_key": dataset_key,
             "round_tag": None, "estimator_label": label, "estimator_kind": "file", "code_sha256": "0" * 64,
             "team": team, "source": "upload", "budget": BUDGET, "mlp_indices": list(indices),
@@ -178,7 +178,7 @@ def test_highlight_matching():
 
 
 def test_band_frame_for_other_pages_is_the_rounds_band_table():
-    from whestboard import registry
+    from whestboard.data import registry
 
     for tag in ("v1-warmup", "v1-phase1", "v2-phase2"):
         frame = band_frame(tag)
@@ -219,3 +219,8 @@ def test_cached_static_part_plus_run_traces_is_the_whole_figure(view, metric):
                            figs.run_traces(view, metric, "team:beta", visible))
     assert json.loads(pio.to_json(parts, validate=False)) == json.loads(pio.to_json(whole))
     assert [t["name"] for t in parts["data"]][-1].startswith("runs outside the frame")
+
+
+def test_the_figure_draws_on_the_default_template_without_naming_one(view, foreign_template):
+    fig = figs.convergence_figure(view, "final", highlight=None)
+    assert fig.layout.template.layout.paper_bgcolor == foreign_template

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from whestbench.budget import mc_flops_per_sample
 
-from whestboard.bake import bake, plan_from_args
-from whestboard.band_store import compute_band, load_band
-from whestboard.datasets import open_dataset
+from whestboard.band.store import compute_band, load_band
+from whestboard.data.bake import bake, plan_from_args
+from whestboard.data.datasets import open_dataset
 
 WIDTH, DEPTH, N_MLPS, N_REF = 32, 3, 32, 2**14
 N_MAX = 2**14

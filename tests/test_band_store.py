@@ -13,16 +13,17 @@ import numpy as np
 import pytest
 from whestbench.budget import mc_flops_per_sample
 
-from whestboard import band_store
-from whestboard.bake import bake, plan_from_args
-from whestboard.band import BandError
-from whestboard.band_baselines import compute_baselines, load_baselines, unreadable_files
-from whestboard.band_store import BandFileUnreadable, compute_band, load_band, mlp_file
-from whestboard.band_view import convergence_view
+from whestboard.band import store as band_store
+from whestboard.band.baselines import compute_baselines, load_baselines, unreadable_files
+from whestboard.band.measure import BandError
+from whestboard.band.store import BandFileUnreadable, compute_band, load_band, mlp_file
+from whestboard.band.view import convergence_view
 from whestboard.cli import main as cli_main
-from whestboard.datasets import open_dataset
-from whestboard.estimators import resolve_estimator
-from whestboard.runs import RunRequest, execute, rulebook_for
+from whestboard.data.bake import bake, plan_from_args
+from whestboard.data.datasets import open_dataset
+from whestboard.scoring import rulebook_for
+from whestboard.scoring.estimators import resolve_estimator
+from whestboard.scoring.runs import RunRequest, execute
 
 REPO = Path(__file__).resolve().parent.parent
 WIDTH, DEPTH = 32, 2

@@ -63,19 +63,19 @@ def test_plotly_and_callback_json_are_compressed(live_server):
 def test_the_compressed_copy_is_kept_per_resource_so_invented_fingerprints_grow_nothing():
     from types import SimpleNamespace
 
-    from components import runtime
+    from server import http
 
     script = "/_dash-component-suites/dash/deps/react@18.v4_4_1m1700000000.14.0.min.js"
     invented = script.replace("m1700000000", "m123")
-    key = runtime._compression_key(SimpleNamespace(path=script))
-    assert key == runtime._compression_key(SimpleNamespace(path=invented)) == "/_dash-component-suites/dash/deps/react@18.14.0.min.js"
-    assert runtime._compression_key(SimpleNamespace(path="/_dash-update-component")) == "dynamic"
-    cache = runtime._StaticAssetCache()
+    key = http.compression_key(SimpleNamespace(path=script))
+    assert key == http.compression_key(SimpleNamespace(path=invented)) == "/_dash-component-suites/dash/deps/react@18.14.0.min.js"
+    assert http.compression_key(SimpleNamespace(path="/_dash-update-component")) == "dynamic"
+    cache = http.StaticAssetCache()
     cache.set("br;dynamic", b"callback answer")
     assert cache.get("br;dynamic") is None
-    for n in range(3 * runtime._STATIC_KEYS_KEPT):
+    for n in range(3 * http.STATIC_KEYS_KEPT):
         cache.set(f"br;asset-{n}", b"x")
-    assert len(cache._data) == runtime._STATIC_KEYS_KEPT and cache.get(f"br;asset-{3 * runtime._STATIC_KEYS_KEPT - 1}")
+    assert len(cache) == http.STATIC_KEYS_KEPT and cache.get(f"br;asset-{3 * http.STATIC_KEYS_KEPT - 1}")
 
 
 @pytest.fixture(scope="module")

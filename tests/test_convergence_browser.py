@@ -14,8 +14,9 @@ import pytest
 
 from tests.browser_helpers import wait_for_dash
 from tests.conftest import checked_page, serve_app
-from whestboard import registry
-from whestboard.rounds import get_round
+from whestboard.data import registry
+from whestboard.rules.rounds import get_round
+from whestboard.scoring import rulebook_for
 
 GRAPH = "#convergence-graph .js-plotly-plot"
 
@@ -40,8 +41,9 @@ def convergence_server(tmp_path_factory):
 
 def _record_highlight_run(state) -> None:
     """One real run (mean propagation on two MLPs of the first embedded round) in the private store."""
-    from whestboard import db, runs
-    from whestboard.estimators import resolve_estimator
+    from whestboard.scoring import runs
+    from whestboard.scoring.estimators import resolve_estimator
+    from whestboard.store import database as db
 
     rounds = _embedded_rounds()
     if not rounds:
@@ -52,7 +54,7 @@ def _record_highlight_run(state) -> None:
     db.reset_engines()
     try:
         ds = registry.get_dataset(key)
-        request = runs.RunRequest(ds, ds.indices[:2], resolve_estimator("mean"), runs.rulebook_for(tag),
+        request = runs.RunRequest(ds, ds.indices[:2], resolve_estimator("mean"), rulebook_for(tag),
                                   source="cli", team="convergence-testers")
         runs.run(request, use_cache=False)
     finally:
@@ -207,7 +209,7 @@ def test_a_round_without_data_says_so(cpage):
 @pytest.fixture(scope="module")
 def bare_server(tmp_path_factory):
     """A server whose only dataset is a tiny v1-warmup-shaped one with no band and no baselines."""
-    from whestboard.bake import bake, plan_from_args
+    from whestboard.data.bake import bake, plan_from_args
 
     data = tmp_path_factory.mktemp("bare-data")
     bake(data / "tiny-warmup", plan_from_args(round_tag="v1-warmup", width=None, depth=None, n_mlps=None,

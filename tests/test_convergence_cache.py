@@ -6,13 +6,13 @@ import os
 
 import pytest
 
-from whestboard import runs, runstore
-from whestboard.bake import bake, plan_from_args
-from whestboard.band_baselines import compute_baselines, missing_baselines
-from whestboard.band_store import compute_band
-from whestboard.band_view import cached_convergence_view, convergence_view
-from whestboard.datasets import open_dataset
-from whestboard.estimators import resolve_estimator
+from whestboard.band.baselines import compute_baselines, missing_baselines
+from whestboard.band.store import compute_band
+from whestboard.band.view import cached_convergence_view, convergence_view
+from whestboard.data.bake import bake, plan_from_args
+from whestboard.data.datasets import open_dataset
+from whestboard.scoring import rulebook_for, runs, runstore
+from whestboard.scoring.estimators import resolve_estimator
 
 ROUND, BUDGET = "v1-warmup", 200_000_000  # a round's shape, so its runs are listed; a small band budget
 
@@ -37,7 +37,7 @@ def test_unchanged_data_serves_the_same_view_and_version(dataset):
 
 def test_a_recorded_run_changes_the_version_and_appears_in_the_view(dataset):
     before, version = cached_convergence_view(dataset)
-    outcome = runs.run(runs.RunRequest(dataset, "0:2", resolve_estimator("mean"), runs.rulebook_for(ROUND)))
+    outcome = runs.run(runs.RunRequest(dataset, "0:2", resolve_estimator("mean"), rulebook_for(ROUND)))
     after, new_version = cached_convergence_view(dataset)
     assert new_version != version and after is not before
     assert after.static_token == before.static_token  # the band and baselines part of the figure is reused

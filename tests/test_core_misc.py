@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from whestbench import budget
 
-from whestboard import registry
-from whestboard.bake import bake, plan_from_args
-from whestboard.mlp_cache import ByteBoundedCache
-from whestboard.rounds import ALL_ROUNDS, get_round, round_for_shape
+from whestboard.data import registry
+from whestboard.data.bake import bake, plan_from_args
+from whestboard.data.weights_cache import ByteBoundedCache
+from whestboard.rules.rounds import ALL_ROUNDS, get_round, round_for_shape
 
 
 @pytest.mark.parametrize("tag", list(budget.ROUNDS))

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from tests.upstream import SEEDS, make_official, whestbench_mlps
-from whestboard import compact
-from whestboard.bake import bake, plan_from_args
-from whestboard.datasets import DatasetError, MLPNotFound, WeightsMismatch, open_dataset
+from whestboard.data import compact
+from whestboard.data.bake import bake, plan_from_args
+from whestboard.data.datasets import DatasetError, MLPNotFound, WeightsMismatch, open_dataset
 
 WIDTH, DEPTH, SAMPLES = 24, 3, 3000
 
@@ -143,7 +143,7 @@ def test_weights_rebuild_equals_whestbench_sample_mlp(width, depth):
     from whestbench import sample_mlp
     from whestbench.seeds import derive_seed_streams
 
-    from whestboard.bake import build_weights
+    from whestboard.data.bake import build_weights
 
     seed = 2**40 + 3
     mlp = sample_mlp(width, depth, fnp.random.default_rng(derive_seed_streams(seed)[0]))
@@ -168,7 +168,7 @@ def _truncate(path, fraction=0.5):
 
 
 def test_a_truncated_record_damages_only_its_mlp(tmp_path, compact_dir):
-    from whestboard.datasets import MLPDamaged
+    from whestboard.data.datasets import MLPDamaged
 
     intact = open_dataset(compact_dir)
     copy = _copy(compact_dir, tmp_path)
@@ -283,7 +283,7 @@ def test_an_unreadable_parquet_row_group_damages_only_its_mlps(tmp_path, officia
     """A corrupt page in row group 1 of 2: its two MLPs are damaged, the other two are served as before."""
     import pyarrow.parquet as pq
 
-    from whestboard.datasets import MLPDamaged
+    from whestboard.data.datasets import MLPDamaged
 
     intact = open_dataset(official)
     copy = _copy(official, tmp_path)
@@ -322,8 +322,9 @@ def test_an_unreadable_parquet_footer_is_a_clear_dataset_error(tmp_path, officia
 
 def test_the_registry_notices_a_record_damaged_and_repaired_in_place(tmp_path, compact_dir, monkeypatch):
     """In place: the folders' modification times do not move, only the file's size and time do."""
-    from whestboard import health, registry
-    from whestboard.mlp_stats import summary_for
+    from server import health
+    from whestboard.data import registry
+    from whestboard.data.mlp_stats import summary_for
 
     root = tmp_path / "data"
     root.mkdir()
@@ -356,7 +357,7 @@ def test_the_registry_notices_a_record_damaged_and_repaired_in_place(tmp_path, c
 
 
 def test_an_unopenable_dataset_stays_broken_and_healthz_stays_up(tmp_path, monkeypatch):
-    from whestboard import health
+    from server import health
 
     root = tmp_path / "data"
     (root / "broken").mkdir(parents=True)

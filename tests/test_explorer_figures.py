@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from components import explorer_figures as figs
-from whestboard import mlp_stats as ms
-from whestboard.bake import build_weights
-from whestboard.datasets import DEAD_MEAN_THRESHOLD
-from whestboard.sampling import layer_statistics
+from components.figures import explorer as figs
+from whestboard.data import mlp_stats as ms
+from whestboard.data.bake import build_weights
+from whestboard.data.datasets import DEAD_MEAN_THRESHOLD
+from whestboard.data.sampling import layer_statistics
 
 
 @pytest.fixture(scope="module")
@@ -204,3 +204,8 @@ def test_glossary_explains_every_named_quantity():
     for term in ("E[h]", "avg_variance", "dead", "always-on", "noise floor", "mean field", "spectral norm"):
         assert len(figs.GLOSSARY[term]) > 40
     assert f"{DEAD_MEAN_THRESHOLD:g}" in figs.GLOSSARY["dead"]
+
+
+def test_the_figures_draw_on_the_default_template_without_naming_one(mlp, foreign_template):
+    _, _, stats = mlp
+    assert figs.ribbon_figure(stats.ribbon).layout.template.layout.paper_bgcolor == foreign_template

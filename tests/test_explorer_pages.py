@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from whestboard.bake import bake, plan_from_args
+from whestboard.data.bake import bake, plan_from_args
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,9 @@ def served(tmp_path_factory):
         mp.setenv("WHESTBOARD_DATA_DIR", str(root))
         mp.setenv("WHESTBOARD_DATASETS", "")
         mp.setenv("WHESTBOARD_STATE_DIR", str(tmp_path_factory.mktemp("state")))
-        import app  # noqa: F401  (registers the pages)
+        import app
+
+        app.the_app()  # registers the pages
 
         yield root
 
@@ -104,7 +106,7 @@ def test_selector_row_offers_served_datasets_and_disables_empty_rounds(served):
 
 def test_explorer_list_shows_every_mlp_with_links_and_noise_floor(served):
     from pages import explorer
-    from whestboard import registry
+    from whestboard.data import registry
 
     page = explorer.layout(dataset="toy-warmup")
     grid = _find(page, "mlp-grid")
@@ -158,7 +160,7 @@ def test_mlp_page_has_every_section_and_a_network_for_narrow_mlps(served):
 
 def test_mlp_page_opens_the_neuron_named_in_the_url(served):
     from pages import mlp
-    from whestboard import registry
+    from whestboard.data import registry
 
     page = mlp.layout(dataset="toy-warmup", index="0", layer="2", neuron="5")
     means, _ = registry.get_dataset("toy-warmup").truth(0)
@@ -174,9 +176,9 @@ def test_mlp_page_opens_the_neuron_named_in_the_url(served):
 @pytest.mark.parametrize("plot,rows", [("ribbon", 3), ("fractions", 3), ("weights", 3), ("heatmap", 24),
                                        ("histogram", 40), ("network", 3 * 8 * 8)])
 def test_every_plot_has_a_csv(served, plot, rows):
-    from components.explorer_figures import csv_text
+    from components.figures.explorer import csv_text
     from pages import mlp
-    from whestboard import registry
+    from whestboard.data import registry
 
     ds = registry.get_dataset("toy-warmup")
     table = pd.read_csv(io.StringIO(csv_text(mlp._table(plot, ds, 1))))
@@ -194,7 +196,7 @@ def test_a_damaged_mlp_is_shown_as_damaged_with_its_file_and_reason_on_every_exp
     import shutil
 
     from pages import explorer, home, mlp
-    from whestboard import compact, registry
+    from whestboard.data import compact, registry
 
     root = tmp_path / "data"
     shutil.copytree(served / "toy-warmup", root / "toy-warmup")

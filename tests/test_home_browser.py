@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.browser_helpers import wait_for_dash
-from whestboard import registry
+from whestboard.data import registry
 
 
 def test_home_lists_every_dataset(page):

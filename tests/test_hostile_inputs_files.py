@@ -130,7 +130,7 @@ def test_every_page_answers_without_a_server_error(site, path):
 
 def test_healthz_is_degraded_naming_the_damaged_file_and_its_reason(site):
     health = requests.get(site.base + "/healthz", timeout=TIMEOUT_S)
-    assert health.status_code == 200  # degraded, still serving: see whestboard.health
+    assert health.status_code == 200  # degraded, still serving: see server.health
     report = health.json()
     datasets = report["checks"]["datasets"]
     assert report["ok"] is True and report["degraded"] is True and datasets["degraded"] is True

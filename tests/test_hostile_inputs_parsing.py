@@ -22,7 +22,7 @@ import pytest
 import requests
 
 from tests.prod_support import gunicorn, load_dashclient
-from whestboard import registry
+from whestboard.data import registry
 
 dashclient = load_dashclient()
 pytestmark = pytest.mark.slow

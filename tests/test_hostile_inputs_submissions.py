@@ -25,7 +25,7 @@ import requests
 
 from tests.prod_support import gunicorn, load_dashclient
 from tests.submissions_helpers import submission_row
-from whestboard import submission_import as si
+from whestboard.leaderboard import files as si
 
 dashclient = load_dashclient()
 pytestmark = pytest.mark.slow

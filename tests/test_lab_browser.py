@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.browser_helpers import wait_for_dash
-from whestboard import registry
+from whestboard.data import registry
 
 DATASET = "v1-warmup"
 

@@ -12,8 +12,8 @@ import requests
 from tests.browser_helpers import wait_for_dash
 from tests.conftest import checked_page, serve_app
 from tests.submissions_helpers import submission_row
-from whestboard import ranking
-from whestboard.rounds import ALL_ROUNDS
+from whestboard.leaderboard import ranking
+from whestboard.rules.rounds import ALL_ROUNDS
 
 pytestmark = pytest.mark.browser
 

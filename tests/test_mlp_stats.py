@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from whestboard import mlp_stats as ms
-from whestboard.bake import build_weights
-from whestboard.datasets import DEAD_MEAN_THRESHOLD
-from whestboard.sampling import layer_statistics
+from whestboard.data import mlp_stats as ms
+from whestboard.data.bake import build_weights
+from whestboard.data.datasets import DEAD_MEAN_THRESHOLD
+from whestboard.data.sampling import layer_statistics
 
 
 def _mlp(width: int = 16, depth: int = 4, seed: int = 11, n_samples: int = 4096):
@@ -251,8 +251,8 @@ def test_neuron_detail_edges_of_the_network():
 
 @pytest.fixture()
 def tiny_dataset(tmp_path):
-    from whestboard.bake import bake, plan_from_args
-    from whestboard.datasets import open_dataset
+    from whestboard.data.bake import bake, plan_from_args
+    from whestboard.data.datasets import open_dataset
 
     plan = plan_from_args(round_tag=None, width=8, depth=3, n_mlps=2, n_samples=512, seeds=[101, 202])
     bake(tmp_path / "tiny", plan, show_progress=False, explicit_seeds=True)

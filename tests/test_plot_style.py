@@ -1,20 +1,47 @@
-"""Every figure is drawn in the app's template without naming it (naming it costs ~14 ms a figure)."""
+"""The app's template is plotly's default once the app is built, and importing a figure module changes nothing.
+
+Naming a template in a figure costs plotly a deep copy and a re-validation (~14 ms a figure); the
+figure modules draw on whatever the default is (each figure test module checks its builders take a
+foreign default), and ``create_app`` makes the app's template that default.
+"""
 
 from __future__ import annotations
 
-import importlib
-from pathlib import Path
+import subprocess
+import sys
 
-import plotly.graph_objects as go
-import pytest
+import plotly.io as pio
 
-FIGURE_MODULES = ["convergence_figures", "lab_figures", "leaderboard_figures", "upload_figures"]
+from components.figures.style import APP_TEMPLATE, use_app_template
+from tests.conftest import REPO
+
+FIGURE_MODULES = ("convergence", "explorer", "lab", "leaderboard", "upload")
 
 
-@pytest.mark.parametrize("name", FIGURE_MODULES)
-def test_figure_modules_draw_on_the_app_template(name):
-    importlib.import_module(f"components.{name}")
-    layout = go.Figure(go.Scatter(x=[1, 2], y=[3, 4])).to_plotly_json()["layout"]
-    assert layout["template"]["layout"]["plot_bgcolor"] == "white"
-    source = (Path(__file__).resolve().parent.parent / "components" / f"{name}.py").read_text()
-    assert "plotly_white" not in source, f"{name} names the template: every figure would re-validate it"
+def test_importing_the_figure_modules_leaves_plotlys_default_alone():
+    code = ("import plotly.io as pio; before = pio.templates.default; "
+            + "; ".join(f"import components.figures.{m}" for m in FIGURE_MODULES)
+            + "; print(before, pio.templates.default)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    before, after = done.stdout.split()
+    assert before == after != APP_TEMPLATE
+
+
+def test_use_app_template_makes_the_apps_template_the_default():
+    previous = pio.templates.default
+    try:
+        pio.templates.default = "plotly_dark"
+        use_app_template()
+        assert pio.templates.default == APP_TEMPLATE
+    finally:
+        pio.templates.default = previous
+
+
+def test_create_app_installs_the_template(tmp_path, monkeypatch):
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path))
+    code = "import plotly.io as pio, app; app.the_app(); print(pio.templates.default)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "WHESTBOARD_STATE_DIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == APP_TEMPLATE

@@ -107,8 +107,8 @@ def whestbench_mean_propagation_flops(dataset_key: str, index: int) -> int:
     from whestbench.estimators import MeanPropagationEstimator
     from whestbench.scoring import ContestData, ContestSpec, evaluate_estimator
 
-    from whestboard import registry
-    from whestboard.rounds import get_round
+    from whestboard.data import registry
+    from whestboard.rules.rounds import get_round
 
     ds = registry.get_dataset(dataset_key)
     rnd = get_round(ds.info.round_tag)
@@ -157,7 +157,8 @@ def test_a_lab_run_across_workers_records_the_graders_flops(app_server, twin_ser
     assert (row["kind"], row["status"], row["attempts"]) == ("lab-job-result.data", "finished", 1)
     os.environ["WHESTBOARD_STATE_DIR"] = str(app_server.state_dir)
     try:
-        from whestboard import db, runstore
+        from whestboard.scoring import runstore
+        from whestboard.store import database as db
 
         db.reset_engines()
         report = runstore.get_run(result["run_id"])

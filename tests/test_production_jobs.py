@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -13,7 +14,8 @@ import pytest
 from sqlalchemy import text, update
 
 from tests.prod_support import postgres_server
-from whestboard import db, jobs
+from whestboard.jobs import ledger as jobs
+from whestboard.store import database as db
 
 
 @pytest.fixture(scope="session")
@@ -52,7 +54,7 @@ def test_claim_is_exclusive_and_final(store):
     job_id = new_job(store)
     assert jobs.claim(job_id, "host-a:1", url=store) is jobs.Claim.RUN
     assert jobs.claim(job_id, "host-b:2", url=store) is jobs.Claim.BUSY
-    assert jobs.finish(job_id, ok=True, worker="host-a:1", url=store)
+    assert jobs.finish(job_id, worker="host-a:1", url=store)
     assert jobs.claim(job_id, "host-b:2", url=store) is jobs.Claim.DONE
     row = jobs.get(job_id, url=store)
     assert (row.status, row.attempts, row.worker) == ("finished", 1, "host-a:1")
@@ -79,12 +81,12 @@ def test_concurrent_claims_have_exactly_one_winner(store):
 
 def test_job_of_a_dead_process_is_taken_over_as_a_retry(store):
     job_id = new_job(store)
-    corpse = f"{jobs.socket.gethostname()}:{dead_pid()}"
+    corpse = f"{socket.gethostname()}:{dead_pid()}"
     assert jobs.claim(job_id, corpse, url=store) is jobs.Claim.RUN
     assert jobs.claim(job_id, "host-b:2", url=store) is jobs.Claim.RUN  # the pid is gone: take over
     row = jobs.get(job_id, url=store)
     assert (row.status, row.worker, row.attempts) == ("running", "host-b:2", 2)
-    assert not jobs.finish(job_id, ok=True, worker=corpse, url=store)  # the dead owner cannot finish it
+    assert not jobs.finish(job_id, worker=corpse, url=store)  # the dead owner cannot finish it
 
 
 def test_silent_remote_worker_is_taken_over_after_its_heartbeat_stops(store):
@@ -144,7 +146,7 @@ def test_benign_exceptions_finish_the_job(store):
 
 def test_a_dead_running_job_is_reported_failed_with_a_reason(store):
     job_id = new_job(store)
-    corpse = f"{jobs.socket.gethostname()}:{dead_pid()}"
+    corpse = f"{socket.gethostname()}:{dead_pid()}"
     jobs.claim(job_id, corpse, url=store)
     row = jobs.fail_if_dead(jobs.get(job_id, url=store), url=store)
     assert row.status == "failed"
@@ -160,7 +162,7 @@ def test_queued_jobs_are_waiting_not_dead_unless_their_process_is_gone(store):
 
 def test_celery_style_checks_trust_only_the_heartbeat(store):
     job_id = new_job(store)
-    jobs.claim(job_id, f"{jobs.socket.gethostname()}:{dead_pid()}", url=store)
+    jobs.claim(job_id, f"{socket.gethostname()}:{dead_pid()}", url=store)
     # A redelivery may still claim it: without pid checks it is not dead yet.
     assert jobs.fail_if_dead(jobs.get(job_id, url=store), pid_check=False, url=store).status == "running"
     set_row(store, job_id, heartbeat_at=time.time() - jobs.STALE_AFTER_S - 5)
@@ -223,12 +225,13 @@ def test_every_store_table_lives_in_postgresql_and_healthz_sees_it(pg_url, tmp_p
     """The shared store for several machines: all of the app's tables, and /healthz's probe, on PostgreSQL."""
     from sqlalchemy import inspect
 
-    from whestboard import health
+    from server import health
+    from whestboard.leaderboard import store as submissions  # noqa: F401 - declares the submissions tables
+    from whestboard.scoring import runstore  # noqa: F401 - declares the runs table
 
-    jobs.ensure_table(pg_url)
     tables = set(inspect(db.engine(pg_url)).get_table_names())
     assert {t.name for t in db.Base.metadata.sorted_tables} <= tables
-    assert "jobs" in tables
+    assert {"jobs", "runs", "submissions", "submission_mlp_results"} <= tables
     monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path))
     monkeypatch.setenv("WHESTBOARD_DATABASE_URL", pg_url)
     store = health.check()["checks"]["store"]

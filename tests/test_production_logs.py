@@ -8,7 +8,9 @@ import logging
 
 import pytest
 
-from whestboard import db, health, logs
+from server import health
+from whestboard import logs
+from whestboard.store import database as db
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,8 @@ import pytest
 
 from tests import submissions_helpers as helpers
 from tests.submissions_helpers import submission_row, write_csvs
-from whestboard import ranking
-from whestboard import submission_import as si
-from whestboard import submissions as store
+from whestboard.leaderboard import files as si
+from whestboard.leaderboard import ranking, store
 
 sqlite_store = helpers.sqlite_store
 

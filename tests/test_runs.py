@@ -15,9 +15,9 @@ from whestbench.estimators import CombinedEstimator, CovariancePropagationEstima
 from whestbench.scoring import ContestData, ContestSpec, evaluate_estimator
 
 from tests.upstream import make_official, whestbench_mlps
-from whestboard import runs, runstore
-from whestboard.datasets import open_dataset
-from whestboard.estimators import (
+from whestboard.data.datasets import open_dataset
+from whestboard.scoring import Rulebook, inputs, rulebook_for, runs, runstore
+from whestboard.scoring.estimators import (
     _mc_finalize,
     mc_finalize_flops,
     metered_mc_flops_per_sample,
@@ -57,7 +57,7 @@ def dataset(official):
     return open_dataset(official)
 
 
-def grader_call(reference, rulebook: runs.Rulebook, estimator) -> dict:
+def grader_call(reference, rulebook: Rulebook, estimator) -> dict:
     """One ``evaluate_estimator`` call over every MLP, its inputs built from whestbench's loader."""
     spec = ContestSpec(
         width=WIDTH, depth=DEPTH, n_mlps=len(reference), flop_budget=rulebook.flop_budget,
@@ -114,7 +114,7 @@ def assert_aggregates_equal(ours: dict, theirs: dict) -> None:
 @pytest.mark.parametrize("kind", ["mean", "cov", "combined"])
 @pytest.mark.parametrize("budget", [None, 20_000])
 def test_split_run_equals_one_grader_call(dataset, reference, kind, budget):
-    rulebook = runs.rulebook_for(None, budget)
+    rulebook = rulebook_for(None, budget)
     outcome = runs.execute(runs.RunRequest(dataset, None, resolve_estimator(kind), rulebook))
     expected = grader_call(reference, rulebook, REFERENCE_CLASSES[kind]())
     assert_aggregates_equal(outcome.report["results"], expected)
@@ -122,7 +122,7 @@ def test_split_run_equals_one_grader_call(dataset, reference, kind, budget):
 
 
 def test_budget_too_small_reads_as_the_grader_fallback(dataset, reference):
-    rulebook = runs.rulebook_for(None, 20_000)
+    rulebook = rulebook_for(None, 20_000)
     outcome = runs.execute(runs.RunRequest(dataset, None, resolve_estimator("cov"), rulebook))
     for entry, ref in zip(outcome.report["results"]["per_mlp"], reference, strict=True):
         assert entry["budget_exhausted"] and entry["failed"]
@@ -133,7 +133,7 @@ def test_budget_too_small_reads_as_the_grader_fallback(dataset, reference):
 
 
 def test_scored_predictions_are_the_ones_behind_the_mse(dataset, reference):
-    outcome = runs.execute(runs.RunRequest(dataset, "1:3", resolve_estimator("cov"), runs.rulebook_for(None)))
+    outcome = runs.execute(runs.RunRequest(dataset, "1:3", resolve_estimator("cov"), rulebook_for(None)))
     for entry in outcome.report["results"]["per_mlp"]:
         truth = fnp.asarray(reference[entry["mlp_index"]]["all_layer_means"], dtype=fnp.float32)
         pred = fnp.asarray(outcome.predictions[entry["mlp_index"]], dtype=fnp.float32)
@@ -142,7 +142,7 @@ def test_scored_predictions_are_the_ones_behind_the_mse(dataset, reference):
 
 
 def test_every_mse_comes_with_the_reference_noise_floor(dataset, reference):
-    outcome = runs.execute(runs.RunRequest(dataset, None, resolve_estimator("mean"), runs.rulebook_for(None)))
+    outcome = runs.execute(runs.RunRequest(dataset, None, resolve_estimator("mean"), rulebook_for(None)))
     floors = []
     for entry in outcome.report["results"]["per_mlp"]:
         ref = reference[entry["mlp_index"]]
@@ -166,7 +166,7 @@ def test_every_mse_comes_with_the_reference_noise_floor(dataset, reference):
 
 def test_below_noise_floor_is_flagged_when_the_error_hides_in_reference_noise(dataset):
     """A coarse reference (few samples) makes a good estimator unresolvable."""
-    outcome = runs.execute(runs.RunRequest(dataset, None, resolve_estimator("mc:20000"), runs.rulebook_for(None)))
+    outcome = runs.execute(runs.RunRequest(dataset, None, resolve_estimator("mc:20000"), rulebook_for(None)))
     flagged = [e for e in outcome.report["results"]["per_mlp"] if e["below_noise_floor"]]
     assert flagged, "20000 MC samples against a 3000-sample reference must sit under its noise floor"
     for e in flagged:
@@ -180,7 +180,7 @@ def test_below_noise_floor_is_flagged_when_the_error_hides_in_reference_noise(da
 
 @pytest.mark.parametrize("n", [2, 1000, 1025, 2049])
 def test_monte_carlo_is_billed_mc_flops_per_sample_per_sample(dataset, n):
-    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator(f"mc:{n}"), runs.rulebook_for(None)))
+    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator(f"mc:{n}"), rulebook_for(None)))
     entry = outcome.report["results"]["per_mlp"][0]
     per_sample = mc_flops_per_sample(WIDTH, DEPTH, dtype_aware_billing=True)
     assert entry["flops_used"] == n * per_sample + mc_finalize_flops(WIDTH, DEPTH)
@@ -196,7 +196,7 @@ def test_finalize_cost_is_flopscopes_own_count_and_under_one_sample():
 
 def test_budget_fraction_spends_the_most_whole_samples_that_fit(dataset):
     budget = 10_000_000
-    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator("mc:0.5B"), runs.rulebook_for(None, budget)))
+    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator("mc:0.5B"), rulebook_for(None, budget)))
     used = outcome.report["results"]["per_mlp"][0]["flops_used"]
     per_sample = metered_mc_flops_per_sample(WIDTH, DEPTH)
     n = (used - mc_finalize_flops(WIDTH, DEPTH)) // per_sample
@@ -205,7 +205,7 @@ def test_budget_fraction_spends_the_most_whole_samples_that_fit(dataset):
 
 
 def test_monte_carlo_is_seeded_from_the_mlp_and_converges(dataset, reference):
-    request = runs.RunRequest(dataset, None, resolve_estimator("mc:4000"), runs.rulebook_for(None))
+    request = runs.RunRequest(dataset, None, resolve_estimator("mc:4000"), rulebook_for(None))
     first, second = runs.execute(request), runs.execute(request)
     for index, pred in first.predictions.items():
         np.testing.assert_array_equal(pred, second.predictions[index])
@@ -230,9 +230,9 @@ def test_installed_flopscope_cannot_bill_like_the_warmup_round():
         _weights._ACTIVE_DTYPE_RATES.update(saved)
     warmup_price = 1000 * mc_flops_per_sample(WIDTH, DEPTH, dtype_aware_billing=False)
     assert ctx.flops_used - warmup_price > 1000 * DEPTH * WIDTH - 1  # every sample's casts still billed
-    rulebook = runs.rulebook_for("v1-warmup")
+    rulebook = rulebook_for("v1-warmup")
     assert rulebook.billing_note and "process-wide" in rulebook.billing_note
-    assert runs.rulebook_for("v2-phase2").billing_note is None
+    assert rulebook_for("v2-phase2").billing_note is None
 
 
 # ---------------------------------------------------------------------------
@@ -242,33 +242,33 @@ def test_installed_flopscope_cannot_bill_like_the_warmup_round():
 
 @pytest.mark.parametrize("tag", list(ROUNDS))
 def test_rulebook_restores_every_setting_of_the_round(tag):
-    rb, cfg = runs.rulebook_for(tag), ROUNDS[tag]
+    rb, cfg = rulebook_for(tag), ROUNDS[tag]
     assert (rb.flop_budget, rb.wall_time_limit_s, rb.residual_wall_time_limit_s, rb.lambda_flops_per_second,
             rb.residual_mode, rb.dtype_aware_billing) == (
         cfg.flop_budget, cfg.wall_time_limit_s, cfg.residual_wall_time_limit_s, cfg.lambda_flops_per_second,
         cfg.residual_mode, cfg.dtype_aware_billing)
     spec = rb.contest_spec(width=cfg.width, depth=cfg.depth, n_mlps=1, n_samples=10)
     assert spec.flop_budget == cfg.flop_budget and spec.lambda_flops_per_second == cfg.lambda_flops_per_second
-    custom = runs.rulebook_for(tag, 12345)
+    custom = rulebook_for(tag, 12345)
     assert custom.flop_budget == 12345 and custom.custom_budget and custom.wall_time_limit_s == cfg.wall_time_limit_s
 
 
 def test_budget_and_selection_parsing():
     b = 2**41
-    assert runs.parse_budget("", b) is None
-    assert runs.parse_budget("0.5B", b) == b // 2
-    assert runs.parse_budget("2**41", b) == 2**41
-    assert runs.parse_budget("68_000_000_000", b) == 68_000_000_000
-    assert runs.parse_budget("2.2e12", b) == 2_200_000_000_000
+    assert inputs.parse_budget("", b) is None
+    assert inputs.parse_budget("0.5B", b) == b // 2
+    assert inputs.parse_budget("2**41", b) == 2**41
+    assert inputs.parse_budget("68_000_000_000", b) == 68_000_000_000
+    assert inputs.parse_budget("2.2e12", b) == 2_200_000_000_000
     for bad in ("lots", "-5", "0"):
-        with pytest.raises(runs.RunError):
-            runs.parse_budget(bad, b)
+        with pytest.raises(inputs.RunError):
+            inputs.parse_budget(bad, b)
     available = [0, 1, 2, 3, 5]
-    assert runs.parse_mlp_selection("0:3", available) == [0, 1, 2]
-    assert runs.parse_mlp_selection("0:4,5", available) == [0, 1, 2, 3, 5]
-    assert runs.parse_mlp_selection("", available) == available
-    with pytest.raises(runs.RunError, match="4"):
-        runs.parse_mlp_selection("0:5", available)
+    assert inputs.parse_mlp_selection("0:3", available) == [0, 1, 2]
+    assert inputs.parse_mlp_selection("0:4,5", available) == [0, 1, 2, 3, 5]
+    assert inputs.parse_mlp_selection("", available) == available
+    with pytest.raises(inputs.RunError, match="4"):
+        inputs.parse_mlp_selection("0:5", available)
     with pytest.raises(ValueError, match="unknown estimator"):
         resolve_estimator("gradient-descent")
     with pytest.raises(ValueError, match="at least 2"):
@@ -288,7 +288,7 @@ THIRTY_TWO = list(range(32))
     ("0:4,2:6", [0, 1, 2, 3, 4, 5]), (7, [7]), ([4, 1, 4], [1, 4]), (range(30, 32), [30, 31]),
 ])
 def test_selection_reads_every_documented_form(text, expected):
-    assert runs.parse_mlp_selection(text, THIRTY_TWO) == expected
+    assert inputs.parse_mlp_selection(text, THIRTY_TWO) == expected
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -316,8 +316,8 @@ def test_selection_reads_every_documented_form(text, expected):
     (2.5, "cannot read MLP selection 2.5"),
 ])
 def test_a_bad_selection_is_refused_with_a_sentence(text, message):
-    with pytest.raises(runs.RunError) as refused:
-        runs.parse_mlp_selection(text, THIRTY_TWO)
+    with pytest.raises(inputs.RunError) as refused:
+        inputs.parse_mlp_selection(text, THIRTY_TWO)
     assert message in str(refused.value)
     assert len(str(refused.value)) < 400  # a message, never an echo of the input
     if not isinstance(text, str) or "not in this dataset" not in message:
@@ -333,8 +333,8 @@ def test_a_huge_range_is_answered_without_enumerating_it():
     text = ",".join(f"{start}:" + "9" * 40 for start in range(3000))
     tracemalloc.start()
     try:
-        runs.parse_mlp_selection(text, available)
-    except runs.RunError as exc:
+        inputs.parse_mlp_selection(text, available)
+    except inputs.RunError as exc:
         refusal = str(exc)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -343,9 +343,9 @@ def test_a_huge_range_is_answered_without_enumerating_it():
 
 
 def test_gaps_in_a_partly_baked_dataset_are_named():
-    with pytest.raises(runs.RunError, match=r"MLPs 3, 4 are not in this dataset \(it has 4 MLPs: 0, 1, 2, 5\)"):
-        runs.parse_mlp_selection("0:5", [0, 1, 2, 5])
-    assert runs.parse_mlp_selection("0:3,5", [0, 1, 2, 5]) == [0, 1, 2, 5]
+    with pytest.raises(inputs.RunError, match=r"MLPs 3, 4 are not in this dataset \(it has 4 MLPs: 0, 1, 2, 5\)"):
+        inputs.parse_mlp_selection("0:5", [0, 1, 2, 5])
+    assert inputs.parse_mlp_selection("0:3,5", [0, 1, 2, 5]) == [0, 1, 2, 5]
 
 
 B_WARMUP = ROUNDS["v1-warmup"].flop_budget
@@ -356,7 +356,7 @@ B_WARMUP = ROUNDS["v1-warmup"].flop_budget
     ("+5e10", 5 * 10**10), ("68,000,000,000", 68 * 10**9), (12345, 12345), (2.5e10, 25 * 10**9), ("1**1e400", 1),
 ])
 def test_budget_reads_every_documented_form(text, expected):
-    assert runs.parse_budget(text, B_WARMUP) == expected
+    assert inputs.parse_budget(text, B_WARMUP) == expected
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -382,8 +382,8 @@ def test_budget_reads_every_documented_form(text, expected):
     ([1], "budget per MLP [1] is not a number"),
 ])
 def test_a_bad_budget_is_refused_with_a_sentence(text, message):
-    with pytest.raises(runs.RunError) as refused:
-        runs.parse_budget(text, B_WARMUP)
+    with pytest.raises(inputs.RunError) as refused:
+        inputs.parse_budget(text, B_WARMUP)
     assert message in str(refused.value)
     assert len(str(refused.value)) < 400
     assert "B" in str(refused.value).split(message, 1)[1]  # says what to write instead
@@ -397,8 +397,8 @@ def test_an_exponent_is_bounded_before_the_power_is_computed():
     tracemalloc.start()
     for text in ("2**99999999", "9.9**9e99", "10**301", "1e308**1e308"):
         try:
-            runs.parse_budget(text, B_WARMUP)
-        except runs.RunError as exc:
+            inputs.parse_budget(text, B_WARMUP)
+        except inputs.RunError as exc:
             refusals.append(str(exc))
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -407,11 +407,11 @@ def test_an_exponent_is_bounded_before_the_power_is_computed():
 
 
 def test_rulebook_refuses_a_budget_past_the_cap_whoever_asks():
-    assert runs.rulebook_for("v1-warmup", 1000 * B_WARMUP).flop_budget == 1000 * B_WARMUP
-    with pytest.raises(runs.RunError, match="above the most a run accepts"):
-        runs.rulebook_for("v1-warmup", 1000 * B_WARMUP + 1)
-    with pytest.raises(runs.RunError, match="below 1 FLOP"):
-        runs.rulebook_for("v1-warmup", 0)
+    assert rulebook_for("v1-warmup", 1000 * B_WARMUP).flop_budget == 1000 * B_WARMUP
+    with pytest.raises(inputs.RunError, match="above the most a run accepts"):
+        rulebook_for("v1-warmup", 1000 * B_WARMUP + 1)
+    with pytest.raises(inputs.RunError, match="below 1 FLOP"):
+        rulebook_for("v1-warmup", 0)
 
 
 @pytest.mark.parametrize(("spec", "params"), [
@@ -437,7 +437,7 @@ def test_monte_carlo_spec_reads_counts_and_fractions(spec, params):
     ("mc:", "cannot read Monte Carlo samples ''"),
 ])
 def test_a_bad_monte_carlo_spec_is_refused_with_a_sentence(spec, message):
-    with pytest.raises(runs.RunError) as refused:
+    with pytest.raises(inputs.RunError) as refused:
         resolve_estimator(spec)
     assert message in str(refused.value)
     assert "write a whole number of samples from 2 to 1e9" in str(refused.value)
@@ -445,14 +445,14 @@ def test_a_bad_monte_carlo_spec_is_refused_with_a_sentence(spec, message):
 
 
 def test_an_unknown_estimator_is_named_briefly():
-    with pytest.raises(runs.RunError, match=r"unknown estimator 'xxxx.*… \(100,000 characters\)"):
+    with pytest.raises(inputs.RunError, match=r"unknown estimator 'xxxx.*… \(100,000 characters\)"):
         resolve_estimator("x" * 100_000)
-    with pytest.raises(runs.RunError, match="unknown estimator 5"):
+    with pytest.raises(inputs.RunError, match="unknown estimator 5"):
         resolve_estimator(5)
 
 
 def test_mc_fraction_too_small_for_two_samples_fails_that_mlp_with_a_reason(dataset):
-    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator("mc:0.01B"), runs.rulebook_for(None, 10**5)))
+    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator("mc:0.01B"), rulebook_for(None, 10**5)))
     entry = outcome.report["results"]["per_mlp"][0]
     assert entry["failed"] and entry["error_code"] == "ValueError"
     assert "need at least 2" in entry["failure_reason"]
@@ -464,13 +464,13 @@ def test_mc_fraction_too_small_for_two_samples_fails_that_mlp_with_a_reason(data
 
 
 def test_cache_key_tracks_everything_that_changes_the_numbers(dataset, tmp_path):
-    base = runs.RunRequest(dataset, "0:2", resolve_estimator("mean"), runs.rulebook_for(None))
+    base = runs.RunRequest(dataset, "0:2", resolve_estimator("mean"), rulebook_for(None))
     key = runs.cache_key(base)
     assert runs.cache_key(dataclasses.replace(base)) == key
     assert runs.cache_key(dataclasses.replace(base, indices=[0, 1, 2])) != key
     assert runs.cache_key(dataclasses.replace(base, estimator=resolve_estimator("cov"))) != key
-    assert runs.cache_key(dataclasses.replace(base, rulebook=runs.rulebook_for(None, 10**9))) != key
-    assert runs.cache_key(dataclasses.replace(base, rulebook=runs.rulebook_for("v1-phase1"))) != key
+    assert runs.cache_key(dataclasses.replace(base, rulebook=rulebook_for(None, 10**9))) != key
+    assert runs.cache_key(dataclasses.replace(base, rulebook=rulebook_for("v1-phase1"))) != key
     path = tmp_path / "est.py"
     code = "from whestbench.estimators import MeanPropagationEstimator\nclass Estimator(MeanPropagationEstimator):\n    pass\n"
     path.write_text(code)
@@ -480,7 +480,7 @@ def test_cache_key_tracks_everything_that_changes_the_numbers(dataset, tmp_path)
 
 
 def test_repeated_run_is_served_from_the_store(dataset):
-    request = runs.RunRequest(dataset, "0:2", resolve_estimator("cov"), runs.rulebook_for(None), source="cli")
+    request = runs.RunRequest(dataset, "0:2", resolve_estimator("cov"), rulebook_for(None), source="cli")
     first = runs.run(request)
     assert first.run_id and not first.cached
     seen = []
@@ -495,9 +495,9 @@ def test_repeated_run_is_served_from_the_store(dataset):
 
 
 def test_store_public_api(dataset):
-    runs.run(runs.RunRequest(dataset, "0:2", resolve_estimator("mean"), runs.rulebook_for(None), source="cli",
+    runs.run(runs.RunRequest(dataset, "0:2", resolve_estimator("mean"), rulebook_for(None), source="cli",
                              team="blue"))
-    outcome = runs.run(runs.RunRequest(dataset, "1", resolve_estimator("mc:100"), runs.rulebook_for("v1-phase1", 10**9),
+    outcome = runs.run(runs.RunRequest(dataset, "1", resolve_estimator("mc:100"), rulebook_for("v1-phase1", 10**9),
                                        source="lab"))
     listed = runstore.list_runs()
     assert [r["run_id"] for r in listed] == [outcome.run_id, listed[1]["run_id"]]
@@ -528,7 +528,7 @@ def test_store_public_api(dataset):
 
 
 def test_record_run_rejects_an_unknown_source(dataset):
-    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator("mean"), runs.rulebook_for(None),
+    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator("mean"), rulebook_for(None),
                                            source="elsewhere"))
     with pytest.raises(ValueError, match="source"):
         runstore.record_run(outcome.report)
@@ -541,7 +541,7 @@ def test_cancel_stops_between_mlps_and_records_nothing(dataset):
         return len(calls) >= 1
 
     outcome = runs.run(
-        runs.RunRequest(dataset, None, resolve_estimator("mean"), runs.rulebook_for(None)),
+        runs.RunRequest(dataset, None, resolve_estimator("mean"), rulebook_for(None)),
         on_progress=lambda done, total, entry: calls.append(done),
         should_cancel=cancel_after_first,
     )
@@ -565,14 +565,14 @@ def test_an_injected_estimator_object_is_scored_like_any_other(dataset, referenc
             return None
 
     handle = runs.EstimatorHandle(label="remote", kind="upload", code_sha256="0" * 64, factory=Remote)
-    outcome = runs.execute(runs.RunRequest(dataset, None, handle, runs.rulebook_for(None), source="upload"))
-    expected = grader_call(reference, runs.rulebook_for(None), Remote())
+    outcome = runs.execute(runs.RunRequest(dataset, None, handle, rulebook_for(None), source="upload"))
+    expected = grader_call(reference, rulebook_for(None), Remote())
     assert_aggregates_equal(outcome.report["results"], expected)
 
 
 def test_score_multiplier_and_floor_follow_the_budget(dataset):
     budget = 10**5
-    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator("mean"), runs.rulebook_for(None, budget)))
+    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator("mean"), rulebook_for(None, budget)))
     entry = outcome.report["results"]["per_mlp"][0]
     assert entry["score_multiplier"] == score_multiplier(entry["effective_compute"], budget, failed=False)
     assert entry["adjusted_final_layer_score"] == entry["final_layer_mse"] * entry["score_multiplier"]
@@ -583,7 +583,7 @@ def test_two_threads_scoring_at_once_both_get_exact_flop_counts(dataset):
     """flopscope meters per thread: concurrent runs must not leak FLOPs into each other."""
     specs = ["cov", "mc:3000", "mean", "combined"]
     alone = {s: [e["flops_used"] for e in runs.execute(runs.RunRequest(
-        dataset, None, resolve_estimator(s), runs.rulebook_for(None))).report["results"]["per_mlp"]] for s in specs}
+        dataset, None, resolve_estimator(s), rulebook_for(None))).report["results"]["per_mlp"]] for s in specs}
     together: dict[str, list] = {}
     barrier = threading.Barrier(2)
 
@@ -591,7 +591,7 @@ def test_two_threads_scoring_at_once_both_get_exact_flop_counts(dataset):
         barrier.wait()
         for _ in range(3):
             for s in spec_pair:
-                out = runs.execute(runs.RunRequest(dataset, None, resolve_estimator(s), runs.rulebook_for(None)))
+                out = runs.execute(runs.RunRequest(dataset, None, resolve_estimator(s), rulebook_for(None)))
                 together.setdefault(s, []).append([e["flops_used"] for e in out.report["results"]["per_mlp"]])
 
     threads = [threading.Thread(target=worker, args=(pair,)) for pair in (specs[:2], specs[2:])]

@@ -7,11 +7,12 @@ import math
 import numpy as np
 import pytest
 
-from components import lab_figures as figs
+from components.figures import lab as figs
 from tests.upstream import make_official
-from whestboard import db, runs
-from whestboard.datasets import open_dataset
-from whestboard.estimators import resolve_estimator
+from whestboard.data.datasets import open_dataset
+from whestboard.scoring import rulebook_for, runs
+from whestboard.scoring.estimators import resolve_estimator
+from whestboard.store import database as db
 
 pytestmark = pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning")
 
@@ -24,7 +25,7 @@ def dataset(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def outcome(dataset):
-    return runs.execute(runs.RunRequest(dataset, None, resolve_estimator("cov"), runs.rulebook_for(None, 10**7)))
+    return runs.execute(runs.RunRequest(dataset, None, resolve_estimator("cov"), rulebook_for(None, 10**7)))
 
 
 def test_budget_gauge_marks_b_and_the_charging_floor(outcome):
@@ -75,7 +76,7 @@ def test_layer_figures_show_prediction_minus_truth(outcome, dataset):
 def test_tables_put_the_floor_beside_each_mse_and_flag_failures(dataset, tmp_path, monkeypatch):
     monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path))
     db.reset_engines()
-    failing = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator("cov"), runs.rulebook_for(None, 1000)))
+    failing = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator("cov"), rulebook_for(None, 1000)))
     table = figs.per_mlp_table(failing.report)
     row = table.children[1].children[0]
     assert "table-danger" in row.className
@@ -95,3 +96,8 @@ def test_below_floor_badge_appears_only_when_flagged(outcome):
     entry["below_noise_floor"] = False
     assert figs.floor_badge(entry) is None
     assert math.isfinite(outcome.report["noise"]["noise_floor"])
+
+
+def test_the_figures_draw_on_the_default_template_without_naming_one(outcome, foreign_template):
+    for fig in (figs.budget_gauge(outcome.report), figs.per_layer_mse(outcome.report)):
+        assert fig.layout.template.layout.paper_bgcolor == foreign_template

@@ -24,14 +24,22 @@ from whestbench.runner import EstimatorEntrypoint, LocalRunner, ResourceLimits
 from whestbench.scoring import ContestSpec, evaluate_estimator, make_contest
 from whestbench.sdk import SetupContext
 
-from whestboard import db, runs, sandbox
-from whestboard.bake import bake, plan_from_args
-from whestboard.contract import check_contract
-from whestboard.estimators import resolve_estimator
-from whestboard.rounds import get_round
-from whestboard.sandbox import OutputCapture, SandboxedEstimator, SandboxLimits, SubmissionFiles, verdict_of
-from whestboard.sandbox_confine import landlock_abi
-from whestboard.sandbox_protocol import FrameReader, FrameTimeout, ProtocolError, encode, send
+from whestboard.data.bake import bake, plan_from_args
+from whestboard.rules.failures import verdict_of
+from whestboard.rules.rounds import get_round
+from whestboard.sandbox import host as sandbox
+from whestboard.sandbox.confine import landlock_abi
+from whestboard.sandbox.contract import check_contract
+from whestboard.sandbox.host import (
+    OutputCapture,
+    SandboxedEstimator,
+    SandboxLimits,
+    SubmissionFiles,
+)
+from whestboard.sandbox.protocol import FrameReader, FrameTimeout, ProtocolError, encode, send
+from whestboard.scoring import rulebook_for, runs
+from whestboard.scoring.estimators import resolve_estimator
+from whestboard.store import database as db
 
 REPO = Path(__file__).resolve().parent.parent
 HOSTILE = Path(__file__).parent / "hostile"
@@ -171,7 +179,7 @@ def store(tmp_path, monkeypatch):
 
 
 def test_file_specs_run_in_the_sandbox_and_equal_the_builtin(tmp_path, tiny_dataset, store):
-    from whestboard.datasets import open_dataset
+    from whestboard.data.datasets import open_dataset
 
     dataset = open_dataset(tiny_dataset)
     path = folder_with(tmp_path, MEAN_FILE) / "estimator.py"
@@ -179,7 +187,7 @@ def test_file_specs_run_in_the_sandbox_and_equal_the_builtin(tmp_path, tiny_data
     assert handle.kind == "file" and "sandboxed" in handle.description
     assert handle.code_sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     assert isinstance(handle.factory(), SandboxedEstimator)
-    rulebook = runs.rulebook_for("v1-warmup")  # priced residual: C = F + 1e11 R stays well under B
+    rulebook = rulebook_for("v1-warmup")  # priced residual: C = F + 1e11 R stays well under B
     filed = runs.execute(runs.RunRequest(dataset, None, handle, rulebook)).report["results"]["per_mlp"]
     builtin = runs.execute(runs.RunRequest(dataset, None, resolve_estimator("mean"), rulebook)).report
     for ours, theirs in zip(filed, builtin["results"]["per_mlp"], strict=True):
@@ -313,7 +321,7 @@ def test_a_worker_dies_with_the_app_process_that_started_it(tmp_path):
         from pathlib import Path
         from whestbench.generation import sample_mlp
         from whestbench.sdk import SetupContext
-        from whestboard.sandbox import SandboxedEstimator, SandboxLimits, SubmissionFiles
+        from whestboard.sandbox.host import SandboxedEstimator, SandboxLimits, SubmissionFiles
         estimator = SandboxedEstimator(SubmissionFiles.single_file(Path({str(HOSTILE / "sleeper.py")!r})),
                                        SetupContext(width=8, depth=2, flop_budget=10**8, api_version="1.0"),
                                        SandboxLimits(memory_mb=1024, wall_time_limit_s=600))

@@ -23,8 +23,9 @@ from whestbench.runner import RunnerError
 from whestbench.scoring import ContestSpec, evaluate_estimator, make_contest
 from whestbench.sdk import SetupContext
 
-from whestboard import sandbox
-from whestboard.sandbox import SandboxedEstimator, SandboxLimits, SubmissionFiles, verdict_of
+from whestboard.rules.failures import verdict_of
+from whestboard.sandbox import host as sandbox
+from whestboard.sandbox.host import SandboxedEstimator, SandboxLimits, SubmissionFiles
 
 HOSTILE = Path(__file__).parent / "hostile"
 WALL_S, GRACE_S = 2.0, 1.0

@@ -1,7 +1,7 @@
 """An estimator that writes scratch files to /tmp scores in the sandbox as under ``whest run``; the host never sees them.
 
 Each sandbox worker mounts a private, size-capped tmpfs on ``/tmp`` in a mount
-namespace of its own (``whestboard.sandbox_confine``). The same estimator file is
+namespace of its own (``whestboard.sandbox.confine``). The same estimator file is
 scored by ``whest run --json`` and by ``python -m whestboard score --json`` on the
 same MLPs: every non-timing per-MLP field must agree, and the file it writes must
 never appear in the host's ``/tmp`` while the sandbox runs it (whest run, unconfined,
@@ -27,9 +27,10 @@ from whestbench.sdk import SetupContext
 
 from tests.test_score_cli import TIMING, WHEST, score_json, untimed
 from tests.upstream import make_official
-from whestboard import sandbox
-from whestboard.sandbox import SandboxedEstimator, SandboxLimits, SubmissionFiles, verdict_of
-from whestboard.sandbox_confine import landlock_abi, python_paths
+from whestboard.rules.failures import verdict_of
+from whestboard.sandbox import host as sandbox
+from whestboard.sandbox.confine import landlock_abi, python_paths
+from whestboard.sandbox.host import SandboxedEstimator, SandboxLimits, SubmissionFiles
 
 REPO = Path(__file__).resolve().parent.parent
 BUDGET = 5_000_000
@@ -252,7 +253,7 @@ UNPRIVILEGED_CHECK = """
 import json, os, sys
 sys.path.insert(0, {repo!r})
 from pathlib import Path
-from whestboard.sandbox_confine import PrivateTmp, RLimits, confine
+from whestboard.sandbox.confine import PrivateTmp, RLimits, confine
 
 work, inside, secret = (Path(arg) for arg in sys.argv[1:4])
 report = confine(limits=RLimits(address_space_bytes=1 << 31, cpu_seconds=60), read_only=[], read_write=[work],
@@ -273,7 +274,7 @@ NOBODY = {"user": 65534, "group": 65534, "extra_groups": []}
 
 def unprivileged_python() -> str | None:
     """An interpreter that an unprivileged user can run and import this module's core with."""
-    probe = f"import sys; sys.path.insert(0, {str(REPO)!r}); import whestboard.sandbox_confine"
+    probe = f"import sys; sys.path.insert(0, {str(REPO)!r}); import whestboard.sandbox.confine"
     candidates = (sys.executable, shutil.which("python3"), f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}")
     for candidate in candidates:
         if candidate and Path(candidate).exists():

@@ -9,8 +9,8 @@ import pytest
 
 from tests import submissions_helpers as helpers
 from tests.submissions_helpers import submission_row, write_csvs
-from whestboard import submission_import as si
-from whestboard import submissions as store
+from whestboard.leaderboard import files as si
+from whestboard.leaderboard import store
 
 # fixtures shared by the submissions tests
 postgres_server, store_url, sqlite_store = helpers.postgres_server, helpers.store_url, helpers.sqlite_store

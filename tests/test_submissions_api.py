@@ -8,12 +8,11 @@ import pandas as pd
 import pytest
 from flask import Flask
 
-from components import organizer_api
+from server import api as organizer_api
 from tests import submissions_helpers as helpers
 from tests.submissions_helpers import submission_row, write_csvs
-from whestboard import auth
-from whestboard import submission_import as si
-from whestboard import submissions as store
+from whestboard.leaderboard import auth, store
+from whestboard.leaderboard import files as si
 
 sqlite_store = helpers.sqlite_store
 TOKEN = "correct horse battery staple"

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pandas as pd
 
-from components import leaderboard_figures as figs
-from whestboard.rounds import get_round
+from components.figures import leaderboard as figs
+from whestboard.rules.rounds import get_round
 
 RND = get_round("v1-warmup")
 
@@ -86,3 +86,10 @@ def test_timeline_shades_each_round_and_puts_the_highlight_last():
     graded_other = ((points["team"] == "other") & (points["status"] == "graded")).sum()
     assert fig.data[-1].name == "team: other" and len(fig.data[-1].x) == graded_other == 19
     assert any(s.type == "line" and s.y0 == 1.0 for s in fig.layout.shapes)
+
+
+def test_the_figures_draw_on_the_default_template_without_naming_one(foreign_template):
+    scatter = figs.scatter_figure(_points(), REF, round_tag="v1-warmup", team="t3")
+    assert scatter.layout.template.layout.paper_bgcolor == foreign_template
+    timeline = figs.timeline_figure(_points(), team="t3", round_order=["v1-warmup"])
+    assert timeline.layout.template.layout.paper_bgcolor == foreign_template

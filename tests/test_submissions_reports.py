@@ -13,8 +13,8 @@ import pytest
 
 from tests import submissions_helpers as helpers
 from tests.submissions_helpers import submission_row, write_csvs
-from whestboard import submission_import as si
-from whestboard import submissions as store
+from whestboard.leaderboard import files as si
+from whestboard.leaderboard import store
 
 sqlite_store = helpers.sqlite_store
 REPO = Path(__file__).resolve().parent.parent

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from tests import submissions_helpers as helpers
-from whestboard import db, registry, sweep
-from whestboard import submissions as store
-from whestboard.bake import bake_one, plan_from_args, prepare
+from whestboard.data import registry
+from whestboard.data.bake import bake_one, plan_from_args, prepare
+from whestboard.leaderboard import store, sweep
+from whestboard.store import database as db
 
 sqlite_store = helpers.sqlite_store
 SEEDS = [11, 22, 33]

@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from tests.browser_helpers import wait_for_dash
-from whestboard import db
+from whestboard.store import database as db
 
 HOSTILE = Path(__file__).parent / "hostile"
 DATASET = "v1-warmup"
@@ -61,7 +61,7 @@ def watch_until_finished(page, timeout_s: float = 240) -> list[str]:
 
 
 def test_upload_scores_in_the_sandbox_and_lands_in_the_store(page, server_store):
-    from whestboard import runstore
+    from whestboard.scoring import runstore
 
     path = HOSTILE / "good.py"
     sha = upload(page, path, "0:2")

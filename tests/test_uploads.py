@@ -16,8 +16,9 @@ import pytest
 from whestbench.limits import MAX_SUBMISSION_BYTES, MAX_SUBMISSION_FILES
 from whestbench.packaging import package_submission
 
-from whestboard import settings, uploads
-from whestboard.uploads import UploadError
+from whestboard import config as settings
+from whestboard.sandbox import ingest as uploads
+from whestboard.sandbox.ingest import UploadError
 
 ESTIMATOR = textwrap.dedent('''
     import flopscope.numpy as fnp
@@ -279,10 +280,10 @@ def test_the_server_refuses_uploads_when_the_switch_is_off(dash_app, tmp_path):
 
 
 def test_an_oversized_callback_request_is_refused_before_it_is_parsed(dash_app):
-    from components import runtime
+    from server import http
 
     client = dash_app.server.test_client()
-    response = client.post("/_dash-update-component", data=b" " * (runtime.max_callback_bytes() + 1),
+    response = client.post("/_dash-update-component", data=b" " * (http.max_callback_bytes() + 1),
                            content_type="application/json")
     assert response.status_code == 413
 

@@ -6,16 +6,18 @@ import subprocess
 import sys
 import textwrap
 
+from server import warm
 from tests.prod_support import REPO
-from whestboard import registry, warm
+from whestboard.data import registry
 
 
 def test_a_warmed_process_has_references_versions_and_lazy_modules_loaded():
     script = textwrap.dedent("""
         import sys
-        from whestboard import registry, warm
-        from whestboard.estimators import _builtin_handle
-        from whestboard.versions import library_versions
+        from whestboard.data import registry
+        from server import warm
+        from whestboard.scoring.estimators import _builtin_handle
+        from whestboard.rules.versions import library_versions
         assert "flopscope.stats" not in sys.modules
         warm.warm_process()
         assert all(name in sys.modules for name in warm.LAZY_MODULES)

@@ -28,6 +28,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from whestboard import config
+
 LOGGER_NAME = "whestboard"
 SECRET_KEYS = ("token", "password", "passwd", "secret", "authorization", "api_key", "apikey", "cookie", "key")
 
@@ -90,7 +92,7 @@ class JsonFormatter(logging.Formatter):
 def configure(level: str | None = None) -> logging.Logger:
     """Send the ``whestboard`` logger to stderr as JSON (idempotent; level from WHESTBOARD_LOG_LEVEL)."""
     logger = logging.getLogger(LOGGER_NAME)
-    level_name = (level or os.environ.get("WHESTBOARD_LOG_LEVEL") or "INFO").upper()
+    level_name = (level or config.log_level()).upper()
     logger.setLevel(getattr(logging, level_name, logging.INFO))
     if not any(isinstance(h.formatter, JsonFormatter) for h in logger.handlers):
         handler = logging.StreamHandler(sys.stderr)

@@ -1,0 +1,396 @@
+"""The convergence figure and its readout: pure builders, ``ConvergenceView`` in, Plotly/HTML out.
+
+x = FLOPs per MLP (log), y = MSE against the reference (log). Drawn, back to
+front: the region below the reference's noise floor (nothing there can be
+resolved), the measured Monte Carlo band across MLPs (10-90%, 25-75%, median,
+mean), the analytic mean sigma^2 / N (solid where measured, dashed where
+extrapolated), markers at the budget B and at 10% of B, the white-box
+baselines with 10-90% error bars across MLPs, and every recorded run at the
+compute it actually spent; runs outside the frame are pinned to its edge as
+triangles pointing where they are.
+"""
+
+from __future__ import annotations
+
+import math
+
+import dash_bootstrap_components as dbc
+import numpy as np
+import plotly.graph_objects as go
+from dash import html
+
+from components.figures.frame import EDGE_SYMBOLS, Frame, edge_sides, log_coords, pinned
+from components.format import sci
+from whestboard.band import ConvergenceView, RunPoint
+from whestboard.rules import sampling_mse
+
+BAND_OUTER = "rgba(31, 119, 180, 0.13)"
+BAND_INNER = "rgba(31, 119, 180, 0.28)"
+BAND_LINE = "rgb(31, 119, 180)"
+ANALYTIC = "rgb(20, 20, 20)"
+RUN_GREY = "rgba(110, 110, 110, 0.75)"
+HIGHLIGHT = "rgb(214, 39, 40)"
+BASELINE_COLORS = {"mean": "rgb(255, 127, 14)", "cov": "rgb(44, 160, 44)"}
+METRIC_LABELS = {"final": "final-layer MSE", "all": "all-layer MSE"}
+RUN_HOVER = (
+    "<b>%{customdata[2]}</b>%{customdata[3]}<br>"
+    "%{customdata[4]} MLPs of %{customdata[11]} · %{customdata[8]} failed<br>"
+    "MSE %{customdata[5]:.4g} · score %{customdata[6]:.4g}<br>"
+    "multiplier %{customdata[7]:.3g} · C %{customdata[10]:.4g} FLOPs (F %{customdata[9]:.4g})"
+    "%{customdata[12]}<extra></extra>"
+)
+
+
+# ---------------------------------------------------------------------------
+# frame
+# ---------------------------------------------------------------------------
+
+
+def _positive(values) -> list[float]:
+    return [float(v) for v in values if v is not None and np.isfinite(v) and v > 0]
+
+
+def analytic(view: ConvergenceView, metric: str, flops) -> np.ndarray:
+    """Mean sigma^2 / N with N = FLOPs / per-sample cost, at each x (the band's ``sampling_mse``)."""
+    return np.array([sampling_mse(f, view.sigma2[metric], view.flops_per_sample) if np.isfinite(f) else np.nan
+                     for f in np.asarray(flops, dtype=np.float64)])
+
+
+def default_frame(view: ConvergenceView, metric: str = "final") -> Frame:
+    """Wide enough for the band, the budget markers, the baselines and the noise floor; runs may fall outside."""
+    table = view.band.get(metric)
+    far = view.budget * (view.band_max_multiple or 4.0)
+    xs = [view.charging_floor / 10, far]
+    ys = _positive([view.noise_floor.get(metric)])
+    if table is not None and not table.empty:
+        xs += [float(table["flops"].min()), float(table["flops"].max())]
+        ys += _positive(table[["p10", "p90", "expected"]].to_numpy().ravel())
+    elif view.sigma2.get(metric):
+        xs.append(16 * view.flops_per_sample)
+        ys += _positive(analytic(view, metric, [16 * view.flops_per_sample, far]))
+    for b in view.baselines:
+        xs.append(b.flops)
+        ys += _positive([b.mse[metric].get(k) for k in ("mean", "p10", "p90")])
+    xs = _positive(xs)
+    if not ys:
+        ys = [1e-8, 1.0]
+    return Frame(
+        x=(math.log10(min(xs)) - 0.4, math.log10(max(xs)) + 0.3),
+        y=(math.log10(min(ys)) - 0.5, math.log10(max(ys)) + 0.5),
+    )
+
+
+def frame_for(view: ConvergenceView, metric: str, stored: dict | None) -> Frame:
+    """The stored (zoomed) frame for this metric, completed from the default where it says nothing."""
+    default = default_frame(view, metric)
+    if not stored or stored.get("metric") != metric:
+        return default
+    return Frame(x=tuple(stored.get("x") or default.x), y=tuple(stored.get("y") or default.y))
+
+
+# ---------------------------------------------------------------------------
+# traces
+# ---------------------------------------------------------------------------
+
+
+def _clean(values) -> np.ndarray:
+    """Log axes cannot show a non-positive value (a corrected MSE below zero): leave a gap."""
+    arr = np.asarray(values, dtype=np.float64)
+    return np.where(arr > 0, arr, np.nan)
+
+
+def _band_traces(view: ConvergenceView, metric: str) -> list[go.Scatter]:
+    table = view.band[metric]
+    x = table["flops"].to_numpy(np.float64)
+    traces = []
+    for lo, hi, fill, name in (("p10", "p90", BAND_OUTER, "10–90% of MLPs"), ("p25", "p75", BAND_INNER, "25–75% of MLPs")):
+        traces.append(go.Scatter(x=x, y=_clean(table[hi]), mode="lines", line=dict(width=0), hoverinfo="skip",
+                                 showlegend=False, legendgroup=lo, name=f"{name} (upper)"))
+        traces.append(go.Scatter(x=x, y=_clean(table[lo]), mode="lines", line=dict(width=0), fill="tonexty",
+                                 fillcolor=fill, hoverinfo="skip", legendgroup=lo, name=name))
+    custom = [["band", int(r.n), float(r.p10), float(r.p25), float(r.p75), float(r.p90), float(r.mean),
+               float(r.expected), float(r.p50)] for r in table.itertuples()]
+    traces.append(go.Scatter(
+        x=x, y=_clean(table["p50"]), mode="lines+markers", line=dict(color=BAND_LINE, width=2),
+        marker=dict(size=4), name=f"median of {view.band_n_mlps} MLPs (Monte Carlo, measured)", customdata=custom,
+        hovertemplate=("<b>Monte Carlo, N = %{customdata[1]:,} samples</b><br>FLOPs %{x:.4g}<br>median %{y:.3g}"
+                       " · mean %{customdata[6]:.3g}<br>25–75%: %{customdata[3]:.3g} – %{customdata[4]:.3g}<br>"
+                       "10–90%: %{customdata[2]:.3g} – %{customdata[5]:.3g}<br>σ²/N %{customdata[7]:.3g}"
+                       "<extra></extra>"),
+    ))
+    traces.append(go.Scatter(x=x, y=_clean(table["mean"]), mode="markers", name="mean of MLPs (measured)",
+                             marker=dict(symbol="x-thin-open", size=7, color=BAND_LINE, line=dict(width=1.5)),
+                             hoverinfo="skip"))
+    return traces
+
+
+def _analytic_traces(view: ConvergenceView, metric: str, frame: Frame) -> list[go.Scatter]:
+    """sigma^2/N: solid over the measured range, dashed beyond it (a straight line on log-log)."""
+    if not view.sigma2.get(metric):
+        return []
+    lo, hi = 10 ** (frame.x[0] - 1), 10 ** (frame.x[1] + 1)
+    label = f"mean σ²/N ({'avg_variance' if metric == 'final' else 'layer-averaged variance'} of the MLPs)"
+    table = view.band.get(metric)
+    hover = "σ²/N at %{x:.3g} FLOPs: %{y:.3g}<extra></extra>"
+    if table is None or table.empty:
+        xs = np.array([lo, hi])
+        return [go.Scatter(x=xs, y=analytic(view, metric, xs), mode="lines", name=label + ", no band drawn",
+                           line=dict(color=ANALYTIC, dash="dash", width=1.5), hovertemplate=hover)]
+    m_lo, m_hi = float(table["flops"].min()), float(table["flops"].max())
+    measured = np.array([m_lo, m_hi])
+    gap = np.array([lo, m_lo, np.nan, m_hi, hi])
+    return [
+        go.Scatter(x=measured, y=analytic(view, metric, measured), mode="lines", name=label + ", measured range",
+                   line=dict(color=ANALYTIC, width=2), hovertemplate=hover, legendgroup="analytic"),
+        go.Scatter(x=gap, y=analytic(view, metric, gap), mode="lines", name="mean σ²/N, extrapolated",
+                   line=dict(color=ANALYTIC, width=1.5, dash="dash"), hovertemplate=hover, connectgaps=False,
+                   legendgroup="analytic"),
+    ]
+
+
+def _baseline_traces(view: ConvergenceView, metric: str) -> list[go.Scatter]:
+    traces = []
+    for b in view.baselines:
+        stats = b.mse[metric]
+        mean = stats["mean"]
+        traces.append(go.Scatter(
+            x=[b.flops], y=[mean], mode="markers+text", text=[b.label], textposition="top center",
+            name=f"{b.label} (mean, 10–90% of MLPs)",
+            marker=dict(symbol="diamond", size=12, color=BASELINE_COLORS.get(b.kind, "purple"),
+                        line=dict(color="white", width=1)),
+            error_y=dict(type="data", symmetric=False, array=[max(stats["p90"] - mean, 0)],
+                         arrayminus=[max(mean - stats["p10"], 0)], thickness=1.5, width=6),
+            customdata=[["baseline", b.kind]],
+            hovertemplate=(f"<b>{b.label}</b> ({b.source})<br>{b.n_mlps} MLPs · {b.n_failed} failed<br>"
+                           f"mean MSE {mean:.4g} (10–90%: {stats['p10']:.3g} – {stats['p90']:.3g})<br>"
+                           f"score {b.adjusted_score:.4g} · multiplier {b.mean_multiplier:.3g}<br>"
+                           f"C {b.flops:.4g} FLOPs (F {b.flops_used:.4g})<extra></extra>"),
+        ))
+    return traces
+
+
+def _run_custom(run: RunPoint, metric: str, note: str = "") -> list:
+    return ["run", run.run_id, run.label, f" · {run.team}" if run.team else "", run.n_mlps, run.mse[metric],
+            run.adjusted_score if run.adjusted_score is not None else float("nan"), run.mean_multiplier,
+            run.n_failed, run.flops_used, run.flops, run.dataset_key, note]
+
+
+def run_traces(view: ConvergenceView, metric: str, highlight: str | None, frame: Frame) -> list[dict]:
+    """The recorded runs as plain trace dicts, ``frame`` being what the user sees (runs outside are pinned).
+
+    Plain dicts, shaped as ``go.Scatter(...).to_plotly_json()`` would be: they change with every
+    recorded run, and skipping plotly's validation keeps their rebuild in milliseconds.
+    """
+    groups: dict[str, list] = {"inside": [], "highlighted": [], "edge": []}
+    shown = [run for run in view.runs if run.mse.get(metric) and run.mse[metric] > 0 and run.flops > 0]
+    lx, ly = log_coords([r.flops for r in shown], [r.mse[metric] for r in shown], frame)
+    sides = edge_sides(lx, ly, frame)
+    px, py = pinned(lx, ly, frame)
+    for i, run in enumerate(shown):
+        hot = run.matches(highlight)
+        if not sides[i]:
+            groups["highlighted" if hot else "inside"].append((run, run.flops, run.mse[metric], None, hot))
+        else:
+            note = f"<br><i>outside the frame ({sides[i]}): zoom out to see it</i>"
+            groups["edge"].append((run, float(px[i]), float(py[i]), (sides[i], note), hot))
+    traces = []
+    if groups["inside"]:
+        traces.append(_points(groups["inside"], metric, f"recorded runs ({len(view.runs)})",
+                              dict(size=7, color=RUN_GREY, line=dict(color="white", width=0.5))))
+    if groups["highlighted"]:
+        traces.append(_points(groups["highlighted"], metric, f"highlighted: {highlight}",
+                              dict(size=11, color=HIGHLIGHT, line=dict(color="black", width=1))))
+    if groups["edge"]:
+        symbols = [EDGE_SYMBOLS[item[3][0]] for item in groups["edge"]]
+        colors = [HIGHLIGHT if item[4] else RUN_GREY for item in groups["edge"]]
+        traces.append(_points(groups["edge"], metric, "runs outside the frame (pinned to its edge)",
+                              dict(size=11, symbol=symbols, color=colors, line=dict(color="black", width=0.5))))
+    return traces
+
+
+def _points(items: list, metric: str, name: str, marker: dict) -> dict:
+    return {
+        "type": "scatter", "x": [i[1] for i in items], "y": [i[2] for i in items], "mode": "markers",
+        "name": name, "marker": marker, "hovertemplate": RUN_HOVER,
+        "customdata": [_run_custom(i[0], metric, i[3][1] if i[3] else "") for i in items],
+    }
+
+
+# ---------------------------------------------------------------------------
+# markers and layout
+# ---------------------------------------------------------------------------
+
+
+def _markers(view: ConvergenceView, metric: str, frame: Frame) -> tuple[list[dict], list[dict]]:
+    shapes, notes = [], []
+    for name, x, dash, text in (
+        ("budget", view.budget, "dash", f"B = {sci(view.budget)}"),
+        ("charging-floor", view.charging_floor, "dot", "10% of B: charging floor"),
+    ):
+        shapes.append(dict(type="line", name=name, xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1,
+                           line=dict(color="rgb(120, 40, 140)", width=1.5, dash=dash), layer="above"))
+        notes.append(dict(x=math.log10(x), y=1, xref="x", yref="paper", text=text, showarrow=False, textangle=-90,
+                          xanchor="right", yanchor="top", font=dict(size=11, color="rgb(120, 40, 140)"),
+                          bgcolor="rgba(255,255,255,0.7)", name=f"label-{name}"))
+    floor = view.noise_floor.get(metric)
+    if floor:
+        shapes.append(dict(type="rect", name="below-noise-floor", xref="paper", yref="y", x0=0, x1=1,
+                           y0=10 ** (frame.y[0] - 6), y1=floor, fillcolor="rgba(0,0,0,0.06)", line=dict(width=0),
+                           layer="below"))
+        shapes.append(dict(type="line", name="noise-floor", xref="paper", yref="y", x0=0, x1=1, y0=floor, y1=floor,
+                           line=dict(color="rgb(90, 90, 90)", width=1.2, dash="dashdot"), layer="above"))
+        notes.append(dict(x=1, y=math.log10(floor), xref="paper", yref="y", showarrow=False, xanchor="right",
+                          yanchor="bottom", font=dict(size=11, color="rgb(70,70,70)"),
+                          text=f"reference noise floor σ²/N_ref = {sci(floor)} (N_ref = {view.reference_samples:,})",
+                          name="label-noise-floor"))
+    return shapes, notes
+
+
+def _title(view: ConvergenceView) -> str:
+    band = (f"band of {view.band_n_mlps} MLPs up to {view.band_max_multiple:g}x B" if view.has_band
+            else "no band measured yet")
+    dataset = "" if view.dataset_key == view.round_tag else f" · dataset {view.dataset_key}"
+    return f"{view.round_tag or 'custom shape'} · {view.width} x {view.depth}{dataset} · {band}"
+
+
+def _frames(view: ConvergenceView, metric: str, frame: Frame | None,
+            visible: Frame | None) -> tuple[Frame, Frame, Frame]:
+    """(axes frame, visible frame, the union of both: how far lines and markers must reach)."""
+    frame = frame or default_frame(view, metric)
+    visible = visible or frame
+    return frame, visible, frame.union(visible)
+
+
+def static_figure(view: ConvergenceView, metric: str = "final", *, frame: Frame | None = None,
+                  visible: Frame | None = None) -> go.Figure:
+    """Everything but the recorded runs: band, sigma^2/N, baselines, markers and axes.
+
+    It changes only with the band, the baselines or the frame, so the page caches it and adds the
+    run dots (``run_traces``) on every render; ``convergence_figure`` is the two together.
+    """
+    frame, _, wide = _frames(view, metric, frame, visible)
+    traces = []
+    if view.band.get(metric) is not None and not view.band[metric].empty:
+        traces += _band_traces(view, metric)
+    traces += _analytic_traces(view, metric, wide) + _baseline_traces(view, metric)
+    shapes, notes = _markers(view, metric, wide)
+    # One construction, not add_trace per trace plus update_layout: plotly validates each step anew.
+    return go.Figure(data=traces, layout=dict(
+        shapes=shapes,
+        annotations=notes,
+        xaxis=dict(type="log", range=list(frame.x), title=dict(text="FLOPs per MLP (effective compute C)"),
+                   exponentformat="power", showgrid=True, gridcolor="rgba(0,0,0,0.07)"),
+        yaxis=dict(type="log", range=list(frame.y), title=dict(text=f"{METRIC_LABELS[metric]} vs the reference"),
+                   exponentformat="power", showgrid=True, gridcolor="rgba(0,0,0,0.07)"),
+        height=620,
+        margin=dict(l=70, r=20, t=40, b=60),
+        legend=dict(orientation="h", yanchor="top", y=-0.12, x=0, font=dict(size=11)),
+        hovermode="closest",
+        clickmode="event",
+        uirevision=f"{view.dataset_key}:{metric}",
+        meta={"budget": view.budget, "charging_floor": view.charging_floor, "metric": metric,
+              "dataset": view.dataset_key, "round": view.round_tag},
+        title=dict(text=_title(view), x=0.01, font=dict(size=15)),
+    ))
+
+
+def with_runs(static: dict, runs: list[dict]) -> dict:
+    """A serialized static figure (``static_figure(...).to_plotly_json()``) with the run traces added."""
+    return {**static, "data": [*static["data"], *runs]}
+
+
+def convergence_figure(view: ConvergenceView, metric: str = "final", *, highlight: str | None = None,
+                       frame: Frame | None = None, visible: Frame | None = None) -> go.Figure:
+    """The whole picture for one dataset and one metric.
+
+    ``frame`` sets the axes (the default frame when None; a double-click
+    returns to it); ``visible`` is what the user currently sees after zooming
+    (``frame`` when None): runs outside it are pinned to its edges.
+    """
+    fig = static_figure(view, metric, frame=frame, visible=visible)
+    _, visible, _ = _frames(view, metric, frame, visible)
+    fig.add_traces(run_traces(view, metric, highlight, visible))
+    return fig
+
+
+# ---------------------------------------------------------------------------
+# readout
+# ---------------------------------------------------------------------------
+
+
+def better_or_worse(ratio: float) -> str:
+    """3.2 -> "3.2x better", 0.5 -> "2x worse" (than sampling at equal FLOPs)."""
+    return f"{ratio:.3g}x better" if ratio >= 1 else f"{1 / ratio:.3g}x worse"
+
+
+def _ratio_text(cmp, what: str) -> list:
+    if cmp is None:
+        return [html.P("No sampling comparison is available for this point.", className="mb-0")]
+    head = f"{better_or_worse(cmp.times_better)} than sampling at equal FLOPs"
+    lines = [
+        html.H5(head, className="mb-2", id="convergence-ratio"),
+        html.P([f"{what} measured {sci(cmp.measured_mse)} against the reference. Monte Carlo with the same "
+                f"{sci(cmp.flops)} FLOPs draws N = {cmp.samples:,.1f} samples and reaches σ²/N = "
+                f"{sci(cmp.sampling_mse)} on average."], className="mb-1"),
+    ]
+    if cmp.at_noise_floor:
+        lines.append(html.P(f"The measured MSE is within 2x of the reference noise floor ({sci(cmp.noise_floor)}): "
+                            "the true error cannot be resolved with this reference, so the ratio is a lower bound.",
+                            className="mb-0 text-warning-emphasis"))
+    elif cmp.times_better_corrected is not None:
+        lines.append(html.P(f"With the reference's own noise ({sci(cmp.noise_floor)}) subtracted from the measured "
+                            f"MSE: {better_or_worse(cmp.times_better_corrected)}.", className="mb-0 text-muted"))
+    return lines
+
+
+def readout_panel_placeholder() -> list:
+    return [html.P("Click a run, a baseline or the band's median to compare it with Monte Carlo at the same FLOPs.",
+                   className="text-muted mb-0", id="convergence-readout-hint")]
+
+
+def readout_panel(view: ConvergenceView, metric: str, point: list | None) -> list:
+    """What the clicked point is and how it compares with sampling that spends the same FLOPs."""
+    if not point:
+        return readout_panel_placeholder()
+    kind = point[0]
+    if kind == "run":
+        run = view.run(point[1])
+        if run is None or run.mse.get(metric) is None:
+            return [html.P("That run is no longer stored.", className="mb-0")]
+        cmp = view.compare(run.flops, run.mse[metric], metric, sigma2=run.sigma2.get(metric),
+                           noise_floor=run.noise_floor.get(metric))
+        title = f"{run.label}" + (f" · {run.team}" if run.team else "")
+        meta = (f"{run.n_mlps} MLPs of {run.dataset_key} · score {sci(run.adjusted_score)} · multiplier "
+                f"{run.mean_multiplier:.3g} · {run.n_failed} failed · σ² of {run.sigma2_basis}")
+        return [html.Div(title, className="fw-semibold"), html.Div(meta, className="small text-muted mb-2"),
+                *_ratio_text(cmp, "This run")]
+    if kind == "baseline":
+        b = view.baseline(point[1])
+        if b is None:
+            return [html.P("That baseline is not available.", className="mb-0")]
+        cmp = view.compare(b.flops, b.mse[metric]["mean"], metric)
+        meta = f"{b.n_mlps} MLPs · mean of the MLPs · {b.n_failed} failed · from the {b.source}"
+        return [html.Div(b.label, className="fw-semibold"), html.Div(meta, className="small text-muted mb-2"),
+                *_ratio_text(cmp, "The baseline")]
+    if kind == "band":
+        n, median, mean, expected = int(point[1]), float(point[8]), float(point[6]), float(point[7])
+        flops = n * view.flops_per_sample
+        return [html.Div(f"Monte Carlo itself: N = {n:,} samples, {sci(flops)} FLOPs", className="fw-semibold"),
+                html.P(f"Across the band's {view.band_n_mlps} MLPs (noise-corrected): median {sci(median)}, "
+                       f"mean {sci(mean)}; σ²/N = {sci(expected)} (mean / σ²/N = {mean / expected:.3g}).",
+                       className="mb-1"),
+                html.P("At equal FLOPs sampling is 1x by definition: the band is what the other points are "
+                       "measured against.", className="mb-0 text-muted")]
+    return [html.P("Nothing to compare for this point.", className="mb-0")]
+
+
+def empty_figure(message: str) -> go.Figure:
+    """A blank frame carrying a message, for when nothing can be drawn."""
+    fig = go.Figure()
+    fig.update_layout(height=620, xaxis=dict(visible=False), yaxis=dict(visible=False),
+                      annotations=[dict(text=message, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)])
+    return fig
+
+
+def status_alerts(view: ConvergenceView) -> list:
+    return [dbc.Alert(note, color="info", className="py-2 small mb-2") for note in view.notes]

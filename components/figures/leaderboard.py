@@ -1,0 +1,348 @@
+"""Figures of the leaderboard page: plain data in, ``go.Figure`` out, no I/O.
+
+* ``scatter_figure``: every submission of a round at (mean FLOPs per MLP, MSE or
+  score) over the Monte Carlo reference, budget and 10% markers, failures
+  styled apart, out-of-frame dots pinned to the edge with a count, and one
+  team highlighted. WebGL (Scattergl) so 10,000 dots pan and zoom smoothly.
+* ``timeline_figure``: every submission by time against "x better than
+  sampling" (MC@B / score), with the 1x parity line and rounds as shaded spans.
+
+Both put the highlighted team in the LAST trace, so the page can re-highlight
+with a small ``Patch`` instead of resending every dot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from components.figures.frame import EDGE_SYMBOLS, Frame, edge_sides, log_coords, pinned
+from whestboard.rules import sampling_mse
+
+GREY = "rgba(90, 98, 110, 0.55)"
+FAILED = "rgba(214, 96, 28, 0.85)"
+HIGHLIGHT = "#d62728"
+BAND = "rgba(31, 119, 180, 0.16)"
+BAND_LINE = "rgba(31, 119, 180, 0.9)"
+ROUND_COLOURS = ("rgba(31,119,180,0.10)", "rgba(44,160,44,0.10)", "rgba(148,103,189,0.10)", "rgba(255,127,14,0.10)")
+ROUND_MARKERS = ("#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e")
+
+Y_METRICS = {
+    "score": ("adjusted_score", "adjusted score s = MSE x max(0.1, C/B)"),
+    "mse": ("final_layer_mse", "final-layer MSE"),
+}
+X_METRICS = {
+    "flops": ("mean_flops_used", "mean FLOPs per MLP (F)"),
+    "compute": ("mean_effective_compute", "mean charged compute per MLP (C = F + lambda R)"),
+}
+
+HOVER = (
+    "<b>%{customdata[0]}</b><br>%{customdata[1]}<br>%{customdata[2]}<br>"
+    "score %{customdata[3]:.4g} · MSE %{customdata[4]:.4g}<br>"
+    "multiplier %{customdata[5]:.3g} · failed MLPs %{customdata[6]}<br>"
+    "FLOPs %{customdata[7]:.4g} · C %{customdata[8]:.4g}<extra></extra>"
+)
+
+
+@dataclass(frozen=True)
+class McReference:
+    """What the Monte Carlo curve behind the dots is drawn from."""
+
+    budget: float
+    mc_flops_per_sample: float
+    mean_avg_variance: float | None  # None: no served dataset for the round, draw no curve
+    noise_floor: float | None
+    dataset_key: str | None
+    band: pd.DataFrame | None = None  # columns flops, and any of p10 p25 p50 p75 p90 mean (final-layer MSE)
+
+
+# ---------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------
+
+
+def hover_columns(points: pd.DataFrame) -> np.ndarray:
+    """customdata rows: team, id, time, score, MSE, multiplier, failed MLPs, F, C."""
+    times = pd.to_datetime(points["submitted_at"], utc=True).dt.strftime("%Y-%m-%d %H:%M UTC")
+    failed = points["n_failed_mlps"].astype("Int64").astype(object).where(points["n_failed_mlps"].notna(), "—")
+    cols = [
+        points["team"].astype(str), points["submission_id"].astype(str), times,
+        points["adjusted_score"], points["final_layer_mse"], points["mean_multiplier"], failed,
+        points["mean_flops_used"], points["mean_effective_compute"],
+    ]
+    return np.array([list(row) for row in zip(*cols, strict=True)], dtype=object) if len(points) else np.empty((0, 9))
+
+
+def _round_sig(values: np.ndarray, digits: int = 5) -> np.ndarray:
+    """Fewer digits in the JSON; plenty for a log-scale dot and its hover."""
+    out = np.asarray(values, dtype=np.float64).copy()
+    finite = np.isfinite(out) & (out != 0)
+    mags = np.floor(np.log10(np.abs(out[finite])))
+    scale = 10.0 ** (digits - 1 - mags)
+    out[finite] = np.round(out[finite] * scale) / scale
+    return out
+
+
+def mc_curve(ref: McReference, xs: np.ndarray, y_metric: str) -> np.ndarray:
+    """Expected Monte Carlo value when spending ``xs`` FLOPs: sigma^2 / N (x multiplier for the score)."""
+    mse = np.array([sampling_mse(x, ref.mean_avg_variance, ref.mc_flops_per_sample) for x in np.asarray(xs, float)])
+    if y_metric == "score":
+        return mse * np.maximum(0.1, xs / ref.budget)
+    return mse
+
+
+def default_frame(x: np.ndarray, y: np.ndarray, ref: McReference, y_metric: str) -> Frame:
+    """Around the bulk of the dots (1st-99th percentile) and the budget, with room to spare.
+
+    Robust percentiles keep one wild submission (a crash at MSE 1e3, a 0-FLOP
+    fallback) from squashing the field; such dots become edge markers instead.
+    """
+    ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    lx, ly = np.log10(x[ok]), np.log10(y[ok])
+    b = np.log10(ref.budget)
+    if lx.size:
+        x_lo, x_hi = np.percentile(lx, [1, 99])
+        y_lo, y_hi = np.percentile(ly, [1, 99])
+    else:
+        x_lo, x_hi, y_lo, y_hi = b - 4, b, -8, -2
+    x_lo, x_hi = min(x_lo, b - 3), max(x_hi, b)
+    if y_metric == "mse" and ref.noise_floor and ref.noise_floor > 0:
+        floor = np.log10(ref.noise_floor)
+        if not lx.size or floor >= y_lo - 3:  # show the floor when it is within 3 decades of the field
+            y_lo = min(y_lo, floor - 0.2)
+    pad_x, pad_y = 0.25 * max(x_hi - x_lo, 1.0), 0.15 * max(y_hi - y_lo, 1.0)
+    return Frame((x_lo - pad_x, x_hi + pad_x), (y_lo - pad_y, y_hi + pad_y))
+
+
+# ---------------------------------------------------------------------------
+# scatter
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A round's graded dots in the chosen axes, and the frame they are shown in."""
+
+    graded: pd.DataFrame
+    x_col: str
+    y_col: str
+    frame: Frame
+
+
+def prepare(points: pd.DataFrame, ref: McReference, y_metric: str, x_metric: str) -> Prepared:
+    y_col, _ = Y_METRICS[y_metric]
+    x_col, _ = X_METRICS[x_metric]
+    graded = points[points["status"] == "graded"].copy()
+    if x_metric == "compute":
+        graded[x_col] = graded[x_col].fillna(graded["mean_flops_used"])
+    frame = default_frame(graded[x_col].to_numpy(np.float64), graded[y_col].to_numpy(np.float64), ref, y_metric)
+    return Prepared(graded, x_col, y_col, frame)
+
+
+def scatter_figure(
+    points: pd.DataFrame,
+    ref: McReference,
+    *,
+    round_tag: str,
+    y_metric: str = "score",
+    x_metric: str = "flops",
+    team: str | None = None,
+) -> go.Figure:
+    """Every graded submission of a round over the Monte Carlo reference."""
+    prep = prepare(points, ref, y_metric, x_metric)
+    graded, frame = prep.graded, prep.frame
+    x = graded[prep.x_col].to_numpy(np.float64)
+    y = graded[prep.y_col].to_numpy(np.float64)
+    fig = go.Figure()
+    _add_reference(fig, ref, frame, y_metric)
+    lx, ly = log_coords(x, y, frame)
+    side = edge_sides(lx, ly, frame)
+    custom = hover_columns(graded)
+    failed = graded["n_failed_mlps"].fillna(0).to_numpy() > 0
+    inside = side == ""
+    for mask, name, marker in (
+        (inside & ~failed, "submissions", dict(color=GREY, size=6)),
+        (inside & failed, "with failed MLPs", dict(color=FAILED, size=8, symbol="x-thin-open", line=dict(width=2))),
+    ):
+        fig.add_trace(go.Scattergl(
+            x=_round_sig(x[mask]), y=_round_sig(y[mask]), mode="markers", name=name, marker=marker,
+            customdata=custom[mask], hovertemplate=HOVER,
+        ))
+    _add_edge_markers(fig, lx, ly, side, custom, frame)
+    fig.add_trace(highlight_trace(prep, team))
+    n_failed_subs = int((points["status"] != "graded").sum())
+    title = f"{round_tag}: {len(graded):,} graded submissions"
+    if n_failed_subs:
+        title += f" ({n_failed_subs:,} failed submissions not plotted)"
+    fig.update_layout(
+        title=dict(text=title, x=0.01, font=dict(size=15)),
+        xaxis=dict(type="log", title=X_METRICS[x_metric][1], range=list(frame.x), exponentformat="power"),
+        yaxis=dict(type="log", title=Y_METRICS[y_metric][1] + " (lower is better)", range=list(frame.y),
+                   exponentformat="power"),
+        height=560, margin=dict(l=70, r=20, t=50, b=60),
+        legend=dict(orientation="h", y=-0.16, x=0), hovermode="closest",
+        uirevision=f"{round_tag}:{y_metric}:{x_metric}",
+    )
+    return fig
+
+
+def highlight_trace(prep: Prepared, team: str | None) -> go.Scattergl:
+    """The highlighted team's submissions (drawn last, on top); empty when no team is chosen."""
+    rows = prep.graded[prep.graded["team"] == team] if team else prep.graded.iloc[0:0]
+    lx, ly = log_coords(rows[prep.x_col].to_numpy(np.float64), rows[prep.y_col].to_numpy(np.float64), prep.frame)
+    px, py = pinned(lx, ly, prep.frame)
+    return go.Scattergl(
+        x=_round_sig(px), y=_round_sig(py), mode="markers", name=f"team: {team}" if team else "highlighted team",
+        marker=dict(color=HIGHLIGHT, size=11, line=dict(color="white", width=1.5)),
+        customdata=hover_columns(rows), hovertemplate=HOVER, showlegend=bool(team),
+    )
+
+
+def _add_edge_markers(fig: go.Figure, lx, ly, side, custom, frame: Frame) -> None:
+    annotations = []
+    for edge, symbol in EDGE_SYMBOLS.items():
+        mask = side == edge
+        count = int(mask.sum())
+        if not count:
+            continue
+        px, py = pinned(lx[mask], ly[mask], frame)
+        fig.add_trace(go.Scattergl(
+            x=_round_sig(px), y=_round_sig(py), mode="markers", name=f"outside the frame ({edge})",
+            marker=dict(symbol=symbol, size=9, color="rgba(40,40,40,0.8)"), customdata=custom[mask],
+            hovertemplate="<i>outside the frame, shown at its edge</i><br>" + HOVER, showlegend=False,
+        ))
+        annotations.append(_edge_annotation(edge, count))
+    for a in annotations:
+        fig.add_annotation(**a)
+
+
+def _edge_annotation(edge: str, count: int) -> dict:
+    text = f"{count:,} outside {'◀▶▲▼'['left right top bottom'.split().index(edge)]}"
+    spots = {
+        "left": dict(x=0.0, y=0.5, xanchor="left", yanchor="middle"),
+        "right": dict(x=1.0, y=0.5, xanchor="right", yanchor="middle"),
+        "top": dict(x=0.5, y=1.0, xanchor="center", yanchor="top"),
+        "bottom": dict(x=0.5, y=0.0, xanchor="center", yanchor="bottom"),
+    }
+    return dict(text=text, xref="paper", yref="paper", showarrow=False, bgcolor="rgba(255,255,255,0.85)",
+                bordercolor="#888", borderwidth=1, font=dict(size=11), name=f"edge-{edge}", **spots[edge])
+
+
+def _add_reference(fig: go.Figure, ref: McReference, frame: Frame, y_metric: str) -> None:
+    """Monte Carlo band (or its analytic mean), noise floor, budget and 10% markers."""
+    xs = np.logspace(frame.x[0] - 0.5, frame.x[1] + 0.5, 120)
+    if ref.band is not None and not ref.band.empty:
+        _add_band(fig, ref, y_metric)
+    if ref.mean_avg_variance:
+        fig.add_trace(go.Scatter(
+            x=_round_sig(xs), y=_round_sig(mc_curve(ref, xs, y_metric)), mode="lines",
+            name=f"Monte Carlo σ²/N (mean avg_variance of {ref.dataset_key})",
+            line=dict(color=BAND_LINE, dash="dash", width=1.5), hoverinfo="skip",
+        ))
+    if ref.noise_floor and y_metric == "mse":
+        fig.add_hline(y=ref.noise_floor, line=dict(color="#999", dash="dot", width=1))
+        fig.add_annotation(x=0.0, y=float(np.log10(ref.noise_floor)), xref="paper", yref="y", showarrow=False,
+                           text=f"reference noise floor of {ref.dataset_key}", xanchor="left", yanchor="bottom",
+                           font=dict(size=10, color="#666"))
+    for value, text, dash in ((ref.budget, "B (budget)", "dash"), (0.1 * ref.budget, "10% of B (charging floor)", "dot")):
+        fig.add_vline(x=value, line=dict(color="#333" if dash == "dash" else "#777", dash=dash, width=1.2))
+        # On a log axis an annotation's x is log10 of the value (add_vline's own label lands off-axis).
+        fig.add_annotation(x=float(np.log10(value)), y=1.0, xref="x", yref="paper", text=text, showarrow=False,
+                           xanchor="right", yanchor="top", textangle=-90, font=dict(size=11, color="#333"),
+                           bgcolor="rgba(255,255,255,0.7)", name=f"marker-{text.split()[0]}")
+
+
+def _add_band(fig: go.Figure, ref: McReference, y_metric: str) -> None:
+    band = ref.band.sort_values("flops")
+    xs = band["flops"].to_numpy(np.float64)
+    factor = np.maximum(0.1, xs / ref.budget) if y_metric == "score" else 1.0
+    for lo, hi, label in (("p10", "p90", "Monte Carlo 10-90%"), ("p25", "p75", "Monte Carlo 25-75%")):
+        if lo in band and hi in band:
+            fig.add_trace(go.Scatter(x=xs, y=band[hi].to_numpy() * factor, mode="lines", line=dict(width=0),
+                                     hoverinfo="skip", showlegend=False))
+            fig.add_trace(go.Scatter(x=xs, y=band[lo].to_numpy() * factor, mode="lines", line=dict(width=0),
+                                     fill="tonexty", fillcolor=BAND, name=label, hoverinfo="skip"))
+    if "p50" in band:
+        fig.add_trace(go.Scatter(x=xs, y=band["p50"].to_numpy() * factor, mode="lines", name="Monte Carlo median",
+                                 line=dict(color=BAND_LINE, width=1.5), hoverinfo="skip"))
+
+
+# ---------------------------------------------------------------------------
+# timeline
+# ---------------------------------------------------------------------------
+
+
+def round_spans(points: pd.DataFrame) -> list[tuple[str, pd.Timestamp, pd.Timestamp]]:
+    """Each round's span on the time axis: from its first to its last submission."""
+    spans = []
+    for tag, grp in points.groupby("round", sort=False):
+        times = pd.to_datetime(grp["submitted_at"], utc=True)
+        spans.append((str(tag), times.min(), times.max()))
+    return sorted(spans, key=lambda s: s[1])
+
+
+def _plotly_time(moment: pd.Timestamp) -> str:
+    """UTC wall time without an offset: plotly.js has no time zones, and every x must agree."""
+    return pd.Timestamp(moment).tz_convert("UTC").strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+TIMELINE_HOVER = HOVER.replace("<extra></extra>", "<br>%{y:.3g}x better than sampling (MC@B %{customdata[9]:.3g}, "
+                               "%{customdata[10]})<extra></extra>")
+
+
+def timeline_points(points: pd.DataFrame) -> pd.DataFrame:
+    """The submissions a timeline can place: graded, with a finite positive MC@B / score."""
+    return points[(points["status"] == "graded") & np.isfinite(points["vs_mc"]) & (points["vs_mc"] > 0)]
+
+
+def timeline_figure(points: pd.DataFrame, *, team: str | None = None, round_order: list[str] | None = None) -> go.Figure:
+    """Every graded submission by time against MC@B / score (log), rounds shaded, 1x parity line."""
+    graded = timeline_points(points)
+    fig = go.Figure()
+    order = round_order or sorted(points["round"].unique())
+    spans = round_spans(graded)
+    whole = (spans[-1][2] - spans[0][1]) if spans else pd.Timedelta(0)
+    pad = max(whole * 0.01, pd.Timedelta(seconds=1))
+    for i, (tag, start, end) in enumerate(spans):
+        colour = ROUND_COLOURS[order.index(tag) % len(ROUND_COLOURS)] if tag in order else ROUND_COLOURS[0]
+        fig.add_vrect(x0=_plotly_time(start - pad), x1=_plotly_time(end + pad), fillcolor=colour, line_width=0, layer="below",
+                      annotation_text=tag, annotation_position="top left", annotation_font_size=11,
+                      annotation_yshift=-14 * (i % 2))
+    for tag in order:
+        rows = graded[graded["round"] == tag]
+        if rows.empty:
+            continue
+        colour = ROUND_MARKERS[order.index(tag) % len(ROUND_MARKERS)]
+        fig.add_trace(_timeline_trace(rows, name=tag, marker=dict(color=colour, size=6, opacity=0.7)))
+    fig.add_hline(y=1.0, line=dict(color="#333", dash="dash", width=1.2),
+                  annotation_text="1x: as good as Monte Carlo at the budget", annotation_position="bottom right",
+                  annotation_font_size=11)
+    fig.add_trace(timeline_highlight_trace(graded, team))
+    fig.update_layout(
+        title=dict(text="Field against sampling over time (MC@B / score, higher is better)", x=0.01, font=dict(size=15)),
+        xaxis=dict(title="submitted (UTC)", type="date"),
+        yaxis=dict(type="log", title="x better than Monte Carlo at B", exponentformat="power"),
+        height=420, margin=dict(l=70, r=20, t=50, b=50),
+        legend=dict(orientation="h", y=-0.2, x=0), hovermode="closest", uirevision="timeline",
+    )
+    return fig
+
+
+def _timeline_trace(rows: pd.DataFrame, *, name: str, marker: dict, showlegend: bool = True) -> go.Scattergl:
+    custom = hover_columns(rows)
+    extra = np.array(list(zip(rows["mc_at_b"], rows["mc_basis"], strict=True)), dtype=object).reshape(len(rows), 2)
+    custom = np.concatenate([custom, extra], axis=1) if len(rows) else np.empty((0, 11))
+    times = pd.to_datetime(rows["submitted_at"], utc=True).map(_plotly_time)
+    return go.Scattergl(x=times.to_numpy(), y=_round_sig(rows["vs_mc"].to_numpy()), mode="markers", name=name,
+                        marker=marker, customdata=custom, hovertemplate=TIMELINE_HOVER, showlegend=showlegend)
+
+
+def timeline_highlight_trace(points: pd.DataFrame, team: str | None) -> go.Scattergl:
+    graded = timeline_points(points)
+    rows = graded[graded["team"] == team] if team else graded.iloc[0:0]
+    return _timeline_trace(rows, name=f"team: {team}" if team else "highlighted team",
+                           marker=dict(color=HIGHLIGHT, size=11, line=dict(color="white", width=1.5)),
+                           showlegend=bool(team))

@@ -1,0 +1,173 @@
+"""HTTP API for the submissions store: public export, organizer-only import, edit and delete.
+
+The organizer check happens here, on the server, for every write: a request
+without ``Authorization: Bearer <WHESTBOARD_ORGANIZER_TOKEN>`` gets 403 and the
+store is not touched. The page's upload and edit controls call the same
+core functions with the same check (pages/leaderboard.py).
+
+    POST   /api/submissions/import     multipart files (+ team, submission_id, round, flopscope_version)
+    PATCH  /api/submissions/<id>       JSON {"team": ..., "status": ..., "submitted_at": ..., "estimator": ...}
+    DELETE /api/submissions/<id>
+    GET    /api/submissions.csv        every submission, import schema (public, streamed, formulas escaped)
+    GET    /api/submissions/per_mlp.csv
+"""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Blueprint, Flask, Response, jsonify, request
+from sqlalchemy.exc import SQLAlchemyError
+from werkzeug.exceptions import RequestEntityTooLarge
+
+from whestboard.leaderboard import auth, store
+from whestboard.leaderboard import files as si
+
+#: One import request, all its files together (the page's upload limit too).
+MAX_UPLOAD_BYTES = si.MAX_FILE_BYTES
+#: An edit is a few short fields.
+MAX_EDIT_BYTES = 64 * 1024
+
+blueprint = Blueprint("organizer_api", __name__)
+log = logging.getLogger(__name__)
+
+
+def _denied(exc: auth.OrganizerDenied):
+    return jsonify({"ok": False, "error": str(exc)}), 403
+
+
+def _check_organizer():
+    """None when the request carries the organizer token, else the 403 response."""
+    try:
+        auth.require_organizer(auth.bearer_token(request.headers.get("Authorization")))
+    except auth.OrganizerDenied as exc:
+        return _denied(exc)
+    return None
+
+
+@blueprint.errorhandler(RequestEntityTooLarge)
+def _too_large(_exc=None):
+    """Also for a body sent without Content-Length: Werkzeug stops reading at the request's limit."""
+    limit = request.max_content_length or MAX_UPLOAD_BYTES
+    size = f"{limit / 2**20:g} MiB" if limit >= 2**20 else f"{limit / 2**10:g} KiB"
+    return jsonify({"ok": False, "error": f"request larger than {size}; nothing was changed "
+                                          "(split an import into several files and requests)"}), 413
+
+
+def _store_failed(exc: SQLAlchemyError):
+    """The store could not be written (unreachable, or a write lost its race every time): nothing changed."""
+    log.error("submissions store write failed: %s: %s", type(exc).__name__, exc)
+    return jsonify({"ok": False, "error": f"the submissions store could not be written ({type(exc).__name__}); "
+                                          "nothing was changed; try again, and check /healthz"}), 503
+
+
+@blueprint.post("/api/submissions/import")
+def import_submissions():
+    refused = _check_organizer()
+    if refused:
+        return refused
+    request.max_content_length = MAX_UPLOAD_BYTES
+    if request.content_length and request.content_length > MAX_UPLOAD_BYTES:
+        return _too_large()
+    uploads = [si.Upload(f.filename or "upload", f.read()) for f in request.files.getlist("files")]
+    if not uploads:
+        return jsonify({"ok": False, "error": "send the files as multipart field 'files'"}), 400
+    form = request.form
+    try:
+        report = si.import_uploads(
+            uploads,
+            team=form.get("team") or None,
+            submission_id=form.get("submission_id") or None,
+            round_tag=form.get("round") or None,
+            flopscope_version=form.get("flopscope_version") or None,
+        )
+    except si.ImportRejected as exc:
+        return jsonify(exc.log.as_json()), 400
+    except (KeyError, ValueError) as exc:
+        return jsonify({"ok": False, "error": str(exc)}), 400
+    except SQLAlchemyError as exc:
+        return _store_failed(exc)
+    return jsonify({"ok": True, "inserted": report.inserted, "updated": report.updated,
+                    "unchanged": report.unchanged, "summary": report.summary()})
+
+
+@blueprint.patch("/api/submissions/<path:submission_id>")
+def edit_submission(submission_id: str):
+    refused = _check_organizer()
+    if refused:
+        return refused
+    request.max_content_length = MAX_EDIT_BYTES
+    try:
+        changes = request.get_json(silent=True)
+    except RecursionError:  # nested deeper than the JSON parser goes: not an object of fields
+        changes = None
+    if not isinstance(changes, dict) or not changes:
+        return jsonify({"ok": False, "error": "send a JSON object of the fields to change"}), 400
+    try:
+        if "submitted_at" in changes:
+            changes["submitted_at"] = si.parse_time(changes["submitted_at"])
+        found = store.edit(submission_id, changes)
+    except ValueError as exc:
+        return jsonify({"ok": False, "error": str(exc)}), 400
+    except SQLAlchemyError as exc:
+        return _store_failed(exc)
+    if not found:
+        return jsonify({"ok": False, "error": f"no submission {submission_id!r}"}), 404
+    return jsonify({"ok": True})
+
+
+@blueprint.delete("/api/submissions/<path:submission_id>")
+def delete_submission(submission_id: str):
+    refused = _check_organizer()
+    if refused:
+        return refused
+    try:
+        found = store.delete_submission(submission_id)
+    except SQLAlchemyError as exc:
+        return _store_failed(exc)
+    if not found:
+        return jsonify({"ok": False, "error": f"no submission {submission_id!r}"}), 404
+    return jsonify({"ok": True})
+
+
+EXPORT_PATH = "/api/submissions.csv"
+MLP_EXPORT_PATH = "/api/submissions/per_mlp.csv"
+
+
+@blueprint.get(EXPORT_PATH)
+def export_submissions():
+    return _streamed_csv(si.iter_submissions_csv(), "whestboard-submissions.csv")
+
+
+@blueprint.get(MLP_EXPORT_PATH)
+def export_mlp_results():
+    return _streamed_csv(si.iter_mlp_results_csv(), "whestboard-submissions.per_mlp.csv")
+
+
+def _streamed_csv(pieces, filename: str) -> Response:
+    """Public downloads stream a few thousand rows at a time: a worker never holds the whole store's CSV.
+
+    The first piece (the header, and the store's first read) is taken before the
+    response starts, so an unreachable store is a 503 with a message, not a broken download.
+    """
+    try:
+        head = next(pieces)
+    except SQLAlchemyError as exc:
+        log.error("submissions export failed: %s: %s", type(exc).__name__, exc)
+        return jsonify({"ok": False, "error": f"the submissions store cannot be read ({type(exc).__name__}); "
+                                              "try again, and check /healthz"}), 503
+
+    def body():
+        yield head
+        yield from pieces
+
+    return Response(body(), mimetype="text/csv", headers={"Content-Disposition": f"attachment; filename={filename}"})
+
+
+def register(server: Flask) -> None:
+    """Mount the API and import the shipped baselines into an empty store (once, idempotent)."""
+    server.register_blueprint(blueprint)
+    try:
+        si.seed_from_shipped()
+    except Exception:  # a broken store must not stop the other pages from serving
+        log.exception("could not import the shipped baseline submissions")

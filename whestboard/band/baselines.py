@@ -1,0 +1,260 @@
+"""White-box baselines for the convergence plot: mean and covariance propagation, per MLP.
+
+Each MLP is scored by ``whestboard.scoring.runs`` (one ``evaluate_estimator`` call per
+MLP, under the round's whole rulebook), so a baseline's FLOPs and MSE are the
+grader's. Results are stored beside the band as ``baselines/<kind>.json``,
+rewritten after every MLP (resumable, and shipped with the embedded data so
+the page needs no computing on a fresh machine). When no file exists, a
+complete run of the same estimator on the same dataset in the run store is
+used instead; failing both, the page offers to compute them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from whestboard.band.measure import QUANTILES, BandError
+from whestboard.band.store import (
+    BandFileUnreadable,
+    beside_dir,
+    load_band,
+    read_band_file,
+    state_band_dir,
+    writable_band_dir,
+)
+from whestboard.rules.versions import library_versions
+from whestboard.scoring import rulebook_for, runstore
+from whestboard.scoring.estimators import resolve_estimator
+from whestboard.scoring.runs import RunRequest, execute
+from whestboard.store import atomic
+
+BASELINE_LABELS = {"mean": "Mean propagation", "cov": "Covariance propagation"}
+BASELINES_DIR = "baselines"
+#: The per-MLP fields kept from a run entry: enough for the plot, its hover and a readout.
+KEPT_FIELDS = (
+    "mlp_index", "mlp_name", "final_layer_mse", "all_layers_mse", "per_layer_mse",
+    "adjusted_final_layer_score", "flops_used", "effective_compute", "score_multiplier", "failed",
+    "failure_reason", "wall_time_s", "residual_wall_time_s", "noise_floor", "final_layer_mse_corrected",
+    "avg_variance", "whestbench_version", "flopscope_version",
+)
+
+ProgressFn = Callable[[str, int, int], None]
+
+
+@dataclass
+class BaselineResult:
+    """One white-box estimator's per-MLP results on a dataset."""
+
+    kind: str
+    label: str
+    per_mlp: list[dict[str, Any]]
+    source: str  # "file" or "run store"
+    budget: int | None = None
+
+    @property
+    def indices(self) -> list[int]:
+        return [int(e["mlp_index"]) for e in self.per_mlp]
+
+    @property
+    def n_failed(self) -> int:
+        return sum(1 for e in self.per_mlp if e.get("failed"))
+
+    def values(self, metric: str = "final") -> np.ndarray:
+        key = "final_layer_mse" if metric == "final" else "all_layers_mse"
+        return np.asarray([float(e[key]) for e in self.per_mlp], dtype=np.float64)
+
+    def summary(self, metric: str = "final") -> dict[str, float]:
+        """Mean MSE (what the leaderboard averages), percentiles across MLPs, mean FLOPs and compute."""
+        values = self.values(metric)
+        out = {"mean": float(np.mean(values)), "n_mlps": len(values), "n_failed": self.n_failed}
+        for q, v in zip(QUANTILES, np.percentile(values, QUANTILES), strict=True):
+            out[f"p{q}"] = float(v)
+        out["mean_flops_used"] = float(np.mean([float(e["flops_used"]) for e in self.per_mlp]))
+        out["mean_effective_compute"] = float(np.mean([float(e["effective_compute"]) for e in self.per_mlp]))
+        out["adjusted_score"] = float(np.mean([float(e["adjusted_final_layer_score"]) for e in self.per_mlp]))
+        out["mean_multiplier"] = float(np.mean([float(e["score_multiplier"]) for e in self.per_mlp]))
+        return out
+
+
+def _file(directory: Path, kind: str) -> Path:
+    return directory / BASELINES_DIR / f"{kind}.json"
+
+
+def _candidates(dataset) -> list[Path]:
+    return [beside_dir(dataset), state_band_dir(dataset)]
+
+
+def baseline_files_fingerprint(dataset) -> tuple:
+    """The stored baseline files of a dataset and their modification times (what ``_from_file`` reads)."""
+    out = []
+    for directory in _candidates(dataset):
+        for kind in BASELINE_LABELS:
+            try:
+                out.append((str(_file(directory, kind)), _file(directory, kind).stat().st_mtime_ns))
+            except OSError:
+                continue
+    return tuple(out)
+
+
+#: The per-MLP fields ``BaselineResult.summary`` averages: a stored entry must have each as a number.
+NUMERIC_FIELDS = ("final_layer_mse", "all_layers_mse", "flops_used", "effective_compute",
+                  "adjusted_final_layer_score", "score_multiplier")
+
+
+def _read_stored(path: Path) -> dict[str, Any]:
+    """A baseline file's contents; ``BandFileUnreadable`` when it cannot be read or its entries are mangled."""
+    data = read_band_file(path)
+    entries = data.get("per_mlp", [])
+    try:
+        whole = isinstance(entries, list) and all(
+            int(e["mlp_index"]) >= 0 and all(np.isfinite(float(e[k])) for k in NUMERIC_FIELDS) for e in entries)
+    except (KeyError, TypeError, ValueError):
+        whole = False
+    if not whole:
+        raise BandFileUnreadable(path, f"per_mlp is not a list of entries with mlp_index and {', '.join(NUMERIC_FIELDS)}")
+    return data
+
+
+def _stored(path: Path) -> dict[str, Any] | None:
+    """A baseline file's contents, or None when it is missing or unreadable (``unreadable_files`` says why)."""
+    if not path.is_file():
+        return None
+    try:
+        return _read_stored(path)
+    except BandFileUnreadable:
+        return None
+
+
+def unreadable_files(dataset) -> dict[str, str]:
+    """Stored baseline files that cannot be read (ignored, and recomputed by the next run): path -> reason."""
+    out = {}
+    for directory in _candidates(dataset):
+        for kind in BASELINE_LABELS:
+            path = _file(directory, kind)
+            if path.is_file():
+                try:
+                    _read_stored(path)
+                except BandFileUnreadable as exc:
+                    out[str(path)] = exc.reason
+    return out
+
+
+def _from_file(dataset, kind: str) -> BaselineResult | None:
+    served = set(dataset.indices)
+    for directory in _candidates(dataset):
+        data = _stored(_file(directory, kind))
+        if data is None:
+            continue
+        entries = [e for e in data["per_mlp"] if int(e["mlp_index"]) in served]
+        if entries and data.get("reference_samples") == dataset.info.n_samples:
+            return BaselineResult(kind, BASELINE_LABELS[kind], entries, "file", data.get("budget"))
+    return None
+
+
+def _from_run_store(dataset, kind: str) -> BaselineResult | None:
+    """The newest complete run of this estimator over every MLP of the dataset, if one is stored."""
+    try:
+        runs = runstore.list_runs(dataset_key=dataset.info.key)
+    except Exception:  # an unreachable store means "no stored runs", never a broken page
+        return None
+    wanted = sorted(dataset.indices)
+    rnd = dataset.info.round
+    for run in runs:
+        if run.get("estimator_kind") != kind or sorted(run.get("mlp_indices") or []) != wanted:
+            continue
+        if rnd is not None and int(run.get("budget") or 0) != rnd.budget:
+            continue
+        report = runstore.get_run(run["run_id"]) or {}
+        entries = [{k: e.get(k) for k in KEPT_FIELDS} for e in (report.get("results") or {}).get("per_mlp", [])]
+        if entries:
+            return BaselineResult(kind, BASELINE_LABELS[kind], entries, "run store", run.get("budget"))
+    return None
+
+
+def load_baselines(dataset) -> dict[str, BaselineResult]:
+    """Every baseline available without computing: stored file first, then the run store."""
+    found = {}
+    for kind in BASELINE_LABELS:
+        result = _from_file(dataset, kind) or _from_run_store(dataset, kind)
+        if result is not None:
+            found[kind] = result
+    return found
+
+
+def missing_baselines(dataset) -> list[str]:
+    have = load_baselines(dataset)
+    return missing_kinds({kind: len(result.per_mlp) for kind, result in have.items()}, len(dataset.indices))
+
+
+def missing_kinds(scored: dict[str, int], n_mlps: int) -> list[str]:
+    """Baselines not yet scored on every MLP, given how many MLPs each kind has been scored on."""
+    return [kind for kind in BASELINE_LABELS if scored.get(kind, 0) < n_mlps]
+
+
+def compute_baselines(
+    dataset,
+    *,
+    kinds: tuple[str, ...] = tuple(BASELINE_LABELS),
+    budget: int | None = None,
+    directory: Path | None = None,
+    on_progress: ProgressFn | None = None,
+) -> dict[str, BaselineResult]:
+    """Score each baseline on every MLP that has no stored result yet; file rewritten after each MLP."""
+
+    directory = Path(directory) if directory is not None else writable_band_dir(dataset)
+    rulebook = rulebook_for(dataset.info.round_tag, budget if budget is not None else _custom_budget(dataset))
+    for kind in kinds:
+        stored = _stored(_file(directory, kind))
+        if stored and (stored.get("reference_samples") != dataset.info.n_samples
+                       or stored.get("budget") != rulebook.flop_budget):
+            stored = None
+        entries = {int(e["mlp_index"]): e for e in (stored or {}).get("per_mlp", [])}
+        todo = [i for i in dataset.indices if i not in entries]
+        if not todo:
+            continue
+
+        def save(done: int, total: int, entry: dict, kind: str = kind, entries: dict = entries) -> None:
+            entries[int(entry["mlp_index"])] = {k: entry.get(k) for k in KEPT_FIELDS}
+            atomic.write_json(_file(directory, kind), _payload(dataset, kind, rulebook, entries))
+            if on_progress is not None:
+                on_progress(kind, done, total)
+
+        request = RunRequest(dataset=dataset, indices=todo, estimator=resolve_estimator(kind), rulebook=rulebook)
+        execute(request, on_progress=save)
+    return load_baselines(dataset) if directory in _candidates(dataset) else {
+        kind: BaselineResult(kind, BASELINE_LABELS[kind], stored["per_mlp"], "file")
+        for kind in kinds if (stored := _stored(_file(directory, kind))) is not None
+    }
+
+
+def _custom_budget(dataset) -> int | None:
+    """A custom-shaped dataset is scored at its band's budget (it has no round to take one from)."""
+    if dataset.info.round is not None:
+        return None
+
+    band = load_band(dataset)
+    if band is None:
+        raise BandError(f"dataset {dataset.info.key!r} is not a round's shape: compute its band with --budget first")
+    return band.plan.budget
+
+
+def _payload(dataset, kind: str, rulebook, entries: dict[int, dict]) -> dict[str, Any]:
+    return {
+        "estimator": kind,
+        "label": BASELINE_LABELS[kind],
+        "dataset": dataset.info.key,
+        "round_tag": dataset.info.round_tag,
+        "budget": rulebook.flop_budget,
+        "rulebook": rulebook.as_dict(),
+        "reference_samples": dataset.info.n_samples,
+        "scored_with": "whestboard.scoring.runs (one whestbench.scoring.evaluate_estimator call per MLP)",
+        "updated_at_utc": datetime.now(UTC).isoformat(),
+        **library_versions(),
+        "per_mlp": [entries[i] for i in sorted(entries)],
+    }

@@ -1,0 +1,61 @@
+"""``check``: the upload page's contract check from the command line, in the same sandbox.
+
+Stricter than ``whest validate``: besides loading the class and calling
+``predict`` once, it meters the call under a round's budget, wall cap and
+residual rule. Exit 0 when the estimator passes, 1 when a step fails (each
+failure says what to fix).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from whestbench.budget import CURRENT_ROUND
+
+from whestboard.rules.rounds import get_round
+from whestboard.sandbox import ingest as uploads
+from whestboard.sandbox.contract import check_contract
+from whestboard.sandbox.host import SubmissionFiles
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--estimator", required=True, help="PATH.py or the PATH.tar.gz that `whest package` writes")
+    p.add_argument("--round", default=CURRENT_ROUND.tag, help=f"rulebook to check under (default {CURRENT_ROUND.tag})")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def submission_for(path: Path):
+    """The files that would ship, checked exactly as an upload is (sizes first, manifest, hashes)."""
+
+    kind = uploads.kind_of(path.name)
+    if not path.is_file():
+        raise FileNotFoundError(f"estimator file {path} does not exist")
+    uploads.check_size(path.stat().st_size)
+    if kind == "py":
+        uploads.check_python_source(path.read_bytes(), path.name)
+        return SubmissionFiles.single_file(path)
+    return uploads.ingest_path(path).submission
+
+
+def run(args: argparse.Namespace) -> int:
+
+    rnd = get_round(args.round)
+    report = check_contract(submission_for(Path(args.estimator).expanduser()), rnd)
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2, default=str))
+        return 0 if report.ok else 1
+    print(f"contract check of {args.estimator} under {rnd.tag} rules "
+          f"(a {report.shape[0]} x {report.shape[1]} MLP, budget {rnd.budget:.3g}, wall cap {rnd.wall_time_limit_s:g} s, "
+          f"residual {rnd.residual_rule})")
+    for step in report.steps:
+        print(f"  {'ok  ' if step.ok else 'FAIL'} {step.name}: {step.message}")
+        if not step.ok and step.fix:
+            print(f"       fix: {step.fix}")
+        if not step.ok and step.traceback:
+            print("       " + step.traceback.rstrip().replace("\n", "\n       "))
+    if report.output.strip():
+        print("estimator output:\n" + report.output.rstrip())
+    print(report.summary())
+    return 0 if report.ok else 1

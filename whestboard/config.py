@@ -1,0 +1,204 @@
+"""The one reader of ``WHESTBOARD_*`` variables: every setting of a deployment, parsed and checked here.
+
+Owns: the environment. Imports nothing of Whestboard, so every layer may ask it.
+Each function reads the variable when called (tests and the CLI change the
+environment between calls) and fails with a sentence naming the variable and
+what to write when a value cannot be read. docs/production.md lists them all.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+_OFF = ("0", "false", "no", "off")
+_ON = ("1", "true", "yes", "on")
+_made: set[Path] = set()
+
+
+# --------------------------------------------------------------------------- reading values
+
+
+def _raw(name: str) -> str | None:
+    value = os.environ.get(name)
+    return value.strip() if value is not None and value.strip() else None
+
+
+def _number(name: str, default: float, *, minimum: float | None = None, unit: str = "number") -> float:
+    raw = _raw(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a {unit}") from None
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be at least {minimum:g}, got {raw!r}")
+    return value
+
+
+def _whole(name: str, default: int, *, minimum: int | None = None) -> int:
+    raw = _raw(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a whole number") from None
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def _flag(name: str, default: bool) -> bool:
+    raw = _raw(name)
+    if raw is None:
+        return default
+    if raw.lower() in _ON:
+        return True
+    if raw.lower() in _OFF:
+        return False
+    raise ValueError(f"{name}={raw!r} is neither on (1, true, yes) nor off (0, false, no)")
+
+
+# --------------------------------------------------------------------------- data and state
+
+
+def data_dir() -> Path:
+    """Folder of embedded datasets (``WHESTBOARD_DATA_DIR``, default ``data/``)."""
+    return Path(_raw("WHESTBOARD_DATA_DIR") or REPO_ROOT / "data")
+
+
+def extra_dataset_paths() -> list[Path]:
+    """The user's own dataset directories (``WHESTBOARD_DATASETS``, separated by ``os.pathsep``)."""
+    return [Path(p.strip()).expanduser() for p in (_raw("WHESTBOARD_DATASETS") or "").split(os.pathsep)
+            if p.strip()]
+
+
+def state_dir() -> Path:
+    """Writable folder for the store, caches and job queues (``WHESTBOARD_STATE_DIR``).
+
+    Asked for on every request: created once per process and path, not once per call.
+    """
+    path = Path(_raw("WHESTBOARD_STATE_DIR") or data_dir() / ".state")
+    if path not in _made or not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+        _made.add(path)
+    return path
+
+
+def database_url() -> str:
+    """SQLAlchemy URL of the store; an SQLite file under the state folder by default."""
+    return _raw("WHESTBOARD_DATABASE_URL") or f"sqlite:///{state_dir() / 'whestboard.sqlite'}"
+
+
+def redis_url() -> str | None:
+    return _raw("WHESTBOARD_REDIS_URL")
+
+
+def weights_cache_bytes(default: int) -> int:
+    """Bytes of MLP weights kept in memory per process (``WHESTBOARD_CACHE_BYTES``)."""
+    return max(0, int(_number("WHESTBOARD_CACHE_BYTES", default, unit="number of bytes")))
+
+
+def uploads_store_bytes() -> int:
+    """Size of the uploaded-estimator store before its oldest entries go (``WHESTBOARD_UPLOADS_MAX_MB``)."""
+    return int(_number("WHESTBOARD_UPLOADS_MAX_MB", 2048, minimum=0, unit="number of MiB") * (1 << 20))
+
+
+# --------------------------------------------------------------------------- who may do what
+
+
+def organizer_token() -> str | None:
+    return _raw("WHESTBOARD_ORGANIZER_TOKEN")
+
+
+def uploads_allowed(*, under_gunicorn: bool) -> bool:
+    """Uploads run arbitrary code: on for a local ``python app.py``, opt-in under gunicorn."""
+    return _flag("WHESTBOARD_ALLOW_UPLOADS", not under_gunicorn)
+
+
+# --------------------------------------------------------------------------- serving
+
+
+def host() -> str:
+    return _raw("WHESTBOARD_HOST") or "127.0.0.1"
+
+
+def port() -> int:
+    return _whole("WHESTBOARD_PORT", 8050, minimum=1)
+
+
+def compression_enabled() -> bool:
+    """Whether the app compresses its responses (``WHESTBOARD_COMPRESS``, default on)."""
+    return _flag("WHESTBOARD_COMPRESS", True)
+
+
+def log_level() -> str:
+    return (_raw("WHESTBOARD_LOG_LEVEL") or "INFO").upper()
+
+
+def gunicorn_workers() -> int:
+    return _whole("WHESTBOARD_WORKERS", min(8, 2 * multiprocessing.cpu_count() + 1), minimum=1)
+
+
+def gunicorn_threads() -> int:
+    return _whole("WHESTBOARD_THREADS", 4, minimum=1)
+
+
+def gunicorn_timeout() -> int:
+    return _whole("WHESTBOARD_TIMEOUT", 120, minimum=1)
+
+
+def gunicorn_preload() -> bool:
+    return _flag("WHESTBOARD_PRELOAD", True)
+
+
+def job_niceness() -> int:
+    """How much lower than the web workers background jobs run (``WHESTBOARD_JOB_NICE``, 0-19, default 10)."""
+    raw = _raw("WHESTBOARD_JOB_NICE")
+    try:
+        value = int(raw) if raw else 10
+    except ValueError as exc:
+        raise ValueError(f"WHESTBOARD_JOB_NICE={raw!r} is not a whole number from 0 to 19") from exc
+    return min(max(value, 0), 19)
+
+
+# --------------------------------------------------------------------------- the sandbox and its queue
+
+
+def sandbox_settings(defaults: Mapping[str, float]) -> dict[str, float | int | None]:
+    """``WHESTBOARD_SANDBOX_*`` limits of one sandbox, over ``defaults`` (memory_mb, grace_s, file_mb,
+    disk_mb, output_kb); ``sandbox_uid`` is None for "none" (keep the uid, drop capabilities)."""
+    out: dict[str, float | int | None] = {
+        key: _number(f"WHESTBOARD_SANDBOX_{key.upper()}", float(default), minimum=0)
+        for key, default in defaults.items()
+    }
+    uid = _raw("WHESTBOARD_SANDBOX_UID")
+    if uid is not None:
+        if uid.lower() == "none":
+            out["sandbox_uid"] = None
+        else:
+            try:
+                out["sandbox_uid"] = int(uid)
+            except ValueError:
+                raise ValueError(f"WHESTBOARD_SANDBOX_UID={uid!r} is neither a uid nor 'none'") from None
+    return out
+
+
+def sandbox_queue_settings() -> dict[str, int]:
+    """Uploads scored at once per machine, queued-or-running per client, waiting in all."""
+    return {"concurrency": _whole("WHESTBOARD_SANDBOX_CONCURRENCY", 1, minimum=1),
+            "per_client": _whole("WHESTBOARD_SANDBOX_PER_CLIENT", 2, minimum=1),
+            "max_queued": _whole("WHESTBOARD_SANDBOX_QUEUE_MAX", 20, minimum=1)}
+
+
+def export_tmpdir(path: Path) -> None:
+    """Point this process's ``TMPDIR`` (and :mod:`tempfile`) at ``path``: the sandbox worker's private /tmp."""
+    import tempfile
+
+    os.environ["TMPDIR"] = str(path)
+    tempfile.tempdir = None  # re-read on next use

@@ -1,0 +1,606 @@
+"""The submissions store: every graded submission and, optionally, its per-MLP results.
+
+Tables live on ``whestboard.store.database.Base`` so they share the app's engine: an SQLite
+file (WAL) by default, any SQLAlchemy URL through ``WHESTBOARD_DATABASE_URL``.
+
+Writes are upserts keyed by the submission id and happen in one transaction, so
+an import is all-or-nothing and importing the same file twice changes nothing.
+Every write that changes a row bumps a revision counter; readers in any worker
+cache what they computed from the store under that revision, so 10,000
+submissions are read from the database once per change, not once per request.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime
+
+import pandas as pd
+from sqlalchemy import (
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    delete,
+    select,
+    update,
+)
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from whestboard import config as settings
+from whestboard.store import database as db
+
+STATUSES = ("graded", "failed")
+REVISION_KEY = "submissions_revision"
+EPOCH_KEY = "submissions_epoch"
+SEEDED_KEY = "submissions_seeded"
+_IN_CHUNK = 500  # ids per IN (...) clause: well under SQLite's and PostgreSQL's parameter limits
+#: A write that lost a race for a new key (two imports of the same new file) is redone this often.
+WRITE_ATTEMPTS = 5
+
+
+class SubmissionRow(db.Base):
+    """One graded (or failed) submission, as the leaderboard shows it."""
+
+    __tablename__ = "submissions"
+
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    team: Mapped[str] = mapped_column(String(200), index=True)
+    round_tag: Mapped[str] = mapped_column(String(32), index=True)
+    submitted_at: Mapped[datetime] = mapped_column(DateTime(timezone=False))  # UTC
+    status: Mapped[str] = mapped_column(String(16))
+    mean_flops_used: Mapped[float | None] = mapped_column(Float, nullable=True)
+    final_layer_mse: Mapped[float | None] = mapped_column(Float, nullable=True)
+    adjusted_score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    mean_multiplier: Mapped[float | None] = mapped_column(Float, nullable=True)
+    n_failed_mlps: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    whestbench_version: Mapped[str] = mapped_column(String(64))
+    flopscope_version: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    n_mlps: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    mean_effective_compute: Mapped[float | None] = mapped_column(Float, nullable=True)
+    dataset: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    mean_avg_variance: Mapped[float | None] = mapped_column(Float, nullable=True)
+    estimator: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    source: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
+class SubmissionMLPRow(db.Base):
+    """One MLP's result inside a submission: what bootstrap and paired tests need."""
+
+    __tablename__ = "submission_mlp_results"
+
+    submission_id: Mapped[str] = mapped_column(
+        String(200), ForeignKey("submissions.id", ondelete="CASCADE"), primary_key=True
+    )
+    mlp_index: Mapped[int] = mapped_column(Integer, primary_key=True)
+    mlp_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    final_layer_mse: Mapped[float] = mapped_column(Float)
+    adjusted_score: Mapped[float] = mapped_column(Float)
+    flops_used: Mapped[float | None] = mapped_column(Float, nullable=True)
+    effective_compute: Mapped[float | None] = mapped_column(Float, nullable=True)
+    multiplier: Mapped[float | None] = mapped_column(Float, nullable=True)
+    failed: Mapped[bool] = mapped_column(Boolean, default=False)
+    avg_variance: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class StoreMeta(db.Base):
+    """Small key/value counters: the revision readers cache under, the seeded flag."""
+
+    __tablename__ = "whestboard_store_meta"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[int] = mapped_column(Integer, default=0)
+
+
+# ---------------------------------------------------------------------------
+# plain records (what import produces and export writes)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """A submission as validated plain data; field names are the import schema's."""
+
+    submission_id: str
+    team: str
+    round: str
+    submitted_at: datetime
+    status: str
+    whestbench_version: str
+    mean_flops_used: float | None = None
+    final_layer_mse: float | None = None
+    adjusted_score: float | None = None
+    mean_multiplier: float | None = None
+    n_failed_mlps: int | None = None
+    flopscope_version: str | None = None
+    n_mlps: int | None = None
+    mean_effective_compute: float | None = None
+    dataset: str | None = None
+    mean_avg_variance: float | None = None
+    estimator: str | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MLPResult:
+    """One MLP's graded result; field names are the per-MLP import schema's."""
+
+    submission_id: str
+    mlp_index: int
+    final_layer_mse: float
+    adjusted_score: float
+    failed: bool = False
+    mlp_name: str | None = None
+    flops_used: float | None = None
+    effective_compute: float | None = None
+    multiplier: float | None = None
+    avg_variance: float | None = None
+
+
+SUBMISSION_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Submission))
+MLP_RESULT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(MLPResult))
+
+# import-schema name -> column on SubmissionRow (the only two that differ)
+_RENAMED = {"submission_id": "id", "round": "round_tag"}
+
+
+def _text_limits(table, renamed: dict[str, str]) -> dict[str, int]:
+    back = {column: name for name, column in renamed.items()}
+    return {back.get(c.name, c.name): c.type.length for c in table.columns
+            if isinstance(c.type, String) and c.type.length}
+
+
+#: The text fields of each schema and their longest allowed value (the column widths).
+SUBMISSION_TEXT_LIMITS: dict[str, int] = _text_limits(SubmissionRow.__table__, _RENAMED)
+MLP_TEXT_LIMITS: dict[str, int] = _text_limits(SubmissionMLPRow.__table__, {})
+# Unicode's control characters (C0, DEL, C1): NUL, tab, newline, escape, ... No text field holds them.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def text_problem(text: str, name: str, *, limit_after_strip: bool = False) -> str | None:
+    """Why ``text`` cannot be stored in text field ``name`` (too long, a control character), or None.
+
+    The store's one rule for text, shared by every import and by ``edit``: a NUL
+    cannot be stored by PostgreSQL at all, and a tab, newline or escape in a team
+    name breaks every table and CSV it is shown in. ``limit_after_strip``: the
+    length that counts is that of the text without surrounding spaces (what is stored).
+    """
+    limit = SUBMISSION_TEXT_LIMITS.get(name) or MLP_TEXT_LIMITS.get(name)
+    length = len(text.strip(" ")) if limit_after_strip else len(text)
+    if limit and length > limit:
+        return f"{name} is {length:,} characters long; at most {limit} are allowed"
+    control = _CONTROL.search(text)
+    if control:
+        return (f"{name} contains the control character U+{ord(control.group()):04X} at character "
+                f"{control.start() + 1}; text may not hold control characters (NUL, tab, line breaks, ...)")
+    return None
+
+
+def _row_values(sub: Submission) -> dict:
+    values = {_RENAMED.get(k, k): v for k, v in asdict(sub).items()}
+    values["submitted_at"] = to_utc_naive(sub.submitted_at)
+    return values
+
+
+def _mlp_values(res: MLPResult) -> dict:
+    return asdict(res)
+
+
+def to_utc_naive(moment: datetime) -> datetime:
+    """Stored times are naive UTC, so SQLite and PostgreSQL hold identical values."""
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment
+
+
+@dataclass
+class UpsertReport:
+    """What a write did, by submission id."""
+
+    inserted: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.inserted or self.updated)
+
+    def summary(self) -> str:
+        return f"{len(self.inserted)} added, {len(self.updated)} updated, {len(self.unchanged)} unchanged"
+
+
+# ---------------------------------------------------------------------------
+# writes
+# ---------------------------------------------------------------------------
+
+
+def upsert(
+    submissions: Sequence[Submission],
+    mlp_results: Iterable[MLPResult] = (),
+    *,
+    url: str | None = None,
+) -> UpsertReport:
+    """Insert or update every submission (and replace the per-MLP rows given) in one transaction.
+
+    A submission whose stored row and per-MLP rows already equal the new ones is
+    left untouched, so a repeated import reports everything unchanged and does
+    not bump the revision. Two imports of the same new file at once both succeed:
+    the one that loses the race for the new ids is redone on what the other wrote.
+    """
+    by_sub: dict[str, list[MLPResult]] = {}
+    for res in mlp_results:
+        by_sub.setdefault(res.submission_id, []).append(res)
+    return _write(url, lambda s: _upsert(s, submissions, by_sub))
+
+
+def _write(url: str | None, work):
+    """``work(session)`` in one transaction; redone in a fresh one when a concurrent writer took a new key first.
+
+    An IntegrityError here can only be a race (every value was validated before):
+    another import inserted the same submission id, per-MLP key or store counter
+    between this one's read and its write. The transaction is rolled back whole,
+    so the retry sees the other's rows and decides again (unchanged or updated).
+    """
+    for attempt in range(1, WRITE_ATTEMPTS + 1):
+        try:
+            with db.session(url) as s:
+                return work(s)
+        except IntegrityError:
+            if attempt == WRITE_ATTEMPTS:
+                raise
+
+
+def _upsert(s: Session, submissions: Sequence[Submission], by_sub: dict[str, list[MLPResult]]) -> UpsertReport:
+    """Compared and written _IN_CHUNK submissions at a time: memory follows the chunk, not the import."""
+    report = UpsertReport()
+    for chunk in _chunks(list(submissions)):
+        _upsert_chunk(s, chunk, by_sub, report)
+    if report.changed:
+        _bump(s, REVISION_KEY)
+    return report
+
+
+def _upsert_chunk(s: Session, chunk: Sequence[Submission], by_sub: dict[str, list[MLPResult]],
+                  report: UpsertReport) -> None:
+    existing = _existing_rows(s, [sub.submission_id for sub in chunk])
+    existing_mlps = _existing_mlp_rows(s, [sub.submission_id for sub in chunk
+                                           if sub.submission_id in by_sub and sub.submission_id in existing])
+    new_rows, new_mlps = [], []
+    for sub in chunk:
+        values = _row_values(sub)
+        mlps = [_mlp_values(r) for r in sorted(by_sub.get(sub.submission_id, []), key=lambda r: r.mlp_index)]
+        old = existing.get(sub.submission_id)
+        if old is None:
+            new_rows.append(values)
+            new_mlps += mlps
+            report.inserted.append(sub.submission_id)
+            continue
+        row_same = _same(old, values)
+        mlps_same = sub.submission_id not in by_sub or existing_mlps.get(sub.submission_id, []) == mlps
+        if row_same and mlps_same:
+            report.unchanged.append(sub.submission_id)
+            continue
+        if not row_same:
+            s.execute(update(SubmissionRow).where(SubmissionRow.id == sub.submission_id).values(**values))
+        if not mlps_same:
+            s.execute(delete(SubmissionMLPRow).where(SubmissionMLPRow.submission_id == sub.submission_id))
+            new_mlps += mlps
+        report.updated.append(sub.submission_id)
+    if new_rows:
+        s.execute(SubmissionRow.__table__.insert(), new_rows)
+    if new_mlps:
+        s.execute(SubmissionMLPRow.__table__.insert(), new_mlps)
+
+
+def _same(old: dict, new: dict) -> bool:
+    return all(_equal(old.get(k), v) for k, v in new.items())
+
+
+def _equal(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+def _existing_rows(s: Session, ids: Sequence[str]) -> dict[str, dict]:
+    cols = [c for c in SubmissionRow.__table__.columns]
+    out: dict[str, dict] = {}
+    for chunk in _chunks(list(ids)):
+        for row in s.execute(select(*cols).where(SubmissionRow.id.in_(chunk))).mappings():
+            out[row["id"]] = dict(row)
+    return out
+
+
+def _existing_mlp_rows(s: Session, ids: Sequence[str]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    cols = [getattr(SubmissionMLPRow, name) for name in MLP_RESULT_FIELDS]
+    for chunk in _chunks(list(ids)):
+        query = (
+            select(*cols)
+            .where(SubmissionMLPRow.submission_id.in_(chunk))
+            .order_by(SubmissionMLPRow.submission_id, SubmissionMLPRow.mlp_index)
+        )
+        for row in s.execute(query).mappings():
+            out.setdefault(row["submission_id"], []).append(dict(row))
+    return out
+
+
+def _chunks(items: list, size: int = _IN_CHUNK) -> Iterable[list]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _bump(s: Session, key: str) -> None:
+    """Count a change; a store whose counters were wiped starts a new random epoch.
+
+    The epoch keeps a wiped-and-refilled store from reusing a revision number
+    that a reader has cached different data under.
+    """
+    import secrets
+
+    if s.get(StoreMeta, EPOCH_KEY) is None:
+        s.add(StoreMeta(key=EPOCH_KEY, value=secrets.randbelow(2**31 - 1) + 1))
+    # One atomic increment in the database: two writers at once count two changes, not one.
+    counted = s.execute(update(StoreMeta).where(StoreMeta.key == key).values(value=StoreMeta.value + 1)).rowcount
+    if not counted:
+        s.add(StoreMeta(key=key, value=1))
+    s.flush()  # a concurrent first insert of a counter fails here, inside the write that _write redoes
+
+
+EDITABLE_FIELDS = ("team", "status", "submitted_at", "estimator")
+
+
+def edit(submission_id: str, changes: dict, *, url: str | None = None) -> bool:
+    """Change a few descriptive fields of one submission; False if it does not exist.
+
+    Scores are not editable: a wrong score is fixed by re-importing the graded
+    file, so every number on the board still comes from a grader's output. Text
+    follows the import's rules (``text_problem``), so an edit cannot store what
+    an import would refuse.
+    """
+    unknown = sorted(set(changes) - set(EDITABLE_FIELDS))
+    if unknown:
+        raise ValueError(f"cannot edit {', '.join(unknown)}; editable fields: {', '.join(EDITABLE_FIELDS)}")
+    values = dict(changes)
+    if "status" in values and values["status"] not in STATUSES:
+        raise ValueError(f"status must be one of {', '.join(STATUSES)}, not {values['status']!r}")
+    for name in ("team", "estimator"):
+        if name in values:
+            values[name] = _edited_text(values[name], name, required=name == "team")
+    if "submitted_at" in values:
+        if not isinstance(values["submitted_at"], datetime):
+            raise ValueError("submitted_at must be a time")
+        values["submitted_at"] = to_utc_naive(values["submitted_at"])
+
+    def change(s: Session) -> bool:
+        row = s.get(SubmissionRow, submission_id)
+        if row is None:
+            return False
+        for key, value in values.items():
+            setattr(row, key, value)
+        _bump(s, REVISION_KEY)
+        return True
+
+    return _write(url, change)
+
+
+def _edited_text(value, name: str, *, required: bool) -> str | None:
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be text")
+    text = value.strip()
+    if not text:
+        if required:
+            raise ValueError(f"{name} must not be empty")
+        return None
+    problem = text_problem(text, name)
+    if problem:
+        raise ValueError(problem)
+    return text
+
+
+def delete_submission(submission_id: str, *, url: str | None = None) -> bool:
+    """Remove one submission and its per-MLP rows; False if there was none."""
+
+    def remove(s: Session) -> bool:
+        s.execute(delete(SubmissionMLPRow).where(SubmissionMLPRow.submission_id == submission_id))
+        gone = s.execute(delete(SubmissionRow).where(SubmissionRow.id == submission_id)).rowcount
+        if gone:
+            _bump(s, REVISION_KEY)
+        return bool(gone)
+
+    return _write(url, remove)
+
+
+def mark_seeded(*, url: str | None = None) -> bool:
+    """Record that the shipped data was offered once; True only for the caller that set it."""
+    try:
+        with db.session(url) as s:
+            if s.get(StoreMeta, SEEDED_KEY) is not None:
+                return False
+            s.add(StoreMeta(key=SEEDED_KEY, value=1))
+    except IntegrityError:  # another worker set it a moment earlier
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------
+# reads
+# ---------------------------------------------------------------------------
+
+
+def revision(*, url: str | None = None) -> str:
+    """Changes with every write ("epoch:count"); what caches of derived data are keyed by."""
+    with db.session(url) as s:
+        rows = dict(s.execute(select(StoreMeta.key, StoreMeta.value)
+                              .where(StoreMeta.key.in_([EPOCH_KEY, REVISION_KEY]))).all())
+    return f"{rows.get(EPOCH_KEY, 0)}:{rows.get(REVISION_KEY, 0)}"
+
+
+def count(*, url: str | None = None) -> int:
+    from sqlalchemy import func
+
+    with db.session(url) as s:
+        return int(s.execute(select(func.count()).select_from(SubmissionRow)).scalar_one())
+
+
+def was_seeded(*, url: str | None = None) -> bool:
+    with db.session(url) as s:
+        return s.get(StoreMeta, SEEDED_KEY) is not None
+
+
+SUBMISSION_COLUMNS = list(SUBMISSION_FIELDS)
+
+
+def frame(*, round_tag: str | None = None, url: str | None = None) -> pd.DataFrame:
+    """Every submission (of one round) as a DataFrame in the import schema's columns."""
+    with db.session(url) as s:
+        rows = s.execute(_submissions_query(round_tag)).mappings().all()
+    return _submission_frame(rows)
+
+
+def iter_frames(rows_per_frame: int, *, url: str | None = None) -> Iterator[pd.DataFrame]:
+    """Every submission, in ``frame``'s order and columns, a few thousand rows at a time.
+
+    The first frame is the empty table (the columns), so an empty store still
+    yields its header; the query runs before it. What exports stream from:
+    memory follows the frame, not the store.
+    """
+    with db.session(url) as s:  # queried before the first frame: an unreachable store fails there
+        result = s.execute(_submissions_query(None), execution_options={"yield_per": rows_per_frame}).mappings()
+        yield _submission_frame([])
+        for part in result.partitions(rows_per_frame):
+            yield _submission_frame(part)
+
+
+def _submissions_query(round_tag: str | None):
+    table = SubmissionRow.__table__
+    query = select(table)
+    if round_tag is not None:
+        query = query.where(table.c.round_tag == round_tag)
+    return query.order_by(table.c.submitted_at, table.c.id)
+
+
+def _submission_frame(rows: Sequence) -> pd.DataFrame:
+    table = SubmissionRow.__table__
+    df = pd.DataFrame([dict(r) for r in rows], columns=[c.name for c in table.columns])
+    df = df.rename(columns={v: k for k, v in _RENAMED.items()})[SUBMISSION_COLUMNS]
+    df["submitted_at"] = pd.to_datetime(df["submitted_at"], utc=True)
+    for col in ("mean_flops_used", "final_layer_mse", "adjusted_score", "mean_multiplier",
+                "mean_effective_compute", "mean_avg_variance"):
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
+    for col in ("n_failed_mlps", "n_mlps"):
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
+    return df
+
+
+def mlp_frame(submission_ids: Sequence[str] | None = None, *, url: str | None = None) -> pd.DataFrame:
+    """Per-MLP results (of the given submissions, or all) in the per-MLP schema's columns."""
+    table = SubmissionMLPRow.__table__
+    cols = [table.c[name] for name in MLP_RESULT_FIELDS]
+    parts: list[dict] = []
+    with db.session(url) as s:
+        if submission_ids is None:
+            parts = [dict(r) for r in s.execute(_mlp_query()).mappings()]
+        else:
+            for chunk in _chunks(list(submission_ids)):
+                query = select(*cols).where(table.c.submission_id.in_(chunk))
+                parts += [dict(r) for r in s.execute(query).mappings()]
+    return _mlp_frame(parts).sort_values(["submission_id", "mlp_index"], ignore_index=True)
+
+
+def iter_mlp_frames(rows_per_frame: int, *, url: str | None = None) -> Iterator[pd.DataFrame]:
+    """Every per-MLP result, in ``mlp_frame``'s order and columns, a few thousand rows at a time (header first)."""
+    with db.session(url) as s:
+        result = s.execute(_mlp_query(), execution_options={"yield_per": rows_per_frame}).mappings()
+        yield _mlp_frame([])
+        for part in result.partitions(rows_per_frame):
+            yield _mlp_frame([dict(r) for r in part])
+
+
+def _mlp_query():
+    table = SubmissionMLPRow.__table__
+    return select(*[table.c[name] for name in MLP_RESULT_FIELDS]).order_by(table.c.submission_id, table.c.mlp_index)
+
+
+def _mlp_frame(rows: list[dict]) -> pd.DataFrame:
+    df = pd.DataFrame(rows, columns=list(MLP_RESULT_FIELDS))
+    for col in ("final_layer_mse", "adjusted_score", "flops_used", "effective_compute", "multiplier", "avg_variance"):
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
+    df["mlp_index"] = df["mlp_index"].astype(int)
+    df["failed"] = df["failed"].astype(bool)
+    return df
+
+
+def mlp_variance_summary(*, url: str | None = None) -> pd.Series:
+    """Mean per-MLP avg_variance of each submission whose per-MLP variances are all known.
+
+    Aggregated in SQL so the leaderboard never pulls every per-MLP row.
+    """
+    from sqlalchemy import func
+
+    t = SubmissionMLPRow.__table__
+    query = (
+        select(t.c.submission_id, func.avg(t.c.avg_variance), func.count(t.c.avg_variance), func.count())
+        .group_by(t.c.submission_id)
+    )
+    with db.session(url) as s:
+        rows = s.execute(query).all()
+    return pd.Series({sid: float(mean) for sid, mean, known, total in rows if known == total and mean is not None},
+                     dtype=float)
+
+
+def ids_with_mlp_results(*, url: str | None = None) -> set[str]:
+    table = SubmissionMLPRow.__table__
+    with db.session(url) as s:
+        return set(s.execute(select(table.c.submission_id).distinct()).scalars())
+
+
+def get(submission_id: str, *, url: str | None = None) -> Submission | None:
+    with db.session(url) as s:
+        row = s.get(SubmissionRow, submission_id)
+        if row is None:
+            return None
+        values = {k: getattr(row, _RENAMED.get(k, k)) for k in SUBMISSION_FIELDS}
+    values["submitted_at"] = values["submitted_at"].replace(tzinfo=UTC)
+    return Submission(**values)
+
+
+# ---------------------------------------------------------------------------
+# per-process cache of derived data, keyed by (url, revision)
+# ---------------------------------------------------------------------------
+
+_cache_lock = threading.Lock()
+_cached: dict[tuple, object] = {}
+
+
+def cached(name: str, compute, *, url: str | None = None):
+    """``compute()`` once per store revision and process: a cheap revision read per call.
+
+    Pages call this so that a page view with 10,000 submissions costs one
+    integer query, not a table scan, until an organizer changes something.
+    """
+    key = (url or db_url(), revision(url=url), name)
+    with _cache_lock:
+        if key in _cached:
+            return _cached[key]
+    value = compute()
+    with _cache_lock:
+        stale = [k for k in _cached if k[0] == key[0] and k[2] == name and k[1] != key[1]]
+        for k in stale:
+            del _cached[k]
+        _cached[key] = value
+    return value
+
+
+def db_url() -> str:
+
+    return settings.database_url()

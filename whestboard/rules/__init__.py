@@ -1,0 +1,14 @@
+"""The challenge's rules, as whestbench and flopscope define them: rounds, billing, versions.
+
+Owns: the three rounds (``whestbench.budget.ROUNDS``: budget, wall cap, residual rule), the library
+versions a result was metered under. This is the one adapter to whestbench's and flopscope's internals:
+every figure of a round comes from them here, never re-derived. May import: ``whestbench``,
+``flopscope``, ``whestboard.config``.
+"""
+
+from whestboard.rules import billing, rounds, versions
+from whestboard.rules.rounds import ALL_ROUNDS, Round, get_round, round_for_shape, sampling_mse
+from whestboard.rules.versions import library_versions
+
+__all__ = ["ALL_ROUNDS", "Round", "billing", "get_round", "library_versions", "round_for_shape", "rounds", "sampling_mse",
+           "versions"]

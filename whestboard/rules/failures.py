@@ -1,0 +1,91 @@
+"""One failure vocabulary, read off the grader's own flags: what went wrong with an MLP, in one word and one sentence.
+
+``whestbench.scoring.evaluate_estimator`` marks a failed MLP with a flag (``budget_exhausted``,
+``time_exhausted``, ``residual_wall_time_exhausted``, ``combined_budget_exhausted``) or an
+``error_code``; the MLP is then scored as the all-zero prediction with multiplier 1.0. Runs, the
+sandbox, the pages and the reports all describe a failure through :func:`judge`, so the lab, the
+upload page and ``score --json`` name the same failure the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+FAILURE_FLAGS = ("budget_exhausted", "time_exhausted", "residual_wall_time_exhausted", "combined_budget_exhausted")
+FALLBACK = "scored as the all-zero prediction with multiplier 1.0 (the grader's fallback)"
+#: The verdicts an MLP can get, in the order the pages list them.
+VERDICTS = ("ok", "budget", "combined", "time", "residual", "exception", "shape", "non-finite", "memory",
+            "fork", "disk", "crash")
+#: The sandbox's error codes (and Python's MemoryError) by the verdict they mean.
+CODE_VERDICTS = {
+    "SANDBOX_MEMORY": "memory", "SANDBOX_FORK": "fork", "SANDBOX_FILE_SIZE": "disk",
+    "SANDBOX_DISK_QUOTA": "disk", "SANDBOX_WRITE_REFUSED": "disk", "SANDBOX_CPU": "time", "PREDICT_TIMEOUT": "time",
+    "SANDBOX_CRASH": "crash", "SANDBOX_PROTOCOL": "crash", "WORKER_EOF": "crash",
+    "SETUP_TIMEOUT": "time", "MemoryError": "memory",
+}
+
+
+class Limits(Protocol):
+    """What a sentence can quote about the limits (a Rulebook has all of it)."""
+
+    flop_budget: int
+    wall_time_limit_s: float | None
+    residual_wall_time_limit_s: float | None
+
+
+def is_failed(entry: dict) -> bool:
+    """The grader's own test (``evaluate_estimator``'s ``_is_failed_entry``)."""
+    return bool(entry.get("error_code")) or any(bool(entry.get(k)) for k in FAILURE_FLAGS)
+
+
+def _limit(limits: Limits | None, name: str, text: str) -> str:
+    value: Any = getattr(limits, name, None) if limits is not None else None
+    return text.format(value) if value is not None else ""
+
+
+def _error_parts(entry: dict) -> tuple[str, dict]:
+    error = entry.get("error")
+    message = error.get("message", "") if isinstance(error, dict) else str(error or "")
+    details = (error.get("details") or {}) if isinstance(error, dict) else {}
+    return message, details if isinstance(details, dict) else {}
+
+
+def judge(entry: dict, limits: Limits | None = None) -> tuple[str, str | None]:
+    """``(verdict, sentence)`` for one ``per_mlp`` entry: ``("ok", None)`` for a valid MLP.
+
+    The sentence says what happened in terms a participant can act on, quoting the limits when given.
+    """
+    if entry.get("budget_exhausted"):
+        return "budget", (f"over the FLOP budget: flopscope stopped predict at {entry.get('flops_used', 0):,} FLOPs"
+                          + _limit(limits, "flop_budget", " (budget {:,})"))
+    if entry.get("time_exhausted"):
+        return "time", (f"over the wall-clock cap: predict ran {entry.get('wall_time_s') or 0:.2f} s"
+                        + _limit(limits, "wall_time_limit_s", " (cap {:g} s)"))
+    if entry.get("residual_wall_time_exhausted"):
+        return "residual", (f"over the residual wall-time cap: {entry.get('residual_wall_time_s') or 0:.3f} s outside "
+                            "flopscope (Python loops, prints, numpy count here)"
+                            + _limit(limits, "residual_wall_time_limit_s", " (cap {:g} s)"))
+    if entry.get("combined_budget_exhausted"):
+        return "combined", (f"over the combined budget: C = F + lambda*R = {entry.get('effective_compute') or 0:,.0f}"
+                            + _limit(limits, "flop_budget", " > B = {:,}"))
+    code = entry.get("error_code")
+    if not code:
+        return "ok", None
+    message, details = _error_parts(entry)
+    hint = details.get("hint")
+    if code in CODE_VERDICTS:  # the sandbox's own messages already say what happened and what to do
+        return CODE_VERDICTS[code], message
+    if "expected_shape" in details:  # raised by the grader's own check of the returned array
+        shape_wrong = details.get("got_shape") != details.get("expected_shape")
+        verdict = "shape" if shape_wrong else ("non-finite" if "finite" in message else "exception")
+        text = f"the grader rejected the predictions: {message}"
+        return verdict, f"{text} ({hint})" if hint and hint not in text else text
+    verdict = "non-finite" if "finite" in message else "exception"
+    text = f"predict raised {code}: {message}"
+    return verdict, f"{text} ({hint})" if hint and hint not in text else text
+
+
+def verdict_of(entry: dict, limits: Limits | None = None) -> tuple[str, str]:
+    """``judge`` with an empty sentence for a valid MLP: what a verdict table shows."""
+    verdict, sentence = judge(entry, limits)
+    return verdict, sentence or ""

@@ -1,0 +1,393 @@
+"""Accept an uploaded estimator: a single ``.py`` or the ``.tar.gz`` that ``whest package`` writes.
+
+Nothing here runs participant code. An upload is checked, in this order,
+before a byte of it is unpacked to disk:
+
+1. its size, against whestbench's own cap (``whestbench.limits``: 50 MiB);
+2. for a ``.py``: UTF-8 and syntactically valid Python (``compile`` only);
+3. for a tarball: streamed through a decompression cap (a gzip bomb stops at
+   50 MiB + tar overhead), every member a regular file (no symlinks, hard
+   links or devices) with a relative, ``..``-free name, at most 50 files;
+   then ``manifest.json`` as ``whestbench.packaging.build_manifest`` writes it:
+   schema 1.0 / api 2.0, ``entrypoint.module`` present, every ``files[]``
+   entry in the archive with a matching sha256, and no unlisted file; finally
+   whestbench's own ``validate_package`` on the (now bounded) archive, so the
+   verdict can never be laxer than the grader's.
+
+A valid upload is stored once per content hash under the state folder
+(``uploads/<sha256>/``) with a small ``upload.json``; runs refer to it by that
+hash.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import shutil
+import tarfile
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path, PurePosixPath
+
+from whestbench.limits import MAX_SUBMISSION_BYTES, MAX_SUBMISSION_FILES
+
+from whestboard import config
+from whestboard.sandbox.host import SubmissionFiles
+
+MANIFEST = "manifest.json"
+TAR_OVERHEAD_BYTES = 1 << 20  # headers and padding of up to 51 members, generously
+SUPPORTED_SCHEMA = "1.0"
+SUPPORTED_API = "2.0"
+
+
+class UploadError(ValueError):
+    """An upload the app refuses; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    name: str
+    size: int
+    sha256: str
+
+
+@dataclass
+class Upload:
+    """A validated estimator, stored under ``uploads/<sha256>/files``."""
+
+    sha256: str
+    filename: str
+    kind: str  # "py" or "tar.gz"
+    entry: str
+    class_name: str | None
+    files: list[StoredFile]
+    root: Path
+    created_at: float = field(default_factory=time.time)
+
+    @property
+    def submission(self) -> SubmissionFiles:
+        return SubmissionFiles(root=self.root / "files", entry=self.entry, class_name=self.class_name)
+
+    @property
+    def short_hash(self) -> str:
+        return self.sha256[:12]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def as_dict(self) -> dict:
+        data = asdict(self)
+        data["root"] = str(self.root)
+        return data
+
+
+def uploads_dir() -> Path:
+
+    path = config.state_dir() / "uploads"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# --- .py ---------------------------------------------------------------------------------------
+
+
+#: Sources up to this size are compiled here for instant feedback; larger ones (never seen in
+#: practice) are left to the sandbox, so a pathological file cannot tie up a web worker.
+COMPILE_IN_APP_BYTES = 1 << 20
+
+
+def check_python_source(data: bytes, name: str) -> None:
+    """UTF-8, parseable Python: the cheapest failures, found without running anything."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UploadError(f"{name} is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
+    if "\x00" in text:
+        raise UploadError(f"{name} is not valid Python source: it contains NUL bytes")
+    if len(data) > COMPILE_IN_APP_BYTES:
+        return
+    try:
+        compile(text, name, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise UploadError(f"{name} line {exc.lineno}: {exc.msg} — fix the syntax error and upload again") from None
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise UploadError(f"{name} is not valid Python source: {type(exc).__name__}: {exc}") from None
+
+
+def guess_class_name(source: bytes) -> str:
+    """The class whestbench's loader would most likely pick, read statically (nothing is executed).
+
+    Only a label for display: the sandbox resolves the real class with ``whestbench.loader``.
+    """
+    import ast
+
+    if len(source) > COMPILE_IN_APP_BYTES:
+        return ""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ""
+    classes = [node for node in tree.body if isinstance(node, ast.ClassDef)]
+    if any(c.name == "Estimator" for c in classes):
+        return "Estimator"
+    derived = [c.name for c in classes if any("Estimator" in ast.unparse(base) for base in c.bases)]
+    return derived[0] if len(derived) == 1 else ""
+
+
+# --- .tar.gz -------------------------------------------------------------------------------------
+
+
+class _CappedReader(io.RawIOBase):
+    """A file object that refuses to yield more than ``cap`` bytes (decompression-bomb guard)."""
+
+    def __init__(self, inner, cap: int) -> None:
+        self.inner = inner
+        self.cap = cap
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self.inner.read(len(buffer))
+        self.count += len(data)
+        if self.count > self.cap:
+            raise UploadError(f"the archive unpacks to more than {MAX_SUBMISSION_BYTES / 2**20:.0f} MiB "
+                              "(whestbench's cap); exclude large files via .whestignore")
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _safe_member_name(name: str) -> str:
+    path = PurePosixPath(name)
+    if not name or "\x00" in name or "\\" in name:
+        raise UploadError(f"archive member {name!r} has an invalid name")
+    if path.is_absolute():
+        raise UploadError(f"archive member {name!r} is an absolute path; only relative paths are allowed")
+    if ".." in path.parts:
+        raise UploadError(f"archive member {name!r} climbs out of the archive with '..'")
+    return str(path)
+
+
+def _read_members(data: bytes) -> dict[str, bytes]:
+    """Every regular file of the archive, in memory, with the caps enforced while streaming."""
+    cap = MAX_SUBMISSION_BYTES + TAR_OVERHEAD_BYTES
+    members: dict[str, bytes] = {}
+    total = 0
+    try:
+        stream = io.BufferedReader(_CappedReader(gzip.GzipFile(fileobj=io.BytesIO(data)), cap))
+        with tarfile.open(fileobj=stream, mode="r|") as archive:
+            for member in archive:
+                name = _safe_member_name(member.name)
+                if member.isdir():
+                    continue
+                if member.issym() or member.islnk():
+                    raise UploadError(f"archive member {name!r} is a link; ship regular files only")
+                if not member.isreg():
+                    raise UploadError(f"archive member {name!r} is a special file; ship regular files only")
+                if name in members:
+                    raise UploadError(f"archive member {name!r} appears twice")
+                if len(members) >= MAX_SUBMISSION_FILES + 1:  # + manifest.json
+                    raise UploadError(f"the archive has more than {MAX_SUBMISSION_FILES} files (whestbench's cap)")
+                total += member.size
+                if total > MAX_SUBMISSION_BYTES + TAR_OVERHEAD_BYTES:
+                    raise UploadError(f"the archive's files add up to more than {MAX_SUBMISSION_BYTES / 2**20:.0f} MiB")
+                handle = archive.extractfile(member)
+                members[name] = handle.read() if handle is not None else b""
+    except (tarfile.TarError, OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise UploadError(f"not a readable .tar.gz archive ({exc}); build it with `whest package`") from None
+    return members
+
+
+def _check_manifest(members: dict[str, bytes]) -> tuple[str, str | None]:
+    """The archive against its manifest; returns ``(entry file, class name)``."""
+    if MANIFEST not in members:
+        raise UploadError("the archive has no manifest.json; build it with `whest package --estimator <folder>`")
+    try:
+        manifest = json.loads(members[MANIFEST])
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UploadError(f"manifest.json is not valid JSON ({exc}); rebuild with `whest package`") from None
+    if not isinstance(manifest, dict):
+        raise UploadError("manifest.json must be a JSON object; rebuild with `whest package`")
+    if manifest.get("schema_version") != SUPPORTED_SCHEMA or manifest.get("api_version") != SUPPORTED_API:
+        raise UploadError(f"manifest schema/api version {manifest.get('schema_version')!r}/"
+                          f"{manifest.get('api_version')!r} is not supported (expected "
+                          f"{SUPPORTED_SCHEMA}/{SUPPORTED_API}); rebuild with this whestbench's `whest package`")
+    entrypoint = manifest.get("entrypoint") if isinstance(manifest.get("entrypoint"), dict) else {}
+    module = entrypoint.get("module")
+    if not module or not isinstance(module, str):
+        raise UploadError("manifest.json has no entrypoint.module")
+    entry = f"{module}.py"
+    if entry not in members:
+        raise UploadError(f"manifest declares entrypoint module {module!r} but the archive has no {entry}")
+    listed = _check_listed_files(manifest, members)
+    unlisted = sorted(set(members) - listed - {MANIFEST})
+    if unlisted:
+        raise UploadError(f"files not listed in manifest.json: {', '.join(unlisted[:5])}; rebuild with `whest package`")
+    class_name = entrypoint.get("class")
+    return entry, class_name if isinstance(class_name, str) and class_name else None
+
+
+def _check_listed_files(manifest: dict, members: dict[str, bytes]) -> set[str]:
+    files = manifest.get("files")
+    if not isinstance(files, list) or not files:
+        raise UploadError("manifest.json has no files[] list")
+    if len(files) > MAX_SUBMISSION_FILES:
+        raise UploadError(f"manifest lists {len(files)} files, over whestbench's {MAX_SUBMISSION_FILES}-file cap")
+    listed: set[str] = set()
+    total = 0
+    for item in files:
+        name = item.get("name") if isinstance(item, dict) else None
+        if not isinstance(name, str) or not name:
+            raise UploadError(f"manifest files[] has an entry without a name: {item!r}")
+        name = _safe_member_name(name)
+        if name not in members:
+            raise UploadError(f"manifest lists {name!r} but the archive does not contain it")
+        actual = sha256_hex(members[name])
+        if item.get("sha256") != actual:
+            raise UploadError(f"sha256 mismatch for {name!r}: manifest says {item.get('sha256')}, the bytes hash to "
+                              f"{actual}; the file changed after packaging — re-run `whest package`")
+        total += len(members[name])
+        listed.add(name)
+    if total > MAX_SUBMISSION_BYTES:
+        raise UploadError(f"the submission is {total / 2**20:.1f} MiB, over whestbench's "
+                          f"{MAX_SUBMISSION_BYTES / 2**20:.0f} MiB cap")
+    return listed
+
+
+def _upstream_validation(data: bytes) -> None:
+    """whestbench's ``validate_package`` on the bytes, now known to be small and link-free."""
+    from whestbench.validation import validate_package
+
+    with tempfile.TemporaryDirectory(prefix="whestboard-upload-") as tmp:
+        path = Path(tmp) / "submission.tar.gz"
+        path.write_bytes(data)
+        result = validate_package(path)
+    if not result.ok:
+        issue = result.issues[0]
+        raise UploadError(f"whestbench rejects the archive: [{issue.code}] {issue.message}")
+
+
+# --- entry point ------------------------------------------------------------------------------------
+
+
+def kind_of(filename: str) -> str:
+    lowered = filename.lower()
+    if lowered.endswith(".py"):
+        return "py"
+    if lowered.endswith((".tar.gz", ".tgz")):
+        return "tar.gz"
+    raise UploadError(f"{filename or 'the upload'}: upload a .py file or the .tar.gz `whest package` writes")
+
+
+def check_size(size: int) -> None:
+    """Refuse before reading further: the first check any upload path makes."""
+    if size > MAX_SUBMISSION_BYTES:
+        raise UploadError(f"the upload is {size / 2**20:.1f} MiB, over whestbench's "
+                          f"{MAX_SUBMISSION_BYTES / 2**20:.0f} MiB cap")
+    if size == 0:
+        raise UploadError("the upload is empty")
+
+
+def validate(data: bytes, filename: str) -> tuple[str, dict[str, bytes], str, str | None]:
+    """``(kind, files, entry, class_name)`` of a valid upload, or :class:`UploadError`."""
+    kind = kind_of(filename)
+    check_size(len(data))
+    if kind == "py":
+        check_python_source(data, Path(filename).name)
+        return kind, {"estimator.py": data}, "estimator.py", None
+    members = _read_members(data)
+    entry, class_name = _check_manifest(members)
+    check_python_source(members[entry], entry)
+    _upstream_validation(data)
+    files = {name: body for name, body in members.items() if name != MANIFEST}
+    return kind, files, entry, class_name
+
+
+def ingest(data: bytes, filename: str, *, store: Path | None = None) -> Upload:
+    """Validate and store an upload (idempotent: the same bytes map to the same folder)."""
+    kind, files, entry, class_name = validate(data, filename)
+    digest = sha256_hex(data)
+    store = store or uploads_dir()
+    store.mkdir(parents=True, exist_ok=True)
+    target = store / digest
+    if (target / "upload.json").is_file():
+        return load(digest, store=store)
+    staging = Path(tempfile.mkdtemp(prefix=f".{digest[:12]}-", dir=store))
+    try:
+        for name, body in files.items():
+            path = staging / "files" / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(body)
+        upload = Upload(sha256=digest, filename=Path(filename).name, kind=kind, entry=entry, class_name=class_name,
+                        files=[StoredFile(n, len(b), sha256_hex(b)) for n, b in sorted(files.items())], root=target)
+        (staging / "upload.json").write_text(json.dumps(upload.as_dict(), indent=2))
+        try:
+            staging.rename(target)
+        except OSError:  # a concurrent upload of the same bytes won
+            shutil.rmtree(staging, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    prune(store)
+    return load(digest, store=store)
+
+
+def _store_limit_bytes() -> int:
+    return config.uploads_store_bytes()
+
+
+def prune(store: Path | None = None, *, max_bytes: int | None = None, keep_newer_than_s: float = 3600.0) -> int:
+    """Delete the oldest stored uploads while the store is over its size (``WHESTBOARD_UPLOADS_MAX_MB``).
+
+    Uploads younger than ``keep_newer_than_s`` stay (their jobs may still be waiting); runs keep the
+    sha256 of what they scored either way. Returns how many uploads were removed.
+    """
+    store = store or uploads_dir()
+    limit = _store_limit_bytes() if max_bytes is None else max_bytes
+    entries = []
+    for meta in store.glob("*/upload.json"):
+        folder = meta.parent
+        size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+        entries.append((meta.stat().st_mtime, size, folder))
+    total = sum(size for _, size, _ in entries)
+    removed = 0
+    for mtime, size, folder in sorted(entries):
+        if total <= limit or mtime > time.time() - keep_newer_than_s:
+            break
+        shutil.rmtree(folder, ignore_errors=True)
+        total -= size
+        removed += 1
+    return removed
+
+
+def ingest_path(path: Path, *, store: Path | None = None) -> Upload:
+    """The CLI's door: the same checks as the page, size first."""
+    path = Path(path)
+    if not path.is_file():
+        raise UploadError(f"estimator file not found: {path}")
+    kind_of(path.name)
+    check_size(path.stat().st_size)
+    return ingest(path.read_bytes(), path.name, store=store)
+
+
+def load(digest: str, *, store: Path | None = None) -> Upload:
+    """A stored upload by its sha256 (KeyError when unknown)."""
+    if not digest or not all(c in "0123456789abcdef" for c in digest):
+        raise KeyError(f"no upload {digest!r}")
+    root = (store or uploads_dir()) / digest
+    meta = root / "upload.json"
+    if not meta.is_file():
+        raise KeyError(f"no upload {digest!r}")
+    raw = json.loads(meta.read_text())
+    raw["files"] = [StoredFile(**f) for f in raw["files"]]
+    raw["root"] = root
+    return Upload(**raw)

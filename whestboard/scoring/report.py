@@ -1,0 +1,26 @@
+"""A run's report in the shape ``whest run --json`` prints, so the two can be diffed field by field.
+
+``results``, ``run_meta`` and ``run_config`` are the grader's; everything Whestboard adds (noise floor,
+MC@B, rulebook, run id, whether it came from the store) sits under a separate ``whestboard`` key.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = "1.1"
+EXTRA_FIELDS = ("run_id", "dataset", "mlp_indices", "estimator", "rulebook", "noise", "mc_reference", "versions",
+                "cache_key", "complete")
+
+
+def whest_shaped(report: dict, *, cached: bool = False) -> dict:
+    """The report as ``whest run --json`` lays it out, plus a ``whestboard`` section."""
+    extras = {k: report[k] for k in EXTRA_FIELDS}
+    extras["cached"] = cached
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "mode": "agent",
+        "results": report["results"],
+        "run_meta": report["run_meta"],
+        "run_config": report["run_config"],
+        "whestbench_version": report["versions"]["whestbench_version"],
+        "whestboard": extras,
+    }

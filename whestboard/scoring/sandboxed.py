@@ -1,0 +1,97 @@
+"""How an estimator *file* becomes a run handle: always through the sandbox, never in the app's process.
+
+``whestboard.scoring.estimators.resolve_estimator`` hands every file spec here:
+
+* ``PATH.py`` – a single-file submission (only that file ships, as in ``whest package`` file mode);
+* ``PATH.tar.gz`` / ``PATH.tgz`` – an archive ``whest package`` wrote, checked by
+  :mod:`whestboard.sandbox.ingest` and unpacked into the upload store;
+* ``upload:<sha256>`` – an upload already in the store (the app's jobs).
+
+The handle's ``code_sha256`` is the sha256 of the uploaded bytes (the file, or the archive), so a run is
+recorded with the hash of exactly what was uploaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from whestboard.rules import round_for_shape
+from whestboard.sandbox import SandboxedEstimator, SandboxLimits, SubmissionFiles, ingest
+from whestboard.scoring.handle import EstimatorHandle
+
+FILE_SUFFIXES = (".py", ".tar.gz", ".tgz")
+
+
+def is_file_spec(text: str) -> bool:
+    return text.startswith("upload:") or text.lower().endswith(FILE_SUFFIXES)
+
+
+class RoundAwareSandbox(SandboxedEstimator):
+    """A sandboxed estimator that takes the wall and residual caps of the round it is set up for.
+
+    ``runs`` gives ``setup`` a ``SetupContext`` (shape and budget, no caps); the
+    round is recovered from the shape, as the datasets carry it. With explicit
+    ``limits`` nothing is inferred.
+    """
+
+    def __init__(self, submission: SubmissionFiles, limits: SandboxLimits | None = None, **kwargs) -> None:
+        self._explicit_limits = limits is not None
+        super().__init__(submission, None, limits, **kwargs)
+
+    def setup(self, context) -> None:
+        rnd = round_for_shape(context.width, context.depth)
+        if rnd is not None and not self._explicit_limits:
+            self.limits = self.limits.for_round(rnd)
+        super().setup(context)
+
+
+def _handle(label: str, kind: str, digest: str, submission: SubmissionFiles, description: str,
+            limits: SandboxLimits | None, should_cancel: Callable[[], bool] | None,
+            class_label: str = "") -> EstimatorHandle:
+    return EstimatorHandle(
+        label=label,
+        kind=kind,
+        code_sha256=digest,
+        factory=lambda: RoundAwareSandbox(submission, limits, should_cancel=should_cancel),
+        description=description,
+        class_name=submission.class_name or class_label,
+        submission_dir=str(submission.root),
+    )
+
+
+def sandboxed_handle(
+    spec: str,
+    *,
+    limits: SandboxLimits | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+) -> EstimatorHandle:
+    """The run handle for a file or stored upload; the estimator runs in a sandbox worker."""
+    text = spec.strip()
+    if text.startswith("upload:"):
+        upload = ingest.load(text.split(":", 1)[1])
+        return _handle(upload.filename, "upload", upload.sha256, upload.submission,
+                       f"uploaded {upload.filename} ({upload.short_hash}), sandboxed", limits, should_cancel,
+                       _entry_class(upload))
+    path = Path(text).expanduser().resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"estimator file {path} does not exist")
+    if path.suffix == ".py":
+        ingest.check_size(path.stat().st_size)
+        data = path.read_bytes()
+        ingest.check_python_source(data, path.name)
+        submission = SubmissionFiles.single_file(path)
+        submission = replace(submission, class_name=None)
+        return _handle(path.name, "file", hashlib.sha256(data).hexdigest(), submission,
+                       f"{path} (sandboxed worker)", limits, should_cancel, ingest.guess_class_name(data))
+    upload = ingest.ingest_path(path)
+    return _handle(path.name, "file", upload.sha256, upload.submission,
+                   f"{path} (whest package archive, sandboxed worker)", limits, should_cancel, _entry_class(upload))
+
+
+def _entry_class(upload) -> str:
+    if upload.class_name:
+        return upload.class_name
+    return ingest.guess_class_name((upload.submission.root / upload.entry).read_bytes())

@@ -1,0 +1,184 @@
+"""The upload job: contract check, sandboxed run, baselines on the same MLPs, and its report.
+
+The queue (:mod:`whestboard.jobs.queue`) runs :func:`run_upload_job` for each uploaded estimator; the
+page queues what :func:`job_spec` returns, checked by the same parsers the job uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from whestboard.data import registry
+from whestboard.rules.failures import verdict_of
+from whestboard.rules.rounds import get_round
+from whestboard.sandbox import SandboxedEstimator
+from whestboard.sandbox import host as sandbox
+from whestboard.sandbox import ingest as uploads
+from whestboard.sandbox.contract import check_contract
+from whestboard.scoring import inputs, runs, runstore
+from whestboard.scoring.estimators import resolve_estimator
+from whestboard.scoring.handle import EstimatorHandle
+from whestboard.scoring.report import whest_shaped
+from whestboard.scoring.rulebook import rulebook_for
+from whestboard.scoring.sandboxed import sandboxed_handle
+
+# --- the upload job: contract check, sandboxed run, baselines -------------------------------------
+
+BASELINES = ("mean", "cov")
+
+
+def job_spec(upload_sha: str, dataset_key: str, mlps: str, *, team: str | None = None,
+             budget: str | None = None) -> dict:
+    """What the page queues: everything a job needs to run again from scratch.
+
+    The MLP selection and budget are checked here by the parsers the job itself
+    uses, so a bad one is a RunError on the page before anything is queued.
+    """
+    spec = {"upload": upload_sha, "dataset": dataset_key, "mlps": mlps or "", "team": team or None,
+            "budget": budget or None}
+    _job_inputs(spec)
+    return spec
+
+
+def _job_inputs(spec: dict):
+    """(dataset, rulebook, MLP indices) a job spec names; RunError/KeyError say what is wrong."""
+
+    if not isinstance(spec.get("dataset"), str):
+        raise inputs.RunError(f"dataset {inputs.quoted(spec.get('dataset'))} is not a dataset key: pick one above")
+    dataset = registry.get_dataset(spec["dataset"])
+    round_budget = rulebook_for(dataset.info.round_tag).round_budget
+    rulebook = rulebook_for(dataset.info.round_tag, inputs.parse_budget(spec.get("budget"), round_budget))
+    return dataset, rulebook, inputs.select_mlps(dataset, spec.get("mlps"))
+
+
+def _verdict_row(entry: dict) -> dict:
+
+    verdict, message = verdict_of(entry)
+    return {"mlp_index": entry["mlp_index"], "mlp_name": entry.get("mlp_name", ""), "verdict": verdict,
+            "message": entry.get("failure_reason") or message, "flops_used": entry.get("flops_used", 0),
+            "final_layer_mse": entry.get("final_layer_mse"), "wall_time_s": entry.get("wall_time_s"),
+            "residual_wall_time_s": entry.get("residual_wall_time_s"), "traceback": entry.get("traceback")}
+
+
+def run_upload_job(ctx) -> dict:
+    """The body of an upload job (:class:`whestboard.jobs.queue.JobContext`): check, score, compare."""
+
+    spec = ctx.job.spec
+    upload = uploads.load(spec["upload"])
+    result: dict = {"ok": False, "upload": {"sha256": upload.sha256, "filename": upload.filename, "kind": upload.kind}}
+    try:
+        dataset, rulebook, request_indices = _job_inputs(spec)
+    except inputs.RunError as exc:  # a job queued before its page checked it: say why, score nothing
+        return {**result, "error": str(exc)}
+
+    ctx.report(phase="contract", done=0, total=len(request_indices), message="checking the contract in the sandbox")
+    contract = check_contract(upload.submission, dataset.info.round or _round(rulebook.round_tag),
+                              should_cancel=ctx.should_cancel,
+                              on_started=sandbox.prewarm)  # the scoring worker warms up meanwhile
+    result["contract"] = contract.as_dict()
+    if not contract.ok:
+        result["error"] = contract.summary()
+        return result
+
+    created: list[SandboxedEstimator] = []
+    handle = _upload_handle(upload, ctx.should_cancel, created)
+    verdicts: list[dict] = []
+
+    def progress(done: int, total: int, entry: dict) -> None:
+        verdicts.append(_verdict_row(entry))
+        ctx.report(phase="scoring", done=done, total=total, verdicts=verdicts,
+                   message=f"scored MLP {entry['mlp_index']} ({done}/{total})")
+
+    ctx.report(phase="scoring", done=0, total=len(request_indices), verdicts=[], message="scoring in the sandbox")
+    request = runs.RunRequest(dataset, request_indices, handle, rulebook, source="upload", team=spec.get("team"))
+    try:
+        outcome = runs.run(request, on_progress=progress, should_cancel=ctx.should_cancel)
+    except sandbox.SandboxCancelled:
+        return {**result, "cancelled": True, "error": "cancelled while scoring", "verdicts": verdicts}
+    except inputs.RunError as exc:
+        return {**result, "error": str(exc), "verdicts": verdicts}
+    finally:
+        _attach_sandbox_facts(result, created)
+    if outcome.cancelled:
+        return {**result, "cancelled": True, "error": "cancelled between MLPs", "verdicts": verdicts}
+    result.update(ok=True, run_id=outcome.run_id, cached=outcome.cached,
+                  verdicts=[_verdict_row(e) for e in outcome.report["results"]["per_mlp"]])
+    result["baselines"] = _baseline_runs(dataset, request_indices, rulebook, ctx)
+    return result
+
+
+def _round(tag: str):
+
+    return get_round(tag)
+
+
+def _upload_handle(upload, should_cancel, created: list) -> EstimatorHandle:
+    """The stored upload's handle, remembering the sandbox it builds (for output and confinement)."""
+    handle = sandboxed_handle(f"upload:{upload.sha256}", should_cancel=should_cancel)
+    build = handle.factory
+
+    def factory():
+        estimator = build()
+        created.append(estimator)
+        return estimator
+
+    return replace(handle, factory=factory)
+
+
+def _attach_sandbox_facts(result: dict, created: list) -> None:
+    if not created:
+        return
+    estimator = created[-1]
+    result["output"] = estimator.output.text()
+    result["output_truncated"] = estimator.output.truncated
+    result["confinement"] = estimator.started.confinement if estimator.started else {}
+    result["worker_restarts"] = estimator.restarts
+
+
+def _baseline_runs(dataset, indices: list[int], rulebook, ctx) -> dict[str, str | None]:
+    """Mean and covariance propagation on the same MLPs (served from the store when already run)."""
+
+    found: dict[str, str | None] = {}
+    for name in BASELINES:
+        if ctx.should_cancel():
+            break
+        ctx.report(phase="baselines", done=0, total=len(indices), message=f"comparing with the {name} baseline")
+        request = runs.RunRequest(dataset, indices, resolve_estimator(name), rulebook, source="lab")
+        try:
+            found[name] = runs.run(request, should_cancel=ctx.should_cancel).run_id
+        except inputs.RunError:
+            found[name] = None
+    return found
+
+
+# --- what the page shows after a job ------------------------------------------------------------------
+
+
+def comparison(result: dict) -> dict | None:
+    """Per-layer MSE of the upload's run and the baselines on the same MLPs, with the noise floor."""
+
+    if not result or not result.get("run_id"):
+        return None
+    report = runstore.get_run(result["run_id"])
+    if report is None:
+        return None
+    series = {"upload": report["results"]["per_layer_mse"]}
+    for name, run_id in (result.get("baselines") or {}).items():
+        baseline = runstore.get_run(run_id) if run_id else None
+        if baseline is not None:
+            series[name] = baseline["results"]["per_layer_mse"]
+    return {"series": series, "noise_floor": (report.get("noise") or {}).get("noise_floor"),
+            "label": report["estimator"]["label"]}
+
+
+def json_report(result: dict) -> dict | None:
+    """The run in the ``score --json`` format, plus what the sandbox saw (contract, verdicts, output)."""
+
+    report = runstore.get_run(result["run_id"]) if result and result.get("run_id") else None
+    if report is None:
+        return None
+    payload = whest_shaped(report, cached=bool(result.get("cached")))
+    payload["whestboard"]["sandbox"] = {key: result.get(key) for key in (
+        "upload", "contract", "verdicts", "output", "output_truncated", "confinement", "worker_restarts",
+        "baselines")}
+    return payload
