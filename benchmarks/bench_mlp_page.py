@@ -69,8 +69,8 @@ def _clear_caches() -> None:
         cache.clear()
     WEIGHTS_CACHE.clear()
     STATS_CACHE.clear()
-    mlp._static_figures.cache_clear()
-    mlp._heatmap.cache_clear()
+    mlp.static_figures.cache_clear()
+    mlp.heatmap_of.cache_clear()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,14 +203,14 @@ def _cold_breakdown(client: TestClientCaller, key: str, index: int) -> list[tupl
         stats_for(ds, index, shared=cache)  # as the page does: kept here and in the shared cache
     steps.append(("  cold part: statistics (mlp_stats)", time.perf_counter() - started))
     started = time.perf_counter()
-    mlp._static_figures(stats_cache_key(ds, index), key, index)
-    mlp._heatmap(stats_cache_key(ds, index), key, index, False)
+    mlp.static_figures(stats_cache_key(ds, index), key, index)
+    mlp.heatmap_of(stats_cache_key(ds, index), key, index, False)
     steps.append(("  cold part: figures", time.perf_counter() - started))
     steps.append(("  cold part: layout + JSON (a warm render)", client.router(f"/mlp/{key}/{index}")[0]))
     # A new worker process: statistics come from the shared cache, weights are not needed.
     STATS_CACHE.clear()
-    mlp._static_figures.cache_clear()
-    mlp._heatmap.cache_clear()
+    mlp.static_figures.cache_clear()
+    mlp.heatmap_of.cache_clear()
     WEIGHTS_CACHE.clear()
     steps.append(("another worker: statistics from the shared cache (s)", client.router(f"/mlp/{key}/{index}")[0]))
     return [(label, seconds, "s", None) for label, seconds in steps]

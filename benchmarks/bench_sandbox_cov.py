@@ -103,7 +103,7 @@ def sandboxed(folder: Path, data, *, warm: bool) -> tuple[float, dict, dict]:
     context = SetupContext(width=spec.width, depth=spec.depth, flop_budget=spec.flop_budget, api_version="1.0")
     if warm:
         sandbox.prewarm()
-        sandbox._spare.wait_hello()  # the app's steady state: a spare has finished importing
+        sandbox.spare_worker().wait_hello()  # the app's steady state: a spare has finished importing
     estimator = sandbox.SandboxedEstimator(sandbox.SubmissionFiles(root=folder), context, limits)
     started = time.perf_counter()
     estimator.start()

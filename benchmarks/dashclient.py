@@ -145,10 +145,10 @@ class DashClient:
         label = dep["output"]
         if dep.get("background"):
             return self._run_background(dep, body, label, max_seconds or self.timeout)
-        data, status = self._post(body, {}, self.callback_kind, label)
+        data, status = self.post(body, {}, self.callback_kind, label)
         return data if status == 200 else {}
 
-    def _post(self, body: dict, args: dict, kind: str, label: str) -> tuple[dict, int]:
+    def post(self, body: dict, args: dict, kind: str, label: str) -> tuple[dict, int]:
         params = {"endId": self.end_id, **args} if self.end_id else dict(args)
         started = time.perf_counter()
         try:
@@ -165,7 +165,7 @@ class DashClient:
 
     def _run_background(self, dep: dict, body: dict, label: str, max_seconds: float) -> dict:
         started = time.perf_counter()
-        first, status = self._post(body, {}, "bg-start", label)
+        first, status = self.post(body, {}, "bg-start", label)
         if "response" in first or status == 204:
             return first
         handles = {"cacheKey": first["cacheKey"], "job": first["job"]}
@@ -175,7 +175,7 @@ class DashClient:
         interval = max(0.05, (dep["background"].get("interval") or 500) / 1000)
         progress: list[dict] = []
         while True:
-            data, status = self._post(poll_body, handles, "bg-poll", label)
+            data, status = self.post(poll_body, handles, "bg-poll", label)
             if data.get("progress"):
                 progress.append(data["progress"])
             if "response" in data or status == 204 or data.get("sideUpdate"):

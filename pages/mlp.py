@@ -76,7 +76,7 @@ def _resolve(dataset: str | None, index) -> tuple[Dataset, int]:
 
 
 @lru_cache(maxsize=32)
-def _static_figures(cache_key: tuple, dataset_key: str, index: int) -> dict:
+def static_figures(cache_key: tuple, dataset_key: str, index: int) -> dict:
     ds = registry.get_dataset(dataset_key)
     stats = _stats(ds, index)
     counts, edges = _histogram(stats)
@@ -92,7 +92,7 @@ def _static_figures(cache_key: tuple, dataset_key: str, index: int) -> dict:
 
 
 @lru_cache(maxsize=64)
-def _heatmap(cache_key: tuple, dataset_key: str, index: int, ordered: bool) -> tuple[HeatmapBins, object]:
+def heatmap_of(cache_key: tuple, dataset_key: str, index: int, ordered: bool) -> tuple[HeatmapBins, object]:
     stats = _stats(registry.get_dataset(dataset_key), index)
     bins = heatmap_bins(stats.means, ordered=ordered)
     return bins, figs.heatmap_figure(bins)
@@ -191,8 +191,8 @@ def _page(ds: Dataset, index: int, layer, neuron) -> html.Div:
     stats = _stats(ds, index)
     _warm_weights(ds, index)
     key = stats_cache_key(ds, index)
-    static = _static_figures(key, ds.info.key, index)
-    bins, heatmap = _heatmap(key, ds.info.key, index, False)
+    static = static_figures(key, ds.info.key, index)
+    bins, heatmap = heatmap_of(key, ds.info.key, index, False)
     layer, neuron, drill = _initial_drilldown(ds, index, layer, neuron)
     order_switch = dbc.Switch(id="mlp-heatmap-order", label="order neurons by value", value=False,
                               className="mb-0 small")
@@ -249,7 +249,7 @@ def layout(dataset: str | None = None, index: str | None = None, layer=None, neu
 def _reorder(ordered: bool, ident: dict):
     try:
         ds, index = _from_ident(ident)
-        return _heatmap(stats_cache_key(ds, index), ds.info.key, index, bool(ordered))[1]
+        return heatmap_of(stats_cache_key(ds, index), ds.info.key, index, bool(ordered))[1]
     except (_NotServed, DatasetError):  # damaged or gone since the page loaded: a reload says which
         return no_update
 
@@ -268,7 +268,7 @@ def _select_clicked(_clicks, ordered: bool, ident: dict):
         return (layer, neuron) if layer >= 1 else (no_update, no_update)
     try:
         ds, index = _from_ident(ident)
-        bins, _ = _heatmap(stats_cache_key(ds, index), ds.info.key, index, bool(ordered))
+        bins, _ = heatmap_of(stats_cache_key(ds, index), ds.info.key, index, bool(ordered))
     except (_NotServed, DatasetError):
         return no_update, no_update
     layer, column = int(point["y"]), int(point["x"])
@@ -298,13 +298,13 @@ def _download(_n_clicks, _ordered, ident: dict):
     plot = ctx.triggered_id["plot"]
     try:
         ds, index = _from_ident(ident)
-        table = _table(plot, ds, index)
+        table = plot_table(plot, ds, index)
     except (_NotServed, DatasetError):
         return no_update
     return dcc.send_string(figs.csv_text(table), f"{ds.info.key}-mlp{index}-{plot}.csv", type="text/csv")
 
 
-def _table(plot: str, ds: Dataset, index: int):
+def plot_table(plot: str, ds: Dataset, index: int):
     stats = _stats(ds, index)
     if plot == "ribbon":
         return figs.ribbon_table(stats.ribbon)

@@ -43,12 +43,16 @@ def test_cache_stays_under_its_byte_bound():
 
 
 def test_cache_loads_once_under_concurrency():
+    """The first load blocks until every other thread has asked for the same key: without the per-key
+    lock each of them would call the loader too."""
     cache = ByteBoundedCache(max_bytes=10_000)
     calls = []
     barrier = threading.Barrier(4)
+    release = threading.Event()
 
     def load():
         calls.append(1)
+        release.wait(timeout=10)
         return np.ones(10)
 
     def worker():
@@ -58,6 +62,10 @@ def test_cache_loads_once_under_concurrency():
     threads = [threading.Thread(target=worker) for _ in range(4)]
     for t in threads:
         t.start()
+    while not calls:  # the first loader is inside load(), holding the key
+        threading.Event().wait(0.01)
+    threading.Event().wait(0.3)  # the other three have passed the barrier and asked for the key meanwhile
+    release.set()
     for t in threads:
         t.join()
     assert len(calls) == 1

@@ -181,7 +181,7 @@ def test_every_plot_has_a_csv(served, plot, rows):
     from whestboard.data import registry
 
     ds = registry.get_dataset("toy-warmup")
-    table = pd.read_csv(io.StringIO(csv_text(mlp._table(plot, ds, 1))))
+    table = pd.read_csv(io.StringIO(csv_text(mlp.plot_table(plot, ds, 1))))
     assert len(table) == rows
     if plot == "heatmap":
         means, _ = ds.truth(1)

@@ -302,7 +302,7 @@ def test_killed_web_worker_mid_job_loses_nothing(jobs_server):
     page.values["n"]["value"], page.values["seconds"]["value"] = 4321, 4
     dep = next(d for d in page.deps if d["output"] == "result.children")
     body_values = page.values
-    first, _ = client._post(
+    first, _ = client.post(
         {"output": dep["output"], "outputs": {"id": "result", "property": "children"},
          "inputs": [{"id": "go", "property": "n_clicks", "value": 1}], "changedPropIds": ["go.n_clicks"],
          "state": [{"id": "n", "property": "value", "value": body_values["n"]["value"]},
@@ -320,7 +320,7 @@ def test_killed_web_worker_mid_job_loses_nothing(jobs_server):
     deadline = time.time() + 60
     while True:
         try:
-            data, _ = poller._post(body, {"cacheKey": first["cacheKey"], "job": first["job"]}, "bg-poll", "poll")
+            data, _ = poller.post(body, {"cacheKey": first["cacheKey"], "job": first["job"]}, "bg-poll", "poll")
         except dashclient.CallbackFailed:
             data = {}  # gunicorn is replacing the dead worker
         if "response" in data or time.time() > deadline:

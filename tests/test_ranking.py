@@ -98,7 +98,12 @@ def test_rank_round_best_per_team_with_verdicts(sqlite_store, tmp_path):
     assert table.loc["gamma", "p_value"] == pytest.approx(2 / 2**6)  # every flip but the two extremes is smaller
     assert table["rank"].tolist() == [1, 2, 3, 4]
     scores = store.mlp_frame(["lead"])["adjusted_score"].to_numpy()
-    assert (table.loc["alpha", "ci_low"], table.loc["alpha", "ci_high"]) == ranking.bootstrap_interval(scores)
+    # an independent percentile bootstrap of the mean over the leader's MLPs, same draws and seed
+    picks = np.random.default_rng(ranking.SEED).integers(0, scores.size, size=(ranking.BOOTSTRAP_DRAWS, scores.size))
+    expected = np.quantile(scores[picks].mean(axis=1), [0.025, 0.975])
+    assert table.loc["alpha", "ci_low"] == pytest.approx(expected[0], rel=1e-12)
+    assert table.loc["alpha", "ci_high"] == pytest.approx(expected[1], rel=1e-12)
+    assert table.loc["alpha", "ci_low"] <= scores.mean() <= table.loc["alpha", "ci_high"]
     assert np.isnan(table.loc["delta", "ci_low"])
 
 

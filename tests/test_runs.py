@@ -18,7 +18,7 @@ from tests.upstream import make_official, whestbench_mlps
 from whestboard.data.datasets import open_dataset
 from whestboard.scoring import Rulebook, inputs, rulebook_for, runs, runstore
 from whestboard.scoring.estimators import (
-    _mc_finalize,
+    mc_finalize,
     mc_finalize_flops,
     metered_mc_flops_per_sample,
     parse_mc_spec,
@@ -189,7 +189,7 @@ def test_monte_carlo_is_billed_mc_flops_per_sample_per_sample(dataset, n):
 
 def test_finalize_cost_is_flopscopes_own_count_and_under_one_sample():
     with flops.BudgetContext(flop_budget=10**12, quiet=True) as ctx:
-        _mc_finalize([fnp.zeros(WIDTH, dtype=fnp.float64) for _ in range(DEPTH)], 7)
+        mc_finalize([fnp.zeros(WIDTH, dtype=fnp.float64) for _ in range(DEPTH)], 7)
     assert mc_finalize_flops(WIDTH, DEPTH) == ctx.flops_used
     assert ctx.flops_used < metered_mc_flops_per_sample(WIDTH, DEPTH)
 

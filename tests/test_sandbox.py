@@ -130,11 +130,11 @@ def test_the_worker_is_confined_and_reports_it(tmp_path, contest):
 
 def test_a_warm_spare_skips_the_imports(tmp_path, contest):
     sandbox.prewarm()
-    sandbox._spare.wait_hello()
+    sandbox.spare_worker().wait_hello()
     folder = folder_with(tmp_path, MEAN_FILE)
     with SandboxedEstimator(SubmissionFiles(root=folder), context_for(contest), LIMITS) as estimator:
         assert estimator.started.warm and estimator.started.import_s > 0
-        assert sandbox._spare is None  # taken, not shared
+        assert sandbox.spare_worker() is None  # taken, not shared
 
 
 def test_a_dead_worker_is_replaced_for_the_next_mlp(tmp_path, contest):
@@ -351,7 +351,7 @@ def test_folders_of_workers_whose_app_died_are_swept(tmp_path):
     import tempfile
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    handover = Path(tempfile.mkdtemp(prefix=sandbox.HANDOVER_PREFIX, dir=sandbox._handover_base()))
+    handover = Path(tempfile.mkdtemp(prefix=sandbox.HANDOVER_PREFIX, dir=sandbox.handover_base()))
     orphan = Path(tempfile.mkdtemp(prefix=sandbox.ROOT_PREFIX))
     (orphan / sandbox.OWNER_FILE).write_text(f"{dead.stdout.strip()}\n{handover}")
     alive = Path(tempfile.mkdtemp(prefix=sandbox.ROOT_PREFIX))

@@ -213,7 +213,7 @@ def test_setup_that_never_returns_is_stopped_at_the_setup_timeout(app_watch, tmp
     sandbox.prewarm()
     context = SetupContext(width=16, depth=2, flop_budget=10**8, api_version="1.0")
     estimator = SandboxedEstimator(submission(tmp_path, "slow_setup.py"), context, LIMITS)
-    sandbox._spare.wait_hello()  # measure setup alone, not the library imports
+    sandbox.spare_worker().wait_hello()  # measure setup alone, not the library imports
     started = time.monotonic()
     with pytest.raises(RunnerError) as failure:
         estimator.start()

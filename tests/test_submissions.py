@@ -381,7 +381,7 @@ def test_concurrent_imports_of_one_new_file_all_succeed(store_url, tmp_path, mon
     n = 12
     barrier = threading.Barrier(n, timeout=60)
     first_read = threading.local()
-    real = store._existing_rows
+    real = store.existing_rows
 
     def read_then_wait(s, ids):
         found = real(s, ids)
@@ -390,7 +390,7 @@ def test_concurrent_imports_of_one_new_file_all_succeed(store_url, tmp_path, mon
             barrier.wait()
         return found
 
-    monkeypatch.setattr(store, "_existing_rows", read_then_wait)
+    monkeypatch.setattr(store, "existing_rows", read_then_wait)
     reports, errors = [], []
 
     def one_import():

@@ -32,9 +32,12 @@ def test_a_warmed_process_has_references_versions_and_lazy_modules_loaded():
     assert done.stdout.startswith("warm ")
 
 
-def test_warming_never_raises(monkeypatch):
+def test_warming_never_raises_and_reports_what_failed(monkeypatch):
     def unreadable():
         raise OSError("disk gone")
 
+    reported = []
     monkeypatch.setattr(registry, "datasets", unreadable)
-    assert warm.warm_process() >= 0
+    monkeypatch.setattr(warm.logs, "error", lambda name, exc, **_: reported.append((name, str(exc))))
+    warm.warm_process()  # a cold cache only makes the first request slower: no exception escapes
+    assert reported == [("warm.failed", "disk gone")]

@@ -188,9 +188,6 @@ def squared_incoming_norms(weights: np.ndarray) -> np.ndarray:
     return np.stack([np.einsum("ij,ij->j", w, w, dtype=np.float64) for w in weights])
 
 
-def incoming_norms(weights: np.ndarray) -> np.ndarray:
-    """``(depth, width)``: the Euclidean norm of each neuron's incoming weights ``W_l[:, j]``."""
-    return np.sqrt(squared_incoming_norms(weights))
 
 
 def _span_component(basis: np.ndarray, x: np.ndarray) -> np.ndarray:

@@ -45,7 +45,6 @@ from whestboard.rules.failures import is_failed
 from whestboard.rules.rounds import ALL_ROUNDS, get_round, round_for_shape
 
 REQUIRED_SUBMISSION_COLUMNS = ("submission_id", "team", "round", "submitted_at", "status", "whestbench_version")
-GRADED_REQUIRED = ("mean_flops_used", "final_layer_mse", "adjusted_score", "mean_multiplier", "n_failed_mlps")
 REQUIRED_MLP_COLUMNS = ("submission_id", "mlp_index", "final_layer_mse", "adjusted_score")
 PER_MLP_SUFFIX = ".per_mlp"
 #: Aggregates must equal the mean of their per-MLP values to this relative tolerance.
@@ -941,7 +940,7 @@ def iter_submissions_csv(*, url: str | None = None) -> Iterator[str]:
     submissions with a million per-MLP rows costs a worker a few MB.
     """
     for number, df in enumerate(store.iter_frames(EXPORT_CHUNK_ROWS, url=url)):
-        df["submitted_at"] = df["submitted_at"].map(_iso).astype(object)
+        df["submitted_at"] = df["submitted_at"].map(iso_time).astype(object)
         yield csv_text(df, SUBMISSION_TEXT_LIMITS, header=number == 0)
 
 
@@ -956,11 +955,9 @@ def submissions_csv(*, url: str | None = None) -> str:
     return "".join(iter_submissions_csv(url=url))
 
 
-def mlp_results_csv(*, url: str | None = None) -> str:
-    return "".join(iter_mlp_results_csv(url=url))
 
 
-def _iso(moment) -> str:
+def iso_time(moment) -> str:
     return pd.Timestamp(moment).tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -1017,5 +1014,3 @@ def seed_from_shipped(*, url: str | None = None) -> UpsertReport | None:
     return report
 
 
-def now_utc() -> datetime:
-    return datetime.now(UTC)

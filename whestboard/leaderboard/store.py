@@ -269,7 +269,7 @@ def _upsert(s: Session, submissions: Sequence[Submission], by_sub: dict[str, lis
 
 def _upsert_chunk(s: Session, chunk: Sequence[Submission], by_sub: dict[str, list[MLPResult]],
                   report: UpsertReport) -> None:
-    existing = _existing_rows(s, [sub.submission_id for sub in chunk])
+    existing = existing_rows(s, [sub.submission_id for sub in chunk])
     existing_mlps = _existing_mlp_rows(s, [sub.submission_id for sub in chunk
                                            if sub.submission_id in by_sub and sub.submission_id in existing])
     new_rows, new_mlps = [], []
@@ -309,7 +309,7 @@ def _equal(a, b) -> bool:
     return a == b
 
 
-def _existing_rows(s: Session, ids: Sequence[str]) -> dict[str, dict]:
+def existing_rows(s: Session, ids: Sequence[str]) -> dict[str, dict]:
     cols = [c for c in SubmissionRow.__table__.columns]
     out: dict[str, dict] = {}
     for chunk in _chunks(list(ids)):

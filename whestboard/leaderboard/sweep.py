@@ -211,7 +211,7 @@ def write_output(out: Path, subs: dict[str, Submission], mlps: dict[str, list[ML
     ordered = sorted(subs.values(), key=lambda s: (s.round, s.submitted_at, s.submission_id))
     table = pd.DataFrame([{f: getattr(s, f) for f in SUBMISSION_FIELDS} for s in ordered],
                          columns=list(SUBMISSION_FIELDS))
-    table["submitted_at"] = table["submitted_at"].map(submission_import._iso)
+    table["submitted_at"] = table["submitted_at"].map(submission_import.iso_time)
     per_mlp = pd.DataFrame(
         [{f: getattr(m, f) for f in MLP_RESULT_FIELDS} for s in ordered for m in mlps.get(s.submission_id, [])],
         columns=list(MLP_RESULT_FIELDS),

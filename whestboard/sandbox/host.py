@@ -223,7 +223,7 @@ def _bootstrap_command(in_fd: int, out_fd: int) -> list[str]:
     return [sys.executable, "-E", "-s", "-B", "-u", "-c", code]
 
 
-def _handover_base() -> str | None:
+def handover_base() -> str | None:
     shm = Path("/dev/shm")
     return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
 
@@ -254,7 +254,7 @@ def sweep_orphan_folders(now: float | None = None) -> int:
             removed += 1
         elif handover:
             in_use.add(handover)
-    base = Path(_handover_base() or tempfile.gettempdir())
+    base = Path(handover_base() or tempfile.gettempdir())
     for handover in base.glob(f"{HANDOVER_PREFIX}*"):
         if str(handover) not in in_use and _older_than(handover, now):
             shutil.rmtree(handover, ignore_errors=True)
@@ -275,7 +275,7 @@ class WorkerProcess:
         self.root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX))
         self.workdir = self.root / "work"
         self.submission_dir = self.root / "submission"
-        self.handover = Path(tempfile.mkdtemp(prefix=HANDOVER_PREFIX, dir=_handover_base()))
+        self.handover = Path(tempfile.mkdtemp(prefix=HANDOVER_PREFIX, dir=handover_base()))
         for folder in (self.workdir, self.submission_dir):
             folder.mkdir()
         for folder in (self.root, self.handover):
@@ -395,15 +395,32 @@ class WorkerProcess:
 
 _spare_lock = threading.Lock()
 _spare: WorkerProcess | None = None
+_spare_reaped_at_exit = False
 
 
 def prewarm(output_limit: int = 64 << 10) -> None:
     """Start a spare worker now so the next job skips the ~2 s of library imports."""
-    global _spare
+    global _spare, _spare_reaped_at_exit
     with _spare_lock:
         if _spare is not None and _spare.alive():
             return
         _spare = WorkerProcess(output_limit)
+        if not _spare_reaped_at_exit:  # the first spare a process makes: none may outlive it
+            atexit.register(_dispose_spare)
+            _spare_reaped_at_exit = True
+
+
+def spare_worker() -> WorkerProcess | None:
+    """The spare worker waiting for the next job (None when there is none)."""
+    return _spare
+
+
+def _dispose_spare() -> None:
+    global _spare
+    with _spare_lock:
+        spare, _spare = _spare, None
+    if spare is not None:
+        spare.dispose()
 
 
 def _take_worker(output_limit: int) -> tuple[WorkerProcess, bool]:
@@ -419,13 +436,6 @@ def _take_worker(output_limit: int) -> tuple[WorkerProcess, bool]:
     return WorkerProcess(output_limit), False
 
 
-@atexit.register
-def _dispose_spare() -> None:
-    global _spare
-    with _spare_lock:
-        spare, _spare = _spare, None
-    if spare is not None:
-        spare.dispose()
 
 
 # --- the estimator scoring sees -------------------------------------------------------------

@@ -35,7 +35,6 @@ from whestboard.scoring.sandboxed import is_file_spec, sandboxed_handle
 
 BUILTIN_KINDS = ("mean", "cov", "combined")
 ALIASES = {"covariance": "cov", "mean-propagation": "mean", "cov-propagation": "cov"}
-ESTIMATOR_KINDS = ("mean", "cov", "combined", "mc", "file", "upload")
 SPEC_HELP = "mean | cov | combined | mc:N (samples) | mc:0.5B (fraction of the budget) | PATH.py | PATH.tar.gz"
 
 
@@ -60,14 +59,14 @@ def mc_chunk_sizes(n_samples: int, width: int) -> list[int]:
     return sizes
 
 
-def _mc_finalize(layer_sums: list, n_samples: int):
+def mc_finalize(layer_sums: list, n_samples: int):
     """Per-layer means from float64 sums, returned as the grader expects: float32 (depth, width)."""
     return fnp.asarray(fnp.stack(layer_sums) / n_samples, dtype=fnp.float32)
 
 
 @lru_cache(maxsize=64)
 def mc_finalize_flops(width: int, depth: int) -> int:
-    """What flopscope charges for ``_mc_finalize`` at this shape, measured, not derived.
+    """What flopscope charges for ``mc_finalize`` at this shape, measured, not derived.
 
     Measured in a fresh thread: flopscope keeps the active budget per thread and
     refuses nested contexts, and this may be asked from inside a metered predict.
@@ -76,7 +75,7 @@ def mc_finalize_flops(width: int, depth: int) -> int:
 
     def measure() -> None:
         with flops.BudgetContext(flop_budget=10**15, quiet=True) as ctx:
-            _mc_finalize([fnp.zeros(width, dtype=fnp.float64) for _ in range(depth)], 2)
+            mc_finalize([fnp.zeros(width, dtype=fnp.float64) for _ in range(depth)], 2)
         found["flops"] = int(ctx.flops_used)
 
     thread = threading.Thread(target=measure, name="mc-finalize-cost")
@@ -127,7 +126,7 @@ class MonteCarloEstimator(BaseEstimator):
             for layer, weights in enumerate(mlp.weights):
                 x = fnp.maximum(fnp.matmul(x, weights), 0.0)
                 layer_sums[layer] = layer_sums[layer] + fnp.sum(fnp.asarray(x, dtype=fnp.float64), axis=0)
-        return _mc_finalize(layer_sums, n)
+        return mc_finalize(layer_sums, n)
 
 
 # ---------------------------------------------------------------------------
@@ -214,7 +213,7 @@ def _mc_handle(text: str) -> EstimatorHandle:
         label, what = f"mc:{params['n_samples']}", f"{params['n_samples']:,} samples"
     else:
         label, what = f"mc:{params['budget_fraction']:g}B", f"{params['budget_fraction']:g} of the budget"
-    code = _sha256(inspect.getsource(MonteCarloEstimator), inspect.getsource(_mc_finalize),
+    code = _sha256(inspect.getsource(MonteCarloEstimator), inspect.getsource(mc_finalize),
                    inspect.getsource(mc_chunk_sizes), label)
     return EstimatorHandle(
         label=label,

@@ -45,7 +45,6 @@ from whestboard.scoring.inputs import RunError, check_budget, select_mlps
 from whestboard.scoring.rulebook import Rulebook
 
 SCHEMA = "whestboard.run/1"
-TIMING_FIELDS = ("wall_time_s", "flopscope_backend_time_s", "flopscope_overhead_time_s", "residual_wall_time_s")
 
 
 # ---------------------------------------------------------------------------
