@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs on a fresh Debian machine, then run it.
-# Usage: ./scripts/test.sh [pytest args]
+# Usage: ./scripts/test.sh [pytest args]   (fast tier: ./scripts/test.sh -m "not browser and not services")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
@@ -16,4 +16,5 @@ fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
 .venv/bin/ruff check .
+.venv/bin/lint-imports --no-cache  # the layering in pyproject.toml: one-way imports, no cycles
 exec .venv/bin/python -m pytest "$@"

@@ -19,12 +19,46 @@ import pytest
 from tests.prod_support import free_port, wait_http
 
 REPO = Path(__file__).resolve().parent.parent
+#: Participant-shaped estimator files the sandbox tests run.
+HOSTILE = REPO / "tests" / "sandbox" / "hostile"
 CHROMIUM = os.environ.get("WHESTBOARD_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
     "--disable-dev-shm-usage",
 ]
+
+
+#: Fixtures that start a server process or need one: a test using any of them is a ``services`` test.
+SERVICE_FIXTURES = {"live_server", "postgres_server", "pg_url", "redis_url"}
+
+
+FAST_TIER = "not browser and not services"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config) -> None:
+    """The fast tier is CPU-bound (each sandbox worker and CLI process imports whestbench, about a
+    second): spread it over the machine's cores with pytest-xdist unless ``-n`` says otherwise. The full
+    suite stays in one process: its servers and timing-aware tests want the cores to themselves."""
+    if (config.option.markexpr.strip() != FAST_TIER or not hasattr(config.option, "numprocesses")
+            or hasattr(config, "workerinput") or os.environ.get("PYTEST_XDIST_WORKER")):
+        return
+    if config.option.numprocesses is None and (os.cpu_count() or 1) > 1:
+        config.option.numprocesses = min(4, os.cpu_count() or 1)
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """Mark what needs Chromium (``browser``) or a server (``services``), so the fast tier
+    (``pytest -m "not browser and not services"``) needs neither. Modules that start servers inside
+    their tests say so with ``pytestmark``; fixtures and the PostgreSQL half of a store test are found here."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if "browser" in names:
+            item.add_marker(pytest.mark.browser)
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if names & SERVICE_FIXTURES or "postgresql" in params.values():
+            item.add_marker(pytest.mark.services)
 
 
 @pytest.fixture(scope="session")

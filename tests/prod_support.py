@@ -71,7 +71,7 @@ def alternating_client(bases: list[str], **kw):
     return AlternatingClient()
 
 
-def _stop(proc: subprocess.Popen, grace: float = 15.0) -> None:
+def stop_process(proc: subprocess.Popen, grace: float = 15.0) -> None:
     """SIGTERM the leader, then SIGKILL whatever is left of its process group (job children too)."""
     if proc.poll() is None:
         proc.terminate()
@@ -167,7 +167,7 @@ def gunicorn(target: str, state_dir: Path, *, workers: int = 2, threads: int = 2
         wait_workers(proc, workers, log)
         yield Server(base, proc, log, state_dir)
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
 @contextmanager
@@ -190,7 +190,7 @@ def celery_worker(target: str, state_dir: Path, redis_url: str, *, concurrency: 
             time.sleep(0.3)
         yield proc, log
     finally:
-        _stop(proc, grace=20)
+        stop_process(proc, grace=20)
 
 
 # --------------------------------------------------------------------------- redis-server
@@ -224,7 +224,7 @@ def redis_server():
                 time.sleep(0.1)
         yield url
     finally:
-        _stop(proc, grace=5)
+        stop_process(proc, grace=5)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

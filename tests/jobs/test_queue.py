@@ -1,0 +1,231 @@
+"""The sandbox job queue across processes: bounds, positions, exclusive claims and slots, cancel, recovery.
+
+Several gunicorn workers share one queue, so the tests that matter spawn real
+processes against the same state folder (SQLite WAL + flock slot files).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import HOSTILE
+from whestboard.data.bake import bake, plan_from_args
+from whestboard.jobs import ledger
+from whestboard.jobs import queue as jobqueue
+from whestboard.jobs.liveness import this_worker
+from whestboard.sandbox import host as sandbox
+from whestboard.sandbox import ingest as uploads
+from whestboard.scoring import uploads as upload_runs
+from whestboard.store import database as db
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture()
+def state(tmp_path, monkeypatch):
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("WHESTBOARD_DATABASE_URL", raising=False)
+    for name in ("WHESTBOARD_SANDBOX_CONCURRENCY", "WHESTBOARD_SANDBOX_PER_CLIENT", "WHESTBOARD_SANDBOX_QUEUE_MAX"):
+        monkeypatch.delenv(name, raising=False)
+    db.reset_engines()
+    yield tmp_path / "state"
+    db.reset_engines()
+
+
+def run_python(code: str, state: Path, **env: str) -> subprocess.Popen:
+    """A separate process (as another gunicorn worker would be) on the same state folder."""
+    environment = {**os.environ, "WHESTBOARD_STATE_DIR": str(state), **env}
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, env=environment,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_positions_are_fifo_and_bounds_are_enforced(state):
+    settings = jobqueue.QueueSettings(concurrency=1, per_client=2, max_queued=3)
+    first = jobqueue.submit("alice", {"n": 1}, settings=settings)
+    second = jobqueue.submit("bob", {"n": 2}, settings=settings)
+    third = jobqueue.submit("alice", {"n": 3}, settings=settings)
+    assert [jobqueue.get(j).position for j in (first, second, third)] == [1, 2, 3]
+    with pytest.raises(jobqueue.QueueFull, match="limit 2"):
+        jobqueue.submit("alice", {"n": 4}, settings=settings)
+    with pytest.raises(jobqueue.QueueFull, match="queue is full"):
+        jobqueue.submit("carol", {"n": 5}, settings=settings)
+    assert jobqueue.cancel(first, client="bob") is False  # not yours
+    assert jobqueue.cancel(first, client="alice") is True
+    assert jobqueue.get(first).status == "cancelled" and jobqueue.get(first).position is None
+    assert [jobqueue.get(j).position for j in (second, third)] == [1, 2]
+    assert jobqueue.counts() == {"queued": 2, "running": 0}
+
+
+def test_settings_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv("WHESTBOARD_SANDBOX_CONCURRENCY", "3")
+    monkeypatch.setenv("WHESTBOARD_SANDBOX_PER_CLIENT", "5")
+    assert jobqueue.QueueSettings.from_env() == jobqueue.QueueSettings(concurrency=3, per_client=5, max_queued=20)
+    monkeypatch.setenv("WHESTBOARD_SANDBOX_CONCURRENCY", "0")
+    with pytest.raises(ValueError, match="at least 1"):
+        jobqueue.QueueSettings.from_env()
+
+
+def test_concurrent_processes_claim_each_job_exactly_once(state):
+    jobs = [jobqueue.submit(f"client-{n}", {"n": n}, settings=jobqueue.QueueSettings(max_queued=50))
+            for n in range(12)]
+    claimer = """
+        import json
+        from whestboard.jobs import queue as jobqueue
+        taken = []
+        while (job := jobqueue.claim_next(slot=0)) is not None:
+            taken.append(job.id)
+        print(json.dumps(taken))
+    """
+    procs = [run_python(claimer, state) for _ in range(3)]
+    claimed = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        claimed += json.loads(out)
+    assert sorted(claimed) == sorted(jobs)  # every job once, none twice
+
+
+def test_slots_are_machine_wide_and_freed_when_the_holder_dies(state):
+    holder = run_python("""
+        import sys, time
+        from whestboard.jobs import queue as jobqueue
+        slot = jobqueue.try_acquire_slot(1)
+        print(slot.index, flush=True)
+        time.sleep(120)
+    """, state)
+    assert holder.stdout.readline().strip() == "0"
+    try:
+        assert jobqueue.try_acquire_slot(1) is None  # concurrency 1: the other process holds it
+        second = jobqueue.try_acquire_slot(2)
+        assert second is not None and second.index == 1  # concurrency 2: the next slot
+        second.release()
+    finally:
+        holder.kill()
+        holder.wait()
+    slot = jobqueue.try_acquire_slot(1)
+    assert slot is not None and slot.index == 0  # the kernel released the dead holder's lock
+    slot.release()
+
+
+def test_with_concurrency_one_jobs_never_overlap_across_processes(state, tmp_path):
+    log = tmp_path / "spans.jsonl"
+    submitted = [jobqueue.submit(f"c{n}", {"n": n}, kind="test") for n in range(4)]
+    worker = f"""
+        import json, time
+        from whestboard.jobs import queue as jobqueue
+        def body(ctx):
+            start = time.time(); time.sleep(0.4)
+            with open({str(log)!r}, "a") as out:
+                out.write(json.dumps([ctx.job.id, start, time.time()]) + "\\n")
+            return {{"ok": True}}
+        executor = jobqueue.Executor(body)
+        deadline = time.time() + 60
+        while jobqueue.counts() != {{"queued": 0, "running": 0}} and time.time() < deadline:
+            if not executor.run_one():
+                time.sleep(0.05)
+    """
+    procs = [run_python(worker, state) for _ in range(2)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    spans = sorted(json.loads(line) for line in log.read_text().splitlines())
+    assert [s[0] for s in spans] == sorted(submitted)
+    ordered = sorted(spans, key=lambda s: s[1])
+    assert all(a[2] <= b[1] for a, b in zip(ordered, ordered[1:], strict=False))  # one at a time
+    assert all(jobqueue.get(s[0]).status == "finished" for s in spans)
+
+
+def test_a_job_whose_process_died_is_failed_with_the_reason(state):
+    job_id = jobqueue.submit("alice", {})
+    jobqueue.claim_next(slot=0, worker="somewhere-else:1")  # another host: cannot be judged by pid
+    assert jobqueue.recover_stale() == 0
+    with db.session() as s:
+        s.get(ledger.Job, job_id).worker = f"{this_worker().rpartition(':')[0]}:999999999"
+    assert jobqueue.recover_stale() == 1
+    job = jobqueue.get(job_id)
+    assert job.status == "failed" and "exited" in job.error
+
+
+def test_cancel_stops_a_running_sandbox_within_a_second(state, tmp_path):
+    folder = tmp_path / "loop"
+    folder.mkdir()
+    (folder / "estimator.py").write_text((HOSTILE / "infinite_loop.py").read_text())
+    job_id = jobqueue.submit("alice", {}, kind="test")
+    stopped: dict = {}
+
+    def body(ctx):
+        from whestbench.generation import sample_mlp
+        from whestbench.sdk import SetupContext
+
+        estimator = sandbox.SandboxedEstimator(
+            sandbox.SubmissionFiles(root=folder), SetupContext(width=8, depth=2, flop_budget=10**8, api_version="1.0"),
+            sandbox.SandboxLimits(memory_mb=1024, wall_time_limit_s=60.0, grace_s=5.0),
+            should_cancel=ctx.should_cancel)
+        with estimator:
+            stopped["worker"] = estimator.worker
+            jobqueue.cancel(ctx.job.id, client="alice")  # the user presses Cancel while predict spins
+            stopped["asked"] = time.monotonic()
+            estimator.predict(sample_mlp(8, 2), 10**8)
+        return {"ok": True}
+
+    assert jobqueue.Executor(body).run_one()
+    elapsed = time.monotonic() - stopped["asked"]
+    job = jobqueue.get(job_id)
+    assert job.status == "cancelled" and job.error == "cancelled while running"
+    assert elapsed < 2.0  # not the 60 s wall cap
+    assert stopped["worker"].process.poll() is not None
+
+
+@pytest.fixture()
+def served(tmp_path, monkeypatch):
+    root = tmp_path / "data"
+    bake(root / "toy-warmup", plan_from_args(round_tag="v1-warmup", width=16, depth=3, n_mlps=3, n_samples=512,
+                                             seeds=[5, 6, 7]), show_progress=False, explicit_seeds=True)
+    monkeypatch.setenv("WHESTBOARD_DATA_DIR", str(root))
+    monkeypatch.setenv("WHESTBOARD_DATASETS", "")
+    return "toy-warmup"
+
+
+def test_an_upload_job_checks_scores_records_and_compares(state, served):
+    from whestboard.scoring import runstore
+
+    source = (HOSTILE / "good.py").read_text().replace("        rows = []\n",
+                                                        "        rows = []\n        print('hello from', mlp.name)\n")
+    upload = uploads.ingest(source.encode(), "talkative.py")
+    job_id = jobqueue.submit("alice", upload_runs.job_spec(upload.sha256, served, "0:2", team="Chatterers"))
+    assert jobqueue.Executor(upload_runs.run_upload_job).run_one()
+    job = jobqueue.get(job_id)
+    assert job.status == "finished", job.error
+    result = job.result
+    assert result["contract"]["ok"] and [v["verdict"] for v in result["verdicts"]] == ["ok", "ok"]
+    assert result["output"].count("hello from") == 2 and not result["output_truncated"]
+    assert result["confinement"]["seccomp"] is True
+    report = runstore.get_run(result["run_id"])
+    assert report["source"] == "upload" and report["team"] == "Chatterers"
+    assert report["estimator"]["code_sha256"] == upload.sha256 and report["mlp_indices"] == [0, 1]
+    assert set(result["baselines"]) == {"mean", "cov"} and all(result["baselines"].values())
+    comparison = upload_runs.comparison(result)
+    assert set(comparison["series"]) == {"upload", "mean", "cov"} and comparison["noise_floor"] > 0
+    payload = upload_runs.json_report(result)
+    assert payload["schema_version"] == "1.1" and payload["results"] == report["results"]
+    assert payload["whestboard"]["sandbox"]["verdicts"] == result["verdicts"]
+
+
+def test_an_upload_that_fails_the_contract_is_not_scored(state, served):
+    from whestboard.scoring import runstore
+
+    upload = uploads.ingest((HOSTILE / "nan.py").read_bytes(), "nan.py")
+    job_id = jobqueue.submit("alice", upload_runs.job_spec(upload.sha256, served, "0"))
+    assert jobqueue.Executor(upload_runs.run_upload_job).run_one()
+    job = jobqueue.get(job_id)
+    assert job.status == "failed" and job.error.startswith("contract failed at predict: non-finite")
+    assert "Fix: " not in job.error and "guard divisions" in job.error
+    assert runstore.list_runs() == []

@@ -1,0 +1,166 @@
+"""The leaderboard in a real browser: every round, a highlighted team, ranking, timeline, organizer actions."""
+
+from __future__ import annotations
+
+import io
+from urllib.parse import parse_qs, urlparse
+
+import pandas as pd
+import pytest
+import requests
+
+from tests.browser_helpers import wait_for_dash
+from tests.conftest import checked_page, serve_app
+from tests.leaderboard.submissions_helpers import submission_row
+from whestboard.leaderboard import ranking
+from whestboard.rules.rounds import ALL_ROUNDS
+
+pytestmark = pytest.mark.browser
+
+PLOT_DATA = "sel => Array.from(document.querySelector(sel + ' .js-plotly-plot').data, t => [t.name, t.x ? t.x.length : 0])"
+
+
+def _served(base: str) -> pd.DataFrame:
+    """What the server holds, through its public export."""
+    text = requests.get(base + "/api/submissions.csv", timeout=30).text
+    return pd.read_csv(io.StringIO(text))
+
+
+def _open(page, query: str) -> None:
+    page.goto(page.base_url + "/leaderboard" + query)
+    wait_for_dash(page)
+    page.wait_for_selector("#lb-scatter .main-svg")
+    page.wait_for_selector("#lb-timeline .main-svg")
+    wait_for_dash(page)
+
+
+def test_board_for_each_round_shows_scatter_ranking_and_timeline(page):
+    served = _served(page.base_url)
+    for tag in ALL_ROUNDS:
+        _open(page, f"?round={tag}")
+        graded = served[(served["round"] == tag) & (served["status"] == "graded")]
+        assert f"{tag}: {len(graded):,} graded submissions" in page.locator("#lb-scatter .gtitle").text_content()
+        rows = page.locator("#lb-ranking .ag-center-cols-container .ag-row")
+        assert rows.count() == graded["team"].nunique()
+        if len(graded):
+            assert "leader" in rows.first.inner_text()
+        names = [name or "" for name, _ in page.evaluate(PLOT_DATA, "#lb-scatter")]
+        if ranking.round_reference(tag) is not None:  # a served dataset of the round: the Monte Carlo curve
+            assert any(name.startswith("Monte Carlo") for name in names)
+        else:
+            assert "no Monte Carlo curve is drawn" in page.locator("#lb-summary").inner_text()
+        assert "Field against sampling" in page.locator("#lb-timeline .gtitle").text_content()
+
+
+def test_highlighting_a_team_marks_its_dots_and_row_and_goes_in_the_address(page):
+    served = _served(page.base_url)
+    graded = served[(served["round"] == "v1-warmup") & (served["status"] == "graded")]
+    if graded.empty:
+        pytest.skip("no shipped submissions for v1-warmup")
+    team = graded.groupby("team").size().idxmax()
+    _open(page, "?round=v1-warmup")
+    page.click("#lb-team")
+    page.keyboard.type(team)
+    page.keyboard.press("Enter")
+    page.wait_for_function("t => new URLSearchParams(location.search).get('team') === t", arg=team)
+    wait_for_dash(page)
+    scatter = page.evaluate(PLOT_DATA, "#lb-scatter")
+    assert scatter[-1] == [f"team: {team}", int((graded["team"] == team).sum())]
+    timeline = page.evaluate(PLOT_DATA, "#lb-timeline")
+    assert timeline[-1][0] == f"team: {team}" and timeline[-1][1] > 0
+    row = page.locator("#lb-ranking .ag-center-cols-container .ag-row", has_text=team)
+    assert "rgb(253, 226, 226)" in (row.get_attribute("style") or "")
+
+    # The address alone reproduces the highlight, and switching round keeps the team.
+    _open(page, "?" + urlparse(page.url).query)
+    assert page.evaluate(PLOT_DATA, "#lb-scatter")[-1][0] == f"team: {team}"
+    page.click("text=v1-phase1 (256 x 32)")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('round') === 'v1-phase1'")
+    wait_for_dash(page)
+    assert parse_qs(urlparse(page.url).query)["team"] == [team]
+
+
+def test_organizer_upload_without_the_token_is_refused_by_the_server(page, tmp_path):
+    before = _served(page.base_url)
+    upload = tmp_path / "sneaky.csv"
+    row = before.iloc[0].to_dict() if len(before) else {"submission_id": "x"}
+    row.update(submission_id="sneaky-1", team="mallory")
+    pd.DataFrame([row]).to_csv(upload, index=False)
+    _open(page, "?round=v1-warmup")
+    page.click("#lb-organizer .accordion-button")
+    page.fill("#lb-token", "not the token")
+    page.set_input_files("#lb-upload input[type=file]", str(upload))
+    page.wait_for_selector("#lb-org-result .alert-danger")
+    assert "Refused" in page.locator("#lb-org-result").inner_text()
+    pd.testing.assert_frame_equal(_served(page.base_url), before)
+
+
+def test_the_running_app_refuses_organizer_api_calls_without_the_token(live_server):
+    before = requests.get(live_server + "/api/submissions.csv", timeout=30).text
+    files = {"files": ("x.csv", b"submission_id\nx\n")}
+    assert requests.post(live_server + "/api/submissions/import", files=files, timeout=30).status_code == 403
+    assert requests.delete(live_server + "/api/submissions/anything", timeout=30).status_code == 403
+    wrong = {"Authorization": "Bearer guess"}
+    assert requests.patch(live_server + "/api/submissions/anything", json={"team": "x"}, headers=wrong,
+                          timeout=30).status_code == 403
+    assert requests.get(live_server + "/api/submissions.csv", timeout=30).text == before
+
+
+ORGANIZER_TOKEN = "browser-organizer-token"
+
+
+@pytest.fixture(scope="module")
+def organizer_server(tmp_path_factory):
+    """``python app.py`` with the organizer token set, on a store of its own."""
+    with serve_app(tmp_path_factory.mktemp("organizer-state"), WHESTBOARD_ORGANIZER_TOKEN=ORGANIZER_TOKEN) as base:
+        yield base
+
+
+@pytest.fixture()
+def organizer_page(browser, organizer_server):
+    with checked_page(browser, organizer_server) as pg:
+        yield pg
+
+
+def _upload_as_organizer(page, path) -> str:
+    _open(page, "?round=v1-warmup")
+    page.click("#lb-organizer .accordion-button")
+    page.fill("#lb-token", ORGANIZER_TOKEN)
+    page.fill("#lb-import-team", "gamma")
+    page.set_input_files("#lb-upload input[type=file]", str(path))
+    page.wait_for_selector("#lb-org-result .alert")
+    return page.locator("#lb-org-result").inner_text()
+
+
+def test_hostile_uploads_get_an_alert_and_change_nothing(organizer_page, tmp_path):
+    base = organizer_page.base_url
+    before = requests.get(base + "/api/submissions.csv", timeout=30).text
+    deep = tmp_path / "deep.json"
+    deep.write_bytes(b"[" * 10_000 + b"]" * 10_000)
+    alert = _upload_as_organizer(organizer_page, deep)
+    assert "1 problem(s) found; nothing was imported" in alert
+    assert "deep.json: not a `whest run --json` report: its JSON nests more than 64 levels deep" in alert
+
+    nul = tmp_path / "nul.csv"
+    row, _ = submission_row("nul-1", "bad\x00team")
+    pd.DataFrame([row]).to_csv(nul, index=False)
+    organizer_page.reload()
+    alert = _upload_as_organizer(organizer_page, nul)
+    assert "nul.csv line 2 (submission_id 'nul-1'): team contains the control character U+0000 at character 4" \
+        in alert
+    assert requests.get(base + "/api/submissions.csv", timeout=30).text == before
+
+
+def test_the_download_button_saves_the_neutralised_export(organizer_page, tmp_path):
+    path = tmp_path / "formula.csv"
+    row, _ = submission_row("=1+2", "@team", estimator="-5")
+    pd.DataFrame([row]).to_csv(path, index=False)
+    assert "Imported formula.csv: 1 added" in _upload_as_organizer(organizer_page, path)
+    with organizer_page.expect_download() as download:
+        organizer_page.click("#lb-export")
+    saved = tmp_path / "saved.csv"
+    download.value.save_as(saved)
+    assert download.value.suggested_filename == "whestboard-submissions.csv"
+    table = pd.read_csv(saved, dtype=str, keep_default_na=False).set_index("submission_id")
+    assert table.loc["'=1+2", "team"] == "'@team" and table.loc["'=1+2", "estimator"] == "'-5"
+    assert saved.read_text() == requests.get(organizer_page.base_url + "/api/submissions.csv", timeout=30).text

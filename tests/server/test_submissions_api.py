@@ -1,0 +1,221 @@
+"""Organizer actions are refused by the server without the token, and nothing changes."""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+import pytest
+from flask import Flask
+
+from server import api as organizer_api
+from tests.leaderboard import submissions_helpers as helpers
+from tests.leaderboard.submissions_helpers import submission_row, write_csvs
+from whestboard.leaderboard import auth, store
+from whestboard.leaderboard import files as si
+
+sqlite_store = helpers.sqlite_store
+TOKEN = "correct horse battery staple"
+
+
+@pytest.fixture()
+def client(sqlite_store, monkeypatch):
+    monkeypatch.setenv("WHESTBOARD_ORGANIZER_TOKEN", TOKEN)
+    app = Flask(__name__)
+    app.register_blueprint(organizer_api.blueprint)
+    return app.test_client()
+
+
+@pytest.fixture()
+def seeded(client, tmp_path):
+    path = write_csvs(tmp_path / "seed", [submission_row("s-1", "alpha"), submission_row("s-2", "beta")])
+    si.import_files([path])
+    return client
+
+
+def _snapshot():
+    return store.frame(), store.mlp_frame(), store.revision()
+
+
+def _unchanged(before) -> None:
+    pd.testing.assert_frame_equal(store.frame(), before[0])
+    pd.testing.assert_frame_equal(store.mlp_frame(), before[1])
+    assert store.revision() == before[2]
+
+
+def _upload(client, headers, tmp_path):
+    path = write_csvs(tmp_path / "up", [submission_row("u-1", "gamma")])
+    data = {"files": [(io.BytesIO(path.read_bytes()), "up.csv"),
+                      (io.BytesIO(path.with_name(path.stem + ".per_mlp.csv").read_bytes()), "up.per_mlp.csv")]}
+    return client.post("/api/submissions/import", data=data, headers=headers, content_type="multipart/form-data")
+
+
+BAD_HEADERS = [
+    {},
+    {"Authorization": "Bearer wrong"},
+    {"Authorization": f"Basic {TOKEN}"},
+    {"Authorization": f"Bearer {TOKEN}x"},
+]
+
+
+@pytest.mark.parametrize("headers", BAD_HEADERS, ids=["none", "wrong", "not-bearer", "longer"])
+def test_writes_without_the_token_are_refused_and_change_nothing(seeded, tmp_path, headers):
+    before = _snapshot()
+    assert _upload(seeded, headers, tmp_path).status_code == 403
+    assert seeded.delete("/api/submissions/s-1", headers=headers).status_code == 403
+    response = seeded.patch("/api/submissions/s-1", json={"team": "mallory"}, headers=headers)
+    assert response.status_code == 403
+    assert response.get_json()["error"] == "missing or wrong organizer token"
+    _unchanged(before)
+
+
+def test_without_a_configured_token_organizer_actions_are_disabled(seeded, tmp_path, monkeypatch):
+    monkeypatch.delenv("WHESTBOARD_ORGANIZER_TOKEN")
+    before = _snapshot()
+    for headers in ({}, {"Authorization": "Bearer "}, {"Authorization": f"Bearer {TOKEN}"}):
+        response = seeded.delete("/api/submissions/s-1", headers=headers)
+        assert response.status_code == 403
+        assert "disabled" in response.get_json()["error"]
+        assert _upload(seeded, headers, tmp_path).status_code == 403
+    _unchanged(before)
+
+
+def test_the_organizer_can_import_edit_and_delete(seeded, tmp_path):
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    response = _upload(seeded, headers, tmp_path)
+    assert response.status_code == 200, response.get_json()
+    assert response.get_json()["inserted"] == ["u-1"]
+    assert seeded.patch("/api/submissions/u-1", json={"team": "gamma two"}, headers=headers).status_code == 200
+    assert store.get("u-1").team == "gamma two"
+    assert seeded.patch("/api/submissions/u-1", json={"adjusted_score": 0}, headers=headers).status_code == 400
+    assert seeded.delete("/api/submissions/u-1", headers=headers).status_code == 200
+    assert seeded.delete("/api/submissions/u-1", headers=headers).status_code == 404
+    assert store.count() == 2
+
+
+def test_a_bad_upload_reports_every_problem_and_imports_nothing(seeded, tmp_path):
+    row, _ = submission_row("u-9", "gamma")
+    row["adjusted_score"] = "n/a"
+    other, _ = submission_row("u-10", "gamma", round_tag="v0")
+    body = pd.DataFrame([row, other]).to_csv(index=False).encode()
+    before = _snapshot()
+    response = seeded.post("/api/submissions/import", headers={"Authorization": f"Bearer {TOKEN}"},
+                           data={"files": [(io.BytesIO(body), "bad.csv")]}, content_type="multipart/form-data")
+    assert response.status_code == 400
+    problems = response.get_json()["problems"]
+    assert any("line 2" in p and "adjusted_score" in p for p in problems)
+    assert any("line 3" in p and "round is 'v0'" in p for p in problems)
+    _unchanged(before)
+
+
+def test_export_is_public(seeded):
+    response = seeded.get("/api/submissions.csv")
+    assert response.status_code == 200
+    table = pd.read_csv(io.StringIO(response.get_data(as_text=True)))
+    assert sorted(table["submission_id"]) == ["s-1", "s-2"]
+    assert seeded.get("/api/submissions/per_mlp.csv").status_code == 200
+
+
+def test_token_check_is_exact(monkeypatch):
+    monkeypatch.setenv("WHESTBOARD_ORGANIZER_TOKEN", TOKEN)
+    assert auth.is_organizer(TOKEN)
+    assert not auth.is_organizer(TOKEN[:-1])
+    assert not auth.is_organizer("")
+    assert not auth.is_organizer(None)
+    assert auth.bearer_token(f"Bearer {TOKEN}") == TOKEN
+    assert auth.bearer_token("Bearer") is None
+
+
+# ---------------------------------------------------------------------------
+# hostile input through the API: a message, a small body, nothing stored
+# ---------------------------------------------------------------------------
+
+ORGANIZER = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def _post_files(client, *files):
+    return client.post("/api/submissions/import", headers=ORGANIZER, content_type="multipart/form-data",
+                       data={"files": [(io.BytesIO(body), name) for name, body in files], "team": "gamma"})
+
+
+def test_deeply_nested_json_is_refused_with_a_message(seeded):
+    before = _snapshot()
+    response = _post_files(seeded, ("deep.json", b"[" * 10_000 + b"]" * 10_000))
+    assert response.status_code == 400
+    body = response.get_json()
+    assert body["problems"] == ["deep.json: not a `whest run --json` report: its JSON nests more than 64 levels "
+                                "deep (a report nests about 10)"]
+    _unchanged(before)
+
+
+def test_a_flood_of_bad_rows_gets_a_small_answer_with_counts(seeded):
+    header = "submission_id,team,round,submitted_at,status,whestbench_version\n"
+    body = (header + ",,,,,\n" * 1_000_000).encode()
+    before = _snapshot()
+    response = _post_files(seeded, ("flood.csv", body))
+    assert response.status_code == 400
+    assert len(response.data) < 20_000
+    answer = response.get_json()
+    assert len(answer["problems"]) == si.MAX_SHOWN_PROBLEMS
+    assert answer["problems"][0] == "flood.csv line 2: submission_id is missing"
+    assert answer["problem_count"] >= si.MAX_COUNTED_PROBLEMS and answer["complete"] is False
+    assert answer["error"].startswith(f"at least {answer['problem_count']:,} problems found (checking stopped at "
+                                      "flood.csv line ")
+    assert set(answer["problem_counts"]) == {"submission_id", "team", "round", "submitted_at", "status",
+                                             "whestbench_version"}
+    _unchanged(before)
+
+
+def test_nul_bytes_are_refused_row_by_row(seeded):
+    row, _ = submission_row("n\x00ul", "nul\x00team")
+    before = _snapshot()
+    response = _post_files(seeded, ("nul.csv", pd.DataFrame([row]).to_csv(index=False).encode()))
+    assert response.status_code == 400
+    problems = response.get_json()["problems"]
+    assert problems == [
+        "nul.csv line 2 (submission_id 'n\\x00ul'): submission_id contains the control character U+0000 at "
+        "character 2; text may not hold control characters (NUL, tab, line breaks, ...)",
+        "nul.csv line 2 (submission_id 'n\\x00ul'): team contains the control character U+0000 at character 4; "
+        "text may not hold control characters (NUL, tab, line breaks, ...)",
+    ]
+    _unchanged(before)
+
+
+def test_an_upload_over_the_limit_is_refused_before_it_is_read(seeded, monkeypatch):
+    monkeypatch.setattr(organizer_api, "MAX_UPLOAD_BYTES", 8 * 1024)
+    before = _snapshot()
+    response = _post_files(seeded, ("big.csv", b"x" * 20_000))
+    assert response.status_code == 413
+    assert response.get_json()["error"].startswith("request larger than 8 KiB; nothing was changed")
+    _unchanged(before)
+
+
+def test_hostile_edits_are_refused(seeded):
+    before = _snapshot()
+    deep = seeded.patch("/api/submissions/s-1", data=b"[" * 10_000 + b"]" * 10_000, headers=ORGANIZER,
+                        content_type="application/json")
+    assert deep.status_code == 400 and deep.get_json()["error"] == "send a JSON object of the fields to change"
+    nul = seeded.patch("/api/submissions/s-1", json={"team": "x\x00"}, headers=ORGANIZER)
+    assert nul.status_code == 400 and "team contains the control character U+0000" in nul.get_json()["error"]
+    odd = seeded.patch("/api/submissions/s-1", json={"team": {"a": 1}, "status": "graded"}, headers=ORGANIZER)
+    assert odd.status_code == 400 and odd.get_json()["error"] == "team must be text"
+    when = seeded.patch("/api/submissions/s-1", json={"submitted_at": [1]}, headers=ORGANIZER)
+    assert when.status_code == 400
+    huge = seeded.patch("/api/submissions/s-1", json={"estimator": "x" * 100_000}, headers=ORGANIZER)
+    assert huge.status_code == 413 and "64 KiB" in huge.get_json()["error"]
+    _unchanged(before)
+
+
+def test_the_public_export_neutralises_formulas(seeded, tmp_path):
+    row, mlps = submission_row("=2+3", "@evil", estimator="-1+1")
+    assert _post_files(seeded, ("f.csv", pd.DataFrame([row]).to_csv(index=False).encode()),
+                       ("f.per_mlp.csv", pd.DataFrame(mlps).to_csv(index=False).encode())).status_code == 200
+    text = seeded.get("/api/submissions.csv").get_data(as_text=True)
+    table = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False).set_index("submission_id")
+    assert table.loc["'=2+3", "team"] == "'@evil" and table.loc["'=2+3", "estimator"] == "'-1+1"
+    per_mlp = pd.read_csv(io.StringIO(seeded.get("/api/submissions/per_mlp.csv").get_data(as_text=True)), dtype=str)
+    assert set(per_mlp["submission_id"]) == {"s-1", "s-2", "'=2+3"}
+    before = _snapshot()
+    again = _post_files(seeded, ("all.csv", text.encode()))
+    assert again.status_code == 200 and again.get_json()["updated"] == [] and again.get_json()["inserted"] == []
+    _unchanged(before)
