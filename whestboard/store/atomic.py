@@ -17,12 +17,17 @@ from pathlib import Path
 from typing import IO, Any
 
 
-def write_with(path: Path, write: Callable[[IO[bytes]], None], *, mode: int = 0o644) -> None:
-    """Call ``write`` on a temporary file beside ``path``, then rename it over ``path``."""
-    path = Path(path)
+def _temporary_beside(path: Path, mode: int) -> tuple[int, str]:
+    """A temporary file in ``path``'s folder (so a rename is atomic), hidden and readable as ``mode``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.chmod(tmp, mode)
+    return fd, tmp
+
+
+def write_with(path: Path, write: Callable[[IO[bytes]], None], *, mode: int = 0o644) -> None:
+    """Call ``write`` on a temporary file beside ``path``, then rename it over ``path``."""
+    fd, tmp = _temporary_beside(Path(path), mode)
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
@@ -46,10 +51,7 @@ def write_json(path: Path, payload: Any, *, indent: int | None = 1) -> None:
 
 def create_exclusive(path: Path, data: bytes, *, mode: int = 0o644) -> bool:
     """Write ``path`` only if it does not exist yet; False when another process won the race."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.chmod(tmp, mode)
+    fd, tmp = _temporary_beside(Path(path), mode)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
