@@ -13,7 +13,7 @@ phase's worth of participants:
 - ``WHESTBOARD_TIMEOUT``: seconds before a silent worker is restarted (120).
 - ``WHESTBOARD_PRELOAD``: import the app once in the master (default on) so
   workers fork with datasets already opened; safe because no database or
-  diskcache connection crosses the fork (see whestboard/forksafe.py).
+  diskcache connection crosses the fork (see whestboard/store/forksafe.py).
 """
 
 from __future__ import annotations

@@ -28,10 +28,10 @@ import time
 import warnings
 from pathlib import Path
 
-from whestboard.scoring import rulebook_for
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from whestboard.scoring import rulebook_for  # noqa: E402 - after the path is set
+
 os.environ.setdefault("WHESTBOARD_STATE_DIR", tempfile.mkdtemp(prefix="bench-lab-"))
 warnings.filterwarnings("ignore")
 

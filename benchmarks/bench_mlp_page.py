@@ -179,6 +179,7 @@ def _grid_bytes(n_mlps: int) -> int:
         "mlp_seed": rng.integers(0, 2**63 - 1, n_mlps, dtype=np.int64),
         **{c: rng.random(n_mlps) for c in ("avg_variance", "final_mean_avg", "final_mean_median", "final_mean_max",
                                            "final_dead_fraction", "dead_fraction", "noise_floor")},
+        "damaged": np.zeros(n_mlps, dtype=bool), "damage": [""] * n_mlps,
     })
     return len(to_json_plotly(mlp_grid(summary, "full")))
 

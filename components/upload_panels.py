@@ -17,7 +17,7 @@ VERDICT_COLORS = {"ok": "success", "budget": "danger", "combined": "danger", "ti
 DISABLED_WHY = (
     "Uploads are off on this server. It runs under gunicorn, i.e. as a shared deployment, and uploaded "
     "estimators are arbitrary code: an operator turns them on with WHESTBOARD_ALLOW_UPLOADS=1 after reading "
-    "the sandbox's threat model (README, 'Uploads and the sandbox'). On your own machine `python app.py` "
+    "the sandbox's threat model (docs/uploads.md). On your own machine `python app.py` "
     "has them on, and the command line scores a file in the same sandbox: "
 )
 UPLOAD_RULES = (

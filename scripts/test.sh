@@ -5,10 +5,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 need=()
-[ -x /usr/bin/chromium ] || need+=(chromium)
-command -v redis-server >/dev/null || need+=(redis-server)
-# PostgreSQL server binaries: the store tests start a throwaway cluster as the postgres user.
-compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null || need+=(postgresql)
+case " $* " in *"not browser and not services"*) fast_tier=1 ;; *) fast_tier= ;; esac
+if [ -z "$fast_tier" ]; then  # the fast tier needs no browser and no server
+  [ -x /usr/bin/chromium ] || need+=(chromium)
+  command -v redis-server >/dev/null || need+=(redis-server)
+  # PostgreSQL server binaries: the store tests start a throwaway cluster as the postgres user.
+  compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null || need+=(postgresql)
+fi
 if ((${#need[@]})); then
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
