@@ -8,6 +8,8 @@ from dash import dcc, html
 
 BRAND = "Whestboard"
 JOB_NOTICE_ID = "whestboard-job-notice"
+#: The uploads this browser tab made (sha256 and filename): the upload page adds to it, other pages offer them.
+SESSION_UPLOADS_ID = "session-uploads"
 
 
 def job_notice() -> dbc.Alert:
@@ -43,6 +45,7 @@ def layout() -> html.Div:
     return html.Div(
         [
             dcc.Location(id="url", refresh="callback-nav"),
+            dcc.Store(id=SESSION_UPLOADS_ID, storage_type="session"),
             navbar(),
             dbc.Container(dash.page_container, fluid=True, className="pb-5"),
             job_notice(),

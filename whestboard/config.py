@@ -90,6 +90,11 @@ def state_dir() -> Path:
     return path
 
 
+def kept_datasets_dir() -> Path:
+    """Where datasets made in the app are kept (``<state dir>/datasets``): served like the embedded ones."""
+    return state_dir() / "datasets"
+
+
 def database_url() -> str:
     """SQLAlchemy URL of the store; an SQLite file under the state folder by default."""
     return _raw("WHESTBOARD_DATABASE_URL") or f"sqlite:///{state_dir() / 'whestboard.sqlite'}"
