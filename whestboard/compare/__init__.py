@@ -11,7 +11,15 @@ with per-MLP results, baselines, ``score --json`` reports). May import: ``whestb
 
 from whestboard.compare import anatomy, comparison, paired, sides
 from whestboard.compare.comparison import anatomy_inputs, anatomy_of, dataset_of, heatmap_of, verdict
-from whestboard.compare.sides import ID_HELP, CompareError, Side, candidates, load_report_file, load_side
+from whestboard.compare.sides import (
+           ID_HELP,
+           CompareError,
+           Side,
+           candidates,
+           load_report_file,
+           load_side,
+           resolve_side,
+)
 
 __all__ = ["ID_HELP", "CompareError", "Side", "anatomy", "anatomy_inputs", "anatomy_of", "candidates", "comparison",
-           "dataset_of", "heatmap_of", "load_report_file", "load_side", "paired", "sides", "verdict"]
+           "dataset_of", "heatmap_of", "load_report_file", "load_side", "paired", "resolve_side", "sides", "verdict"]

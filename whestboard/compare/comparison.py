@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from whestboard.compare.paired import (
 )
 from whestboard.compare.sides import CompareError, Side, shared_indices
 from whestboard.data import registry
+from whestboard.data.datasets import open_dataset
 from whestboard.data.weights_cache import BoundedCache
 
 SCHEMA = "whestboard.compare/1"
@@ -168,9 +170,14 @@ def heatmap_of(inputs: AnatomyInputs, mlp_index: int) -> anatomy.ErrorHeatmap:
 
 
 def dataset_of(side: Side):
-    """The served dataset a side was scored on (its reference and weights), or CompareError."""
-    try:
-        return registry.get_dataset(side.dataset_key or "")
-    except KeyError as exc:
-        raise CompareError(f"dataset {side.dataset_key!r} of {side.label} is not served here, so its references "
-                           "cannot be read") from exc
+    """The dataset a side was scored on (its references and weights): a served one, else the directory
+    its run read (a CLI run of a dataset folder); CompareError when neither is there."""
+    served = registry.datasets().get(side.dataset_key or "")
+    if served is not None:
+        return served
+    if side.dataset_path and Path(side.dataset_path).is_dir():
+        ds = open_dataset(side.dataset_path)
+        if ds.info.key == side.dataset_key:
+            return ds
+    raise CompareError(f"dataset {side.dataset_key!r} of {side.label} is not served here, so its references "
+                       "cannot be read: add its folder to WHESTBOARD_DATASETS")

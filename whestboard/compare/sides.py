@@ -52,6 +52,7 @@ class Side:
     n_reference_samples: int | None
     entries: dict[int, dict]  # mlp_index -> {final_layer_mse, adjusted_score, avg_variance, mlp_name, ...}
     predictions: dict[int, np.ndarray] = field(default_factory=dict)  # mlp_index -> (depth, width)
+    dataset_path: str | None = None  # where a run's dataset was read from, for one the app does not serve
 
     def describe(self) -> dict:
         return {"id": self.side_id, "label": self.label, "kind": self.kind, "dataset": self.dataset_key,
@@ -124,7 +125,7 @@ def _run_side(run_id: str) -> Side:
     label = f"{estimator.get('label') or 'run'} · {(report.get('source') or 'run')} {run_id[:8]}"
     return Side(f"run:{run_id}", label, "run", dataset.get("key"), (report.get("rulebook") or {}).get("round_tag"),
                 dataset.get("n_samples"), _entries((report.get("results") or {}).get("per_mlp")),
-                runstore.get_run_predictions(run_id))
+                runstore.get_run_predictions(run_id), dataset.get("path"))
 
 
 def _submission_side(submission_id: str) -> Side:
@@ -176,7 +177,7 @@ def load_report_file(path: str | Path) -> Side:
     predictions = runstore.get_run_predictions(run_id) if isinstance(run_id, str) and run_id else {}
     return Side(f"file:{path}", f"{estimator.get('label') or path.name} · {path.name}", "report",
                 dataset.get("key"), (extras.get("rulebook") or {}).get("round_tag"), dataset.get("n_samples"),
-                entries, predictions)
+                entries, predictions, dataset.get("path"))
 
 
 def shared_indices(a: Side, b: Side) -> list[int]:
@@ -248,3 +249,19 @@ def _submission_candidates(dataset: str | None, wanted: set[int] | None) -> list
     return [{"id": f"sub:{sid}", "kind": "submission", "dataset": ds_key, "n_mlps": n,
              "label": f"{team} · {estimator or sid} · submission · {ds_key or 'no dataset'}"}
             for sid, team, estimator, ds_key, n in found]
+
+
+def resolve_side(text: str) -> Side:
+    """What the CLI is given: a ``score --json`` file, a prefixed id, or a bare run or submission id."""
+    text = (text or "").strip()
+    prefix = text.partition(":")[0]
+    if prefix in KINDS:
+        return load_side(text)
+    if Path(text).expanduser().is_file():
+        return load_report_file(Path(text).expanduser())
+    if runstore.get_run(text) is not None:
+        return _run_side(text)
+    if submissions.get(text) is not None:
+        return _submission_side(text)
+    raise CompareError(f"{text!r} is neither a file, a run id nor a submission id: give a score --json report "
+                       f"or {ID_HELP}")
