@@ -122,10 +122,11 @@ def final_classes(dataset, index: int) -> tuple[np.ndarray, np.ndarray]:
     return CLASS_CACHE.get_or_load(key, compute)
 
 
-def anatomy_inputs(a: Side, b: Side | None, dataset) -> AnatomyInputs:
-    """Stack the shared MLPs with predictions; B's predictions only when it stored them for each."""
+def anatomy_inputs(a: Side, b: Side | None, dataset, *, only: list[int] | None = None) -> AnatomyInputs:
+    """Stack the shared MLPs with predictions (or ``only`` those of them); B's predictions only when it
+    stored them for each."""
     keys = shared_indices(a, b) if b is not None else sorted(a.entries)
-    indices = [i for i in keys if i in a.predictions]
+    indices = [i for i in keys if i in a.predictions and (only is None or i in only)]
     if not indices:
         raise CompareError(f"{a.label} stored no predictions, so its error cannot be taken apart: "
                            "score it with Whestboard (lab, score or upload)")

@@ -24,6 +24,7 @@ from sqlalchemy import select
 
 from whestboard.band.baselines import BASELINE_LABELS, load_baselines
 from whestboard.data import registry
+from whestboard.data.weights_cache import BoundedCache
 from whestboard.leaderboard import store as submissions
 from whestboard.scoring import runstore
 from whestboard.store import database as db
@@ -265,3 +266,21 @@ def resolve_side(text: str) -> Side:
         return _submission_side(text)
     raise CompareError(f"{text!r} is neither a file, a run id nor a submission id: give a score --json report "
                        f"or {ID_HELP}")
+
+
+def _side_bytes(side: Side) -> int:
+    return 4096 + sum(int(p.nbytes) for p in side.predictions.values())
+
+
+#: Sides loaded for the page, by (id, store revisions): a 1000-MLP run at 1024 x 16 holds 64 MiB of predictions.
+SIDE_CACHE: BoundedCache[Side] = BoundedCache(max_size=256 * 2**20, size_of=_side_bytes)
+
+
+def stores_revision() -> str:
+    """Changes when a run is recorded or a submission written: what loaded sides are cached under."""
+    return f"{runstore.revision()}|{submissions.revision()}"
+
+
+def cached_side(side_id: str) -> Side:
+    """``load_side`` once per process and store revision (the page asks for the same two sides repeatedly)."""
+    return SIDE_CACHE.get_or_load((side_id, stores_revision()), lambda: load_side(side_id))
