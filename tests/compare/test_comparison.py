@@ -102,7 +102,7 @@ def test_shares_add_up_exactly_on_many_values():
     dead, on = rng.random((300, 1024)) < 0.3, rng.random((300, 1024)) < 0.3
     shares = class_shares(values, dead, on)
     assert shares.parts["dead"] + shares.parts["kinked"] + shares.parts["always_on"] == shares.total
-    assert shares.total == pytest.approx(math.fsum(values.ravel().tolist()), rel=1e-15)
+    assert shares.total == pytest.approx(math.fsum(values.ravel().tolist()), rel=1e-13)  # pairwise summation
     assert sum(shares.share(c) for c in ("dead", "kinked", "always_on")) == pytest.approx(1.0, abs=1e-15)
     assert sum(shares.counts.values()) == values.size
 

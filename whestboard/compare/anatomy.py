@@ -5,9 +5,9 @@ and, for the final layer, which neurons are dead or always-on (the MLP page's de
 ``whestboard.data.mlp_stats``; every other neuron is kinked: sometimes clipped by its ReLU). The same
 functions take one run (``a``) or a pair (``a`` and ``b``: then each part is also given for A - B).
 
-Shares of the final-layer squared error are sums over disjoint neuron sets, each summed exactly
-(``math.fsum``), and the total is defined as the sum of the three parts, so they add up to it exactly
-and each share is its part over that total.
+Shares of the final-layer squared error are sums over disjoint neuron sets (numpy's pairwise sum, within
+a few ulps of the exactly rounded one), and the total is defined as the sum of the three parts, so they
+add up to it exactly and each share is its part over that total.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def class_shares(values: np.ndarray, dead: np.ndarray, always_on: np.ndarray) ->
     always_on = np.asarray(always_on, dtype=bool) & ~dead
     kinked = ~dead & ~always_on
     masks = {"dead": dead, "kinked": kinked, "always_on": always_on}
-    parts = {name: math.fsum(values[mask].tolist()) for name, mask in masks.items()}
+    parts = {name: float(np.sum(values, where=mask)) for name, mask in masks.items()}
     total = parts["dead"] + parts["kinked"] + parts["always_on"]
     return ClassShares(parts, {name: int(mask.sum()) for name, mask in masks.items()}, total)
 
@@ -137,12 +137,14 @@ def worst_neurons(pred_a: np.ndarray, truth: np.ndarray, indices: list[int], pre
         sq = squared_errors(pred_a[:, layer], truth[:, layer])
         if pred_b is not None:
             sq = sq - squared_errors(pred_b[:, layer], truth[:, layer])
-        flat = sq.ravel()
-        take = min(k, flat.size)
-        if take == 0:
+        if sq.size == 0:
             continue
+        # The k largest values lie in the k rows (MLPs) with the largest maxima: partition only those.
+        rows = np.argsort(-sq.max(axis=1), kind="stable")[:k]
+        flat = sq[rows].ravel()
+        take = min(k, flat.size)
         top = np.argpartition(-flat, take - 1)[:take]
-        candidates += [(float(flat[p]), int(p) // width, layer, int(p) % width) for p in top]
+        candidates += [(float(flat[p]), int(rows[int(p) // width]), layer, int(p) % width) for p in top]
     candidates.sort(key=lambda c: (-c[0], c[1], c[2], c[3]))
     rows = []
     for _, m, layer, neuron in candidates[:k]:

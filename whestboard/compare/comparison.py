@@ -131,11 +131,11 @@ def anatomy_inputs(a: Side, b: Side | None, dataset, *, only: list[int] | None =
         raise CompareError(f"{a.label} stored no predictions, so its error cannot be taken apart: "
                            "score it with Whestboard (lab, score or upload)")
     with_b = b is not None and all(i in b.predictions for i in indices)
-    truth = np.stack([dataset.truth(i)[0] for i in indices]).astype(np.float32)
+    truth = np.stack([dataset.truth(i)[0] for i in indices], dtype=np.float32)
     classes = [final_classes(dataset, i) for i in indices]
     return AnatomyInputs(
-        indices, truth, np.stack([a.predictions[i] for i in indices]).astype(np.float32),
-        np.stack([b.predictions[i] for i in indices]).astype(np.float32) if with_b else None,
+        indices, truth, np.stack([a.predictions[i] for i in indices], dtype=np.float32),
+        np.stack([b.predictions[i] for i in indices], dtype=np.float32) if with_b else None,
         np.stack([c[0] for c in classes]), np.stack([c[1] for c in classes]),
     )
 
