@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -25,6 +26,12 @@ def _cli(state, *argv) -> str:
     return done.stdout
 
 
+def _pick(page, dropdown: str, run_id: str) -> None:
+    """Open a dropdown and click the run whose label carries the start of its id (waits for the option)."""
+    page.click(dropdown)
+    page.get_by_role("option", name=re.compile(run_id[:8])).click()
+
+
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory):
     """A server whose run store holds mean and covariance propagation on the same four MLPs."""
@@ -41,13 +48,10 @@ def test_pick_two_runs_read_the_verdict_and_open_the_anatomy(browser, scored):
     with checked_page(browser, base) as page:
         page.goto(base + "/compare")
         wait_for_dash(page)
-        page.click("#compare-a")
-        page.keyboard.type(mean_id[:8])
-        page.keyboard.press("Enter")
+        _pick(page, "#compare-a", mean_id)
+        page.wait_for_function("() => (document.querySelector('#compare-hint') || {}).innerText?.includes('Pick B')")
         wait_for_dash(page)
-        page.click("#compare-b")
-        page.keyboard.type(cov_id[:8])
-        page.keyboard.press("Enter")
+        _pick(page, "#compare-b", cov_id)  # offered once B's list, filtered by A, has come back
         page.wait_for_selector("#compare-verdict-panel")
         page.wait_for_function("id => new URLSearchParams(location.search).get('b') === 'run:' + id", arg=cov_id)
         assert f"a=run%3A{mean_id}" in page.url or f"a=run:{mean_id}" in page.url
