@@ -179,3 +179,22 @@ def test_submissions_with_per_mlp_results_pair_by_dataset_and_index(dataset, two
 def test_what_cannot_be_compared_is_said_in_a_sentence(side_id, message):
     with pytest.raises(CompareError, match=message):
         load_side(side_id)
+
+
+def test_a_run_against_an_embedded_baseline_pairs_on_its_mlps():
+    """The baseline carries no predictions: the verdict pairs on its results, the anatomy is A's alone
+    with B's per-layer MSE from B's own results."""
+    from whestboard.data import registry
+
+    dataset = registry.get_dataset("v1-warmup")
+    outcome = runs.run(runs.RunRequest(dataset, "0:3", resolve_estimator("mean"), rulebook_for("v1-warmup")))
+    a, b = load_side(f"run:{outcome.run_id}"), load_side("base:v1-warmup:mean")
+    out = verdict(a, b)
+    assert out["n_shared"] == 3 and not out["noise"]["available"]
+    # The same estimator under the same rulebook: the stored baseline is this run, MLP for MLP.
+    assert out["final_layer_mse"]["mean_difference"] == pytest.approx(0.0, abs=1e-12)
+    anatomy = anatomy_of(anatomy_inputs(a, b, dataset))
+    assert not anatomy["has_b"] and "shares_difference" not in anatomy
+    np.testing.assert_allclose(anatomy["per_layer_mse_b"], np.mean([b.entries[i]["per_layer_mse"] for i in range(3)],
+                                                                   axis=0))
+    np.testing.assert_allclose(anatomy["per_layer_mse_a"], anatomy["per_layer_mse_b"], rtol=1e-5)

@@ -108,6 +108,7 @@ class AnatomyInputs:
     pred_b: np.ndarray | None
     dead: np.ndarray  # (mlps, width) final layer
     always_on: np.ndarray
+    per_layer_b: np.ndarray | None = None  # B's per-layer MSE from its results, when it has no predictions
 
 
 def final_classes(dataset, index: int) -> tuple[np.ndarray, np.ndarray]:
@@ -137,7 +138,16 @@ def anatomy_inputs(a: Side, b: Side | None, dataset, *, only: list[int] | None =
         indices, truth, np.stack([a.predictions[i] for i in indices], dtype=np.float32),
         np.stack([b.predictions[i] for i in indices], dtype=np.float32) if with_b else None,
         np.stack([c[0] for c in classes]), np.stack([c[1] for c in classes]),
+        None if with_b or b is None else _reported_per_layer(b, indices, truth.shape[1]),
     )
+
+
+def _reported_per_layer(side: Side, indices: list[int], depth: int) -> np.ndarray | None:
+    """A side's per-layer MSE averaged over ``indices`` from its own per-MLP results (baselines carry them)."""
+    rows = [side.entries[i]["per_layer_mse"] for i in indices]
+    if not all(isinstance(r, list) and len(r) == depth for r in rows):
+        return None
+    return np.mean(np.asarray(rows, dtype=np.float64), axis=0)
 
 
 def anatomy_of(inputs: AnatomyInputs) -> dict:
@@ -153,6 +163,8 @@ def anatomy_of(inputs: AnatomyInputs) -> dict:
         "by_truth": anatomy.error_by_truth(inputs.truth[final], sq_a, sq_b).as_dict(),
         "worst": anatomy.worst_neurons(inputs.pred_a, inputs.truth, inputs.indices, inputs.pred_b),
     }
+    if sq_b is None and inputs.per_layer_b is not None:
+        out["per_layer_mse_b"] = inputs.per_layer_b.tolist()
     if sq_b is not None:
         out["per_layer_mse_b"] = anatomy.per_layer_mse(inputs.pred_b, inputs.truth).tolist()
         out["shares_b"] = anatomy.class_shares(sq_b, inputs.dead, inputs.always_on).as_dict()
