@@ -22,6 +22,7 @@ from whestboard.compare import (
 from whestboard.compare.anatomy import class_shares, error_by_truth, squared_errors, worst_neurons
 from whestboard.compare.paired import reference_noise_variance
 from whestboard.compare.sides import candidates
+from whestboard.data import registry
 from whestboard.data.datasets import open_dataset
 from whestboard.data.mlp_stats import compute_mlp_stats
 from whestboard.leaderboard import MLPResult, Submission, store
@@ -184,8 +185,6 @@ def test_what_cannot_be_compared_is_said_in_a_sentence(side_id, message):
 def test_a_run_against_an_embedded_baseline_pairs_on_its_mlps():
     """The baseline carries no predictions: the verdict pairs on its results, the anatomy is A's alone
     with B's per-layer MSE from B's own results."""
-    from whestboard.data import registry
-
     dataset = registry.get_dataset("v1-warmup")
     outcome = runs.run(runs.RunRequest(dataset, "0:3", resolve_estimator("mean"), rulebook_for("v1-warmup")))
     a, b = load_side(f"run:{outcome.run_id}"), load_side("base:v1-warmup:mean")
