@@ -45,13 +45,8 @@ def squared_errors(predictions: np.ndarray, truth: np.ndarray) -> np.ndarray:
 
 
 def per_layer_mse(predictions: np.ndarray, truth: np.ndarray) -> np.ndarray:
-    """``(depth,)``: each MLP's per-layer MSE, averaged over MLPs (the grader's ``per_layer_mse``).
-
-    One layer at a time, so a 1000-MLP suite at 1024 x 16 never holds a float64 copy of every error.
-    """
-    depth = np.shape(predictions)[1]
-    return np.array([squared_errors(predictions[:, layer], truth[:, layer]).mean(axis=1).mean()
-                     for layer in range(depth)])
+    """``(depth,)``: each MLP's per-layer MSE, averaged over MLPs (the grader's ``per_layer_mse``)."""
+    return sweep_layers(predictions, truth, [0] * len(predictions), k=0).per_layer_a
 
 
 @dataclass(frozen=True)
@@ -131,13 +126,36 @@ def worst_neurons(pred_a: np.ndarray, truth: np.ndarray, indices: list[int], pre
 
     With ``pred_b``, ranked by A's excess over B instead (``err_A^2 - err_B^2``): where A loses most.
     """
+    return sweep_layers(pred_a, truth, indices, pred_b, k=k).worst
+
+
+@dataclass(frozen=True)
+class LayerSweep:
+    """What one pass over the layers gives: per-layer MSE of each side and the worst neurons."""
+
+    per_layer_a: np.ndarray  # (depth,)
+    per_layer_b: np.ndarray | None
+    worst: list[dict]
+
+
+def sweep_layers(pred_a: np.ndarray, truth: np.ndarray, indices: list[int], pred_b: np.ndarray | None = None,
+                 *, k: int = WORST_NEURONS) -> LayerSweep:
+    """Per-layer MSEs and the ``k`` worst neurons in one pass, a layer at a time.
+
+    A layer of 1000 MLPs at width 1024 is 8 MB in float64, so memory stays bounded whatever the depth,
+    and each squared error is computed once for both results.
+    """
     mlps, depth, width = np.shape(pred_a)
+    per_a, per_b = np.zeros(depth), np.zeros(depth)
     candidates: list[tuple[float, int, int, int]] = []  # (key, mlp position, layer, neuron)
-    for layer in range(depth):  # a layer at a time: bounded memory, then the k best of each layer merged
+    for layer in range(depth):
         sq = squared_errors(pred_a[:, layer], truth[:, layer])
+        per_a[layer] = sq.mean(axis=1).mean() if sq.size else np.nan
         if pred_b is not None:
-            sq = sq - squared_errors(pred_b[:, layer], truth[:, layer])
-        if sq.size == 0:
+            sq_b = squared_errors(pred_b[:, layer], truth[:, layer])
+            per_b[layer] = sq_b.mean(axis=1).mean() if sq_b.size else np.nan
+            sq -= sq_b
+        if sq.size == 0 or k <= 0:
             continue
         # The k largest values lie in the k rows (MLPs) with the largest maxima: partition only those.
         rows = np.argsort(-sq.max(axis=1), kind="stable")[:k]
@@ -146,7 +164,7 @@ def worst_neurons(pred_a: np.ndarray, truth: np.ndarray, indices: list[int], pre
         top = np.argpartition(-flat, take - 1)[:take]
         candidates += [(float(flat[p]), int(rows[int(p) // width]), layer, int(p) % width) for p in top]
     candidates.sort(key=lambda c: (-c[0], c[1], c[2], c[3]))
-    rows = []
+    worst = []
     for _, m, layer, neuron in candidates[:k]:
         sq_a = squared_errors(pred_a[m, layer], truth[m, layer])
         row = {"mlp_index": int(indices[m]), "layer": layer + 1, "neuron": neuron,
@@ -156,8 +174,8 @@ def worst_neurons(pred_a: np.ndarray, truth: np.ndarray, indices: list[int], pre
             sq_b = squared_errors(pred_b[m, layer], truth[m, layer])
             row.update(predicted_b=float(pred_b[m, layer, neuron]), sq_error_b=float(sq_b[neuron]),
                        layer_mse_b=float(sq_b.mean()))
-        rows.append(row)
-    return rows
+        worst.append(row)
+    return LayerSweep(per_a, per_b if pred_b is not None else None, worst)
 
 
 @dataclass(frozen=True)

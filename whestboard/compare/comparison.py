@@ -155,18 +155,19 @@ def anatomy_of(inputs: AnatomyInputs) -> dict:
     final = slice(None), -1
     sq_a = anatomy.squared_errors(inputs.pred_a[final], inputs.truth[final])
     sq_b = None if inputs.pred_b is None else anatomy.squared_errors(inputs.pred_b[final], inputs.truth[final])
+    sweep = anatomy.sweep_layers(inputs.pred_a, inputs.truth, inputs.indices, inputs.pred_b)
     out = {
         "mlp_index": inputs.indices,
         "has_b": sq_b is not None,
-        "per_layer_mse_a": anatomy.per_layer_mse(inputs.pred_a, inputs.truth).tolist(),
+        "per_layer_mse_a": sweep.per_layer_a.tolist(),
         "shares_a": anatomy.class_shares(sq_a, inputs.dead, inputs.always_on).as_dict(),
         "by_truth": anatomy.error_by_truth(inputs.truth[final], sq_a, sq_b).as_dict(),
-        "worst": anatomy.worst_neurons(inputs.pred_a, inputs.truth, inputs.indices, inputs.pred_b),
+        "worst": sweep.worst,
     }
     if sq_b is None and inputs.per_layer_b is not None:
         out["per_layer_mse_b"] = inputs.per_layer_b.tolist()
-    if sq_b is not None:
-        out["per_layer_mse_b"] = anatomy.per_layer_mse(inputs.pred_b, inputs.truth).tolist()
+    if sweep.per_layer_b is not None:
+        out["per_layer_mse_b"] = sweep.per_layer_b.tolist()
         out["shares_b"] = anatomy.class_shares(sq_b, inputs.dead, inputs.always_on).as_dict()
         out["shares_difference"] = anatomy.class_shares(sq_a - sq_b, inputs.dead, inputs.always_on).as_dict()
     return _json_number(out)
