@@ -21,6 +21,8 @@ from whestboard.compare.sides import cached_side, candidates, stores_revision
 dash.register_page(__name__, path="/compare", name="Compare", order=6, title="Compare · Whestboard")
 
 HIDDEN, SHOWN = {"display": "none"}, {"display": "block"}
+#: No id is longer (a submission id is at most 200 characters, plus its prefix).
+MAX_ID_CHARS = 600
 INTRO = ("Pick two things scored on common MLPs. Each MLP is compared with itself (paired): MLPs differ from each "
          "other far more than two estimators differ on one MLP, so pairing resolves differences no unpaired "
          "comparison can, even below the reference's noise floor, where the reference's own noise cancels.")
@@ -61,8 +63,16 @@ def _b_choices(a: str | None, uploads, current: str | None) -> list[dict]:
     return options
 
 
+def _one_id(value) -> str | None:
+    """An id from the address: a repeated parameter (``?a=x&a=y``) keeps its last value; capped in length."""
+    if isinstance(value, (list, tuple)):
+        value = value[-1] if value else None
+    return str(value)[:MAX_ID_CHARS] if value else None
+
+
 def layout(a: str | None = None, b: str | None = None, **_query) -> html.Div:
     """The dropdowns start with their options: a value from the address outside its options would be dropped."""
+    a, b = _one_id(a), _one_id(b)
     return html.Div([
         html.H2("Compare"),
         html.P(INTRO, className="text-muted"),

@@ -86,3 +86,12 @@ def test_an_address_with_both_ids_opens_the_verdict_and_a_bad_id_is_a_sentence(b
         page.wait_for_selector("#compare-error")
         assert "no run 'nosuchrun'" in page.inner_text("#compare-error")
         wait_for_dash(page)
+
+
+def test_hostile_addresses_are_answered_in_the_page(browser, scored):
+    base, (mean_id, _), _ = scored
+    with checked_page(browser, base) as page:
+        for query in (f"a=run:{mean_id}&a=sub:x&b=base:nowhere:mean", "a=" + "x" * 5000, "a=base:v1-warmup:magic&b=run:1"):
+            page.goto(base + "/compare?" + query)
+            wait_for_dash(page)
+            assert page.locator("#compare-error, #compare-hint").count() == 1
