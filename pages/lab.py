@@ -12,6 +12,7 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 
+from components.compare_panels import compare_url
 from components.figures import lab as figs
 from components.selectors import not_found_panel, resolve_selection, selector_row
 from server.cache import cache
@@ -249,6 +250,8 @@ def _results(report: dict, *, cached: bool) -> html.Div:
         html.P(figs.MC_SAME_HELP, className="text-muted small"),
         html.H5("Per MLP", className="mt-3"),
         figs.per_mlp_table(report),
+        dcc.Link("Compare this run with another (paired, on the same MLPs)",
+                 href=compare_url(f"run:{report['run_id']}"), id="lab-compare-link", className="small"),
     ], id="lab-result-panel")
 
 

@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("whestboard.cli.submissions", "export every submission in the import schema (CSV)"),
     "sweep": ("whestboard.cli.sweep", "grade the baseline estimators on the embedded data as submissions"),
     "score": ("whestboard.cli.score", "score an estimator on a dataset's MLPs exactly as the grader would"),
+    "compare": ("whestboard.cli.compare", "compare two runs or submissions paired on their shared MLPs (noise-aware)"),
     "check": ("whestboard.cli.check", "contract-check an estimator file in the sandbox (metered, stricter than whest validate)"),
 }
 

@@ -202,7 +202,9 @@ def get_run_predictions(run_id: str) -> dict[int, np.ndarray]:
     if not blob:
         return {}
     with np.load(io.BytesIO(blob)) as packed:
-        return {int(i): packed["predictions"][n] for n, i in enumerate(packed["indices"])}
+        # Each ``packed[name]`` decompresses the whole member again: read each once, not once per MLP.
+        indices, predictions = packed["indices"], packed["predictions"]
+    return {int(i): predictions[n] for n, i in enumerate(indices)}
 
 
 def find_cached(cache_key: str) -> str | None:

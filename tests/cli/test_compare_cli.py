@@ -1,0 +1,74 @@
+"""``python -m whestboard compare`` prints the comparison the core computes, from ids or report files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.upstream import make_official
+from whestboard.cli import main
+from whestboard.compare import anatomy_inputs, anatomy_of, load_side, verdict
+from whestboard.data.datasets import open_dataset
+from whestboard.scoring import rulebook_for, runs
+from whestboard.scoring.estimators import resolve_estimator
+from whestboard.scoring.report import whest_shaped
+
+pytestmark = [pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning"),
+              pytest.mark.usefixtures("private_state")]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    return open_dataset(make_official(tmp_path_factory.mktemp("cli-cmp") / "ds", seeds=[7, 8, 9, 10]))
+
+
+@pytest.fixture
+def two_runs(dataset):
+    return [runs.run(runs.RunRequest(dataset, None, resolve_estimator(kind), rulebook_for(None)))
+            for kind in ("mean", "cov")]
+
+
+def _json(capsys, *argv) -> dict:
+    assert main(["compare", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_json_is_the_core_verdict_for_prefixed_and_bare_ids(capsys, two_runs):
+    a, b = (r.run_id for r in two_runs)
+    expected = verdict(load_side(f"run:{a}"), load_side(f"run:{b}"))
+    assert _json(capsys, f"run:{a}", f"run:{b}") == json.loads(json.dumps(expected))
+    assert _json(capsys, a, b)["score"] == expected["score"]
+
+
+def test_two_score_json_reports_compare_like_their_runs(capsys, two_runs, tmp_path):
+    paths = []
+    for outcome, name in zip(two_runs, ("mean.json", "cov.json"), strict=True):
+        paths.append(tmp_path / name)
+        paths[-1].write_text(json.dumps(whest_shaped(outcome.report)))
+    from_files = _json(capsys, *map(str, paths))
+    from_ids = _json(capsys, *(f"run:{r.run_id}" for r in two_runs))
+    for key in ("score", "final_layer_mse", "n_shared", "per_mlp"):
+        assert from_files[key] == from_ids[key]
+
+
+def test_anatomy_flag_adds_the_anatomy_of_the_stored_predictions(capsys, two_runs, dataset):
+    a, b = (load_side(f"run:{r.run_id}") for r in two_runs)
+    out = _json(capsys, a.side_id, b.side_id, "--anatomy")
+    assert out["anatomy"] == json.loads(json.dumps(anatomy_of(anatomy_inputs(a, b, dataset))))
+
+
+def test_human_output_names_the_verdict_and_what_limits_it(capsys, two_runs):
+    assert main(["compare", *(f"run:{r.run_id}" for r in two_runs)]) == 0
+    text = capsys.readouterr().out
+    assert "4 shared MLPs" in text and "sign-flip p" in text and "limited by" in text
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["nothing-here", "run:abc"], "neither a file, a run id nor a submission id"),
+    (["run:abc", "run:def"], "no run 'abc'"),
+])
+def test_mistakes_are_one_line_errors(capsys, argv, message):
+    assert main(["compare", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
