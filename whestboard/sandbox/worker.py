@@ -32,6 +32,9 @@ import traceback
 from pathlib import Path
 
 from whestboard import config
+from whestboard.rules.environment import GraderEnvironment
+from whestboard.rules.failures import whest_error
+from whestboard.sandbox import imports
 from whestboard.sandbox.confine import TMP, PrivateTmp, RLimits, confine, die_with_parent
 from whestboard.sandbox.protocol import FrameReader, ProtocolError, read_blocking, send
 
@@ -46,6 +49,7 @@ def _preload() -> float:
     import flopscope.numpy  # noqa: F401
     import numpy  # noqa: F401
     import whestbench  # noqa: F401  (participants write ``from whestbench import BaseEstimator``)
+    import whestbench.cli  # noqa: F401  (its error payload names a load or setup failure as `whest run` does)
     import whestbench.estimators  # noqa: F401  (the reference baselines many submissions build on)
     import whestbench.loader  # noqa: F401
     import whestbench.scoring  # noqa: F401
@@ -106,16 +110,27 @@ def _error_message(exc: BaseException) -> str:
 def _error(stage: str, exc: BaseException, *, writable: tuple[str, ...] = (), with_traceback: bool = True) -> dict:
     details = getattr(exc, "details", None)
     keep_details = isinstance(details, dict) and isinstance(exc, ValueError)
+    code = failure_code(exc, writable)
     return {
         "status": "error",
         "stage": stage,
-        "code": failure_code(exc, writable),
+        "code": code,
         "error_type": type(exc).__name__,
+        # How `whest run --json` names a failure to load or set up (its stage "run" is the import).
+        "whest_error": _whest_error(exc, "run" if stage == "load" else stage)
+        if stage in ("load", "setup") and code == "PREDICT_ERROR" else None,
         # ValueError-with-details is the grader's own shape/finiteness error: keep its text verbatim.
         "error_message": str(exc) if keep_details else _error_message(exc),
         "details": details if keep_details else None,
         "traceback": None if keep_details or not with_traceback else _tail(traceback.format_exc()),
     }
+
+
+def _whest_error(exc: BaseException, stage: str) -> dict | None:
+    try:
+        return whest_error(exc, stage)
+    except Exception:  # noqa: BLE001 - a participant may have broken whestbench itself; the code still goes back
+        return None
 
 
 class Worker:
@@ -151,6 +166,10 @@ class Worker:
             self.writable += (str(TMP),)
         _forget_app_paths(request.get("app_paths", []))
         self.wall_time_limit_s = request.get("wall_time_limit_s")
+        environment = request.get("environment")
+        if environment:
+            submission_dir = os.path.realpath(request["context"]["submission_dir"])
+            imports.install(GraderEnvironment.from_dict(environment), submission_dir)
         try:
             started = time.perf_counter()
             self.estimator = self._load(request)
