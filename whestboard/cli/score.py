@@ -99,8 +99,8 @@ def _participant(spec: str, round_tag: str):
     """``(handle, what ships, the grader rule that applies)``; built-ins and Monte Carlo have no files."""
     if not is_file_spec(spec):
         return resolve_estimator(spec), None, None
-    files = shipped(spec)
-    return sandboxed_handle(spec, round_tag=round_tag), files, environment_for(round_tag).as_dict()
+    handle = sandboxed_handle(spec, round_tag=round_tag)
+    return handle, shipped(spec), environment_for(round_tag).as_dict()
 
 
 def _fail(args: argparse.Namespace, error: dict, extras: dict) -> int:

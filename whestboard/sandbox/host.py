@@ -726,9 +726,11 @@ class SandboxedEstimator(BaseEstimator):
             code = "LOAD_ERROR" if reply.get("stage") == "load" else "SETUP_ERROR"
         message = str(reply.get("error_message") or "the estimator failed")
         whest = reply.get("whest_error") if isinstance(reply.get("whest_error"), dict) else None
+        traceback = reply.get("traceback") if isinstance(reply.get("traceback"), str) else None
         if self.worker is not None:  # name files as the participant knows them, not by the worker's folder
             inside = f"{self.worker.submission_dir}/"
             message = message.replace(inside, "")
+            traceback = traceback.replace(inside, "") if traceback else None
             whest = {**whest, "message": str(whest.get("message", "")).replace(inside, "")} if whest else None
         if reply.get("stage") == "load":
             message = f"could not load the estimator: {message}"
@@ -737,7 +739,7 @@ class SandboxedEstimator(BaseEstimator):
         message += self._limit_note(code, reply.get("confinement") or (self.started.confinement
                                                                         if self.started else {}))
         details = reply.get("details") if isinstance(reply.get("details"), dict) else None
-        error = _runner_error(stage, code, message, traceback=reply.get("traceback"), details=details)
+        error = _runner_error(stage, code, message, traceback=traceback, details=details)
         if stage == "setup" and whest:
             error.whest_error = whest  # how `whest run --json` names it: see whest_error_of
         return error

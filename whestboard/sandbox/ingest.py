@@ -296,6 +296,11 @@ def _upstream_validation(data: bytes) -> None:
 # --- entry point ------------------------------------------------------------------------------------
 
 
+def is_archive(filename: str) -> bool:
+    """Whether a name is a ``whest package`` tarball's (a whole submission of its own)."""
+    return filename.lower().endswith((".tar.gz", ".tgz"))
+
+
 def kind_of(filename: str) -> str:
     lowered = filename.lower()
     if lowered.endswith(".py"):

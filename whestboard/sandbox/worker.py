@@ -107,7 +107,22 @@ def _error_message(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _error(stage: str, exc: BaseException, *, writable: tuple[str, ...] = (), with_traceback: bool = True) -> dict:
+def participant_traceback(exc: BaseException, submission_dir: str | None) -> str:
+    """The traceback of a load or setup failure, cut to the participant's own frames.
+
+    The frames above them are the worker's and whestbench's loader: noise to a participant, who needs
+    the line of their file that raised (a syntax error carries its own file and line).
+    """
+    frames = traceback.extract_tb(exc.__traceback__)
+    if submission_dir:
+        root = submission_dir.rstrip("/") + "/"
+        frames = traceback.StackSummary.from_list([f for f in frames if f.filename.startswith(root)])
+    lines = (["Traceback (most recent call last):\n", *frames.format()] if frames else [])
+    return "".join(lines + traceback.format_exception_only(type(exc), exc))
+
+
+def _error(stage: str, exc: BaseException, *, writable: tuple[str, ...] = (), with_traceback: bool = True,
+           submission_dir: str | None = None) -> dict:
     details = getattr(exc, "details", None)
     keep_details = isinstance(details, dict) and isinstance(exc, ValueError)
     code = failure_code(exc, writable)
@@ -122,7 +137,8 @@ def _error(stage: str, exc: BaseException, *, writable: tuple[str, ...] = (), wi
         # ValueError-with-details is the grader's own shape/finiteness error: keep its text verbatim.
         "error_message": str(exc) if keep_details else _error_message(exc),
         "details": details if keep_details else None,
-        "traceback": None if keep_details or not with_traceback else _tail(traceback.format_exc()),
+        "traceback": None if keep_details or not with_traceback else _tail(
+            participant_traceback(exc, submission_dir) if stage in ("load", "setup") else traceback.format_exc()),
     }
 
 
@@ -167,22 +183,24 @@ class Worker:
         _forget_app_paths(request.get("app_paths", []))
         self.wall_time_limit_s = request.get("wall_time_limit_s")
         environment = request.get("environment")
+        submission_dir = os.path.realpath(request["context"]["submission_dir"])
         if environment:
-            submission_dir = os.path.realpath(request["context"]["submission_dir"])
             imports.install(GraderEnvironment.from_dict(environment), submission_dir)
         try:
             started = time.perf_counter()
             self.estimator = self._load(request)
             load_s = time.perf_counter() - started
         except BaseException as exc:  # noqa: BLE001 - every failure is reported, never raised
-            self.reply({**_error("load", exc, writable=self.writable), "confinement": confinement.as_dict()})
+            self.reply({**_error("load", exc, writable=self.writable, submission_dir=submission_dir),
+                        "confinement": confinement.as_dict()})
             return
         try:
             started = time.perf_counter()
             self.estimator.setup(self._context(request["context"]))
             setup_s = time.perf_counter() - started
         except BaseException as exc:  # noqa: BLE001
-            self.reply({**_error("setup", exc, writable=self.writable), "confinement": confinement.as_dict()})
+            self.reply({**_error("setup", exc, writable=self.writable, submission_dir=submission_dir),
+                        "confinement": confinement.as_dict()})
             return
         self.reply({"status": "ready", "class_name": type(self.estimator).__name__, "load_s": load_s,
                     "setup_s": setup_s, "confinement": confinement.as_dict()})
