@@ -29,7 +29,14 @@ FILE_SUFFIXES = (".py", ".tar.gz", ".tgz")
 
 def is_file_spec(text: str) -> bool:
     """An uploaded estimator, a file or a folder (anything that runs in the sandbox)."""
-    return text.startswith("upload:") or text.lower().endswith(FILE_SUFFIXES) or Path(text).expanduser().is_dir()
+    return text.startswith("upload:") or text.lower().endswith(FILE_SUFFIXES) or _is_folder(text)
+
+
+def _is_folder(text: str) -> bool:
+    try:
+        return Path(text).expanduser().is_dir()
+    except (OSError, ValueError):  # a name too long for the file system, or one with a NUL byte
+        return False
 
 
 def shipped(spec: str) -> dict:
