@@ -9,8 +9,15 @@ from pathlib import Path
 import pytest
 
 from whestboard.cli import main
+from whestboard.sandbox import host as sandbox
 
 pytestmark = pytest.mark.usefixtures("private_state")
+
+
+@pytest.fixture(autouse=True)
+def warm_next():
+    yield
+    sandbox.prewarm()  # the next test's worker imports its libraries meanwhile
 
 NUMPY_ESTIMATOR = """
     import numpy as _np

@@ -107,7 +107,7 @@ def _error_message(exc: BaseException) -> str:
 
 
 def participant_traceback(exc: BaseException, submission_dir: str | None) -> str:
-    """The traceback of a load or setup failure, cut to the participant's own frames.
+    """The traceback of an estimator's failure, cut to the participant's own frames.
 
     The frames above them are the worker's and whestbench's loader: noise to a participant, who needs
     the line of their file that raised (a syntax error carries its own file and line).
@@ -137,7 +137,7 @@ def _error(stage: str, exc: BaseException, *, writable: tuple[str, ...] = (), wi
         "error_message": str(exc) if keep_details else _error_message(exc),
         "details": details if keep_details else None,
         "traceback": None if keep_details or not with_traceback else _tail(
-            participant_traceback(exc, submission_dir) if stage in ("load", "setup") else traceback.format_exc()),
+            participant_traceback(exc, submission_dir) if submission_dir else traceback.format_exc()),
     }
 
 
@@ -157,6 +157,7 @@ class Worker:
         self.estimator = None
         self.wall_time_limit_s: float | None = None
         self.writable: tuple[str, ...] = ()  # folders the estimator may write: its working folder, /tmp
+        self.submission_dir: str | None = None  # where the participant's files are (tracebacks are cut to them)
 
     def reply(self, message: dict, payload: bytes = b"") -> None:
         send(self.out_fd, message, payload)
@@ -183,7 +184,7 @@ class Worker:
         _forget_app_paths(request.get("app_paths", []))
         self.wall_time_limit_s = request.get("wall_time_limit_s")
         environment = request.get("environment")
-        submission_dir = os.path.realpath(request["context"]["submission_dir"])
+        submission_dir = self.submission_dir = os.path.realpath(request["context"]["submission_dir"])
         if environment:
             imports.install(GraderEnvironment.from_dict(environment), submission_dir)
         try:
@@ -272,7 +273,8 @@ class Worker:
         except flops.TimeExhaustedError:
             self.reply({"status": "time_exhausted", "error_message": "Wall-clock time limit exceeded.", **stats()})
         except BaseException as exc:  # noqa: BLE001 - SystemExit in predict is the estimator's error
-            self.reply({**_error("predict", exc, writable=self.writable), "wall_time_s": budget_ctx.wall_time_s or 0.0})
+            self.reply({**_error("predict", exc, writable=self.writable, submission_dir=self.submission_dir),
+                        "wall_time_s": budget_ctx.wall_time_s or 0.0})
         finally:
             del mlp
 
