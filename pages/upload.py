@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-from pathlib import Path
 
 import dash
 import dash_bootstrap_components as dbc
@@ -17,7 +16,7 @@ from dash import Input, Output, State, callback, dcc, html, no_update
 from flask import current_app, request
 
 from components.figures.upload import per_layer_figure
-from components.selectors import not_found_panel, resolve_selection, selector_row
+from components.selectors import index_range, not_found_panel, resolve_selection, selector_row
 from components.shell import SESSION_UPLOADS_ID
 from components.upload_panels import (
     UPLOAD_RULES,
@@ -58,8 +57,7 @@ def _user_dataset_key(round_tag: str | None) -> str | None:
     served = registry.datasets()
     for path in added:
         for key, ds in served.items():
-            ds_path = getattr(ds, "path", None)
-            if ds_path is not None and Path(ds_path).resolve() == path and round_tag in (None, ds.info.round_tag):
+            if ds.path.resolve() == path and round_tag in (None, ds.info.round_tag):
                 return key
     return None
 
@@ -82,7 +80,7 @@ def _form(selection) -> html.Div:
                      dbc.Input(id="upload-mlps", value=default_mlps(dataset.indices), size="sm", debounce=False,
                                placeholder="0:8, 3 or 0,2,5 (empty: all)"),
                      dbc.FormFeedback(id="upload-mlps-feedback", type="invalid"),
-                     dbc.FormText(f"this dataset holds MLPs {_index_text(dataset.indices)}",
+                     dbc.FormText(f"this dataset holds MLPs {index_range(dataset)}",
                                   id="upload-mlps-help")], width=3),
             dbc.Col([dbc.Label("Team (optional)", html_for="upload-team"),
                      dbc.Input(id="upload-team", size="sm", maxlength=100)], width=3),
@@ -136,14 +134,6 @@ def _decode(contents: str) -> bytes:
         return base64.b64decode(encoded, validate=True)
     except ValueError:
         raise uploads.UploadError("the upload arrived garbled; try again") from None
-
-
-def _index_text(indices: list[int]) -> str:
-    if not indices:
-        return "none yet"
-    if indices == list(range(indices[0], indices[-1] + 1)):
-        return f"{indices[0]}–{indices[-1]} ({len(indices)})"
-    return ", ".join(map(str, indices[:8])) + (" ..." if len(indices) > 8 else "")
 
 
 def _ingest(contents: list[str], filenames: list[str]):
