@@ -199,6 +199,12 @@ def test_a_folder_shaped_upload_ships_its_files_and_scores_the_default_mlps_of_a
         assert seen[-1].startswith("Done"), seen
         assert page.locator("#upload-verdicts .verdict-badge").all_inner_texts() == ["ok", "ok", "ok"]
         assert "v2-phase2" in page.inner_text("#upload-rule") and "no numpy" in page.inner_text("#upload-rule")
+        with page.expect_download() as download:
+            page.click("#upload-download-button")
+        report = json.loads(Path(download.value.path()).read_text())["whestboard"]
+        assert report["shipped"]["mode"] == "folder"
+        assert report["shipped"]["files"] == ["corrector.json", "estimator.py", "scale.py"]
+        assert report["grader_environment"]["round_tag"] == "v2-phase2" and report["mlp_indices"] == [0, 1, 2]
         stored = page.evaluate("() => JSON.parse(window.sessionStorage.getItem('session-uploads') || 'null')")
         assert stored and stored[-1]["dataset"] == "three-mlps" and stored[-1]["run_id"]
         assert stored[-1]["upload"] == page.inner_text("#upload-sha-text").strip()
