@@ -80,8 +80,6 @@ class Upload:
     files: list[StoredFile]
     root: Path
     created_at: float = field(default_factory=time.time)
-    #: Files next to a lone .py that did not ship with it (a folder submission would have shipped them).
-    left_behind: list[str] = field(default_factory=list)
 
     @property
     def submission(self) -> SubmissionFiles:
@@ -342,7 +340,7 @@ def ingest(data: bytes, filename: str, *, store: Path | None = None) -> Upload:
 
 
 def _store_files(digest: str, files: dict[str, bytes], *, kind: str, entry: str, class_name: str | None,
-                 filename: str, store: Path | None, left: list[str] | None = None) -> Upload:
+                 filename: str, store: Path | None) -> Upload:
     """Write a validated submission once under ``<store>/<digest>/`` (a concurrent twin may win the rename)."""
     store = store or uploads_dir()
     store.mkdir(parents=True, exist_ok=True)
@@ -356,8 +354,7 @@ def _store_files(digest: str, files: dict[str, bytes], *, kind: str, entry: str,
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(body)
         upload = Upload(sha256=digest, filename=filename, kind=kind, entry=entry, class_name=class_name,
-                        files=[StoredFile(n, len(b), sha256_hex(b)) for n, b in sorted(files.items())], root=target,
-                        left_behind=list(left or []))
+                        files=[StoredFile(n, len(b), sha256_hex(b)) for n, b in sorted(files.items())], root=target)
         (staging / "upload.json").write_text(json.dumps(upload.as_dict(), indent=2))
         try:
             staging.rename(target)

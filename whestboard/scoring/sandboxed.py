@@ -56,11 +56,9 @@ def shipped(spec: str) -> dict:
 
 
 def shipped_upload(upload) -> dict:
-    """``shipped`` for a stored upload."""
+    """``shipped`` for a stored upload (what a browser sent: nothing is known of the folder it came from)."""
     mode = {"py": "file", "tar.gz": "archive"}.get(upload.kind, upload.kind)
-    left = list(upload.left_behind)
-    return {"mode": mode, "files": [f.name for f in upload.files], "left_behind": left,
-            "note": ingest.shipped_alone_note(left)}
+    return {"mode": mode, "files": [f.name for f in upload.files], "left_behind": [], "note": None}
 
 
 class RoundAwareSandbox(SandboxedEstimator):
