@@ -9,6 +9,7 @@ import dash_bootstrap_components as dbc
 from dash import html
 
 from components.format import integer, sci
+from whestboard.rules.failures import error_hint
 
 VERDICT_COLORS = {"ok": "success", "budget": "danger", "combined": "danger", "time": "danger",
                   "residual": "danger", "exception": "danger", "shape": "warning", "non-finite": "warning",
@@ -23,11 +24,38 @@ DISABLED_WHY = (
 UPLOAD_RULES = (
     "It first passes a contract check (the class resolves as whestbench's loader resolves it, setup() returns "
     "within 5 s, and predict() on a small MLP returns a finite (depth, width) array within the budget, the wall "
-    "cap and the residual-time rule). Limits: a .py or a `whest package` .tar.gz of at most 50 files and "
-    "50 MiB; 8 GiB of memory; no processes, threads or network; no access to the app's files; one job at a "
-    "time per machine, in order of arrival."
+    "cap and the residual-time rule). Limits: a .py, the files of a submission folder (estimator.py with its "
+    "helpers and data, shipped as `whest package --estimator DIR` ships them) or a `whest package` .tar.gz, "
+    "at most 50 files and 50 MiB; 8 GiB of memory; no processes, threads or network; no access to the app's "
+    "files; under Phase 2 rules no numpy, as on the grader; one job at a time per machine, in order of "
+    "arrival."
 )
 CLI_EXAMPLE = "python -m whestboard score --estimator estimator.py --dataset v1-warmup"
+#: How many MLPs the page proposes by default (all of them on a dataset this small or smaller).
+DEFAULT_MLP_COUNT = 4
+#: The session-uploads store's length (newest last), as the shell's contract says.
+SESSION_UPLOADS_MAX = 20
+LONE_FILE_NOTE = ("Only this file ships, as `whest package --estimator FILE` ships it. If setup() reads files next "
+                  "to it, or it imports helper modules, select them together with it (or upload the `whest "
+                  "package` tarball of the folder).")
+
+
+def default_mlps(indices: list[int]) -> str:
+    """A selection the dataset has: its first MLPs (all of them when it holds at most ``DEFAULT_MLP_COUNT``)."""
+    first = sorted(indices)[:DEFAULT_MLP_COUNT]
+    if not first:
+        return ""
+    if first == list(range(first[0], first[-1] + 1)):
+        return f"{first[0]}:{first[-1] + 1}"
+    return ",".join(map(str, first))
+
+
+def session_entries(current: list | None, entry: dict) -> list | None:
+    """``current`` with ``entry`` appended (newest last, at most 20), or None when it is already there."""
+    entries = [e for e in (current or []) if isinstance(e, dict)]
+    if entry in entries:
+        return None
+    return (entries + [entry])[-SESSION_UPLOADS_MAX:]
 
 
 def disabled_panel() -> dbc.Alert:
@@ -36,16 +64,32 @@ def disabled_panel() -> dbc.Alert:
 
 
 def upload_summary(upload) -> html.Div:
-    """What was accepted: name, kind, hash, files."""
-    files = ", ".join(f"{f.name} ({integer(f.size)} B)" for f in upload.files[:8])
-    more = f" and {len(upload.files) - 8} more" if len(upload.files) > 8 else ""
+    """What was accepted and exactly which files ship (the entry first marked), with a note for a lone file."""
+    items = [html.Li([html.Code(f.name), f" ({integer(f.size)} B)", " — entry" if f.name == upload.entry else ""],
+                     className="shipped-file") for f in upload.files]
+    note = LONE_FILE_NOTE if upload.kind == "py" else None
     return dbc.Alert(
         [html.Strong(upload.filename), f" accepted ({upload.kind}, {len(upload.files)} file(s), "
                                         f"{integer(upload.total_bytes)} bytes). ",
          html.Span(["sha256 ", html.Code(upload.sha256, id="upload-sha-text")]),
-         html.Div(f"Files: {files}{more}", className="small text-muted")],
+         html.Div("Files that ship:", className="small mt-1"),
+         html.Ul(items, className="small mb-1", id="upload-shipped"),
+         html.Div(note, className="small text-muted", id="upload-lone-note") if note else None],
         color="info", className="py-2",
     )
+
+
+def whest_error_panel(result: dict) -> html.Div:
+    """A failure before any MLP was scored, named by whest run's code, with what to change (no worker traceback)."""
+    error = result.get("whest_error")
+    if not error:
+        return html.Div()
+    return dbc.Alert([html.Strong(["whest run would fail too: ", html.Code(error.get("code", ""),
+                                                                             id="upload-error-code")]),
+                      html.Div(error.get("message", ""), className="small"),
+                      html.Div(["What to do: ", error.get("hint") or error_hint(error.get("code"))],
+                               className="mt-1", id="upload-error-hint")],
+                     color="danger", className="py-2", id="upload-whest-error")
 
 
 def error_alert(message: str) -> dbc.Alert:
@@ -114,7 +158,8 @@ def contract_list(contract: dict | None) -> html.Div:
         if not step["ok"] and step.get("fix"):
             body += [html.Br(), html.Em(f"Fix: {step['fix']}")]
         if not step["ok"] and step.get("traceback"):
-            body.append(html.Pre(step["traceback"], className="small bg-light p-2 mt-1"))
+            body.append(html.Details([html.Summary("Traceback (your files)", className="small"),
+                                      html.Pre(step["traceback"], className="small bg-light p-2 mt-1")]))
         items.append(html.Li(body, className="text-success" if step["ok"] else "text-danger"))
     return html.Div([html.H6("Contract check"), html.Ul(items, className="list-unstyled", id="upload-contract")])
 
@@ -162,5 +207,16 @@ def job_card(job, *, now: float | None = None) -> html.Div:
             " (highlighted) or compare in the ", html.A("lab", href=f"/lab?dataset={job.spec.get('dataset', '')}"),
             ".",
         ], className="mb-2")]
-    return html.Div([header, progress_bar(job), *links, contract_list(result.get("contract")),
-                     verdict_table(verdicts), _output_block(result), _confinement_line(result)])
+    return html.Div([header, progress_bar(job), *links, whest_error_panel(result), _rule_line(result),
+                     contract_list(result.get("contract")), verdict_table(verdicts), _output_block(result),
+                     _confinement_line(result)])
+
+
+def _rule_line(result: dict) -> html.Div:
+    """Which grader import rule the run was held to, and what shipped."""
+    rule = (result.get("grader_environment") or {}).get("rule")
+    shipped = result.get("shipped") or {}
+    parts = [f"Imports: {rule}." if rule else "",
+             f" Shipped {len(shipped.get('files') or [])} file(s) ({shipped.get('mode')})." if shipped else ""]
+    text = "".join(parts).strip()
+    return html.Div(text, className="small text-muted", id="upload-rule") if text else html.Div()

@@ -1,4 +1,9 @@
-"""Upload: drop an estimator, watch it pass the contract check and get scored in the sandbox."""
+"""Upload: drop an estimator (a file, several files or a tarball), watch it pass the contract check and get scored.
+
+The page opens on a dataset the user added (``WHESTBOARD_DATASETS``) when there is one, with an MLP
+selection that dataset has; the selection is checked as it is typed. Every job that ends is added to
+the tab's session uploads (``components.shell.SESSION_UPLOADS_ID``), which other pages offer.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +16,23 @@ from dash import Input, Output, State, callback, dcc, html, no_update
 from flask import current_app, request
 
 from components.figures.upload import per_layer_figure
-from components.selectors import not_found_panel, resolve_selection, selector_row
-from components.upload_panels import UPLOAD_RULES, disabled_panel, error_alert, job_card, upload_summary
+from components.selectors import index_range, not_found_panel, resolve_selection, selector_row
+from components.shell import SESSION_UPLOADS_ID
+from components.upload_panels import (
+    UPLOAD_RULES,
+    default_mlps,
+    disabled_panel,
+    error_alert,
+    job_card,
+    session_entries,
+    upload_summary,
+)
 from whestboard import config as settings
 from whestboard import logs
+from whestboard.data import registry
 from whestboard.jobs import queue as jobqueue
 from whestboard.sandbox import ingest as uploads
+from whestboard.scoring import inputs
 from whestboard.scoring import uploads as upload_runs
 
 dash.register_page(__name__, path="/upload", name="Upload", order=5, title="Upload · Whestboard")
@@ -35,20 +51,45 @@ def _client() -> str:
     return logs.client_id(address, None, settings.state_dir())
 
 
+def _user_dataset_key(round_tag: str | None) -> str | None:
+    """The first served dataset the user added (``WHESTBOARD_DATASETS``), of ``round_tag`` when one is named."""
+    added = [path.resolve() for path in settings.extra_dataset_paths()]
+    served = registry.datasets()
+    for path in added:
+        for key, ds in served.items():
+            if ds.path.resolve() == path and round_tag in (None, ds.info.round_tag):
+                return key
+    return None
+
+
+def _selection(dataset: str | None, round_tag: str | None):
+    """The URL's choice; with no dataset named, a dataset the user added wins over the embedded one."""
+    if not (dataset or "").strip():
+        added = _user_dataset_key((round_tag or "").strip() or None)
+        if added is not None:
+            return resolve_selection(dataset=added)
+    return resolve_selection(dataset=dataset, round=round_tag)
+
+
 def _form(selection) -> html.Div:
+    dataset = registry.get_dataset(selection.dataset_key)
     return html.Div([
         selector_row(selection, target_path="/upload"),
         dbc.Row([
             dbc.Col([dbc.Label("MLPs", html_for="upload-mlps"),
-                     dbc.Input(id="upload-mlps", value="0:4", size="sm",
-                               placeholder="0:8, 3 or 0,2,5 (empty: all)")], width=3),
+                     dbc.Input(id="upload-mlps", value=default_mlps(dataset.indices), size="sm", debounce=False,
+                               placeholder="0:8, 3 or 0,2,5 (empty: all)"),
+                     dbc.FormFeedback(id="upload-mlps-feedback", type="invalid"),
+                     dbc.FormText(f"this dataset holds MLPs {index_range(dataset)}",
+                                  id="upload-mlps-help")], width=3),
             dbc.Col([dbc.Label("Team (optional)", html_for="upload-team"),
                      dbc.Input(id="upload-team", size="sm", maxlength=100)], width=3),
         ], className="g-2 mb-2"),
         dcc.Upload(
-            id="upload-file", max_size=MAX_UPLOAD_BYTES, accept=".py,.tar.gz,.tgz", multiple=False,
-            children=html.Div(["Drop estimator.py or the .tar.gz from `whest package` here, or ",
-                                html.A("choose a file", href="#")]),
+            id="upload-file", max_size=MAX_UPLOAD_BYTES, multiple=True,
+            children=html.Div(["Drop estimator.py, the files of your submission folder (estimator.py with its "
+                               "helpers and data files) or the .tar.gz from `whest package` here, or ",
+                               html.A("choose files", href="#")]),
             className="border border-2 rounded p-4 text-center text-muted mb-2",
             style={"borderStyle": "dashed"},
         ),
@@ -67,7 +108,7 @@ def layout(dataset: str | None = None, round: str | None = None, **_query) -> ht
     ], className="text-muted")
     if not _allowed():
         return html.Div([html.H2("Score your estimator"), intro, disabled_panel()])
-    selection = resolve_selection(dataset=dataset, round=round)
+    selection = _selection(dataset, round)
     if not selection.ok:
         return html.Div([html.H2("Score your estimator"), not_found_panel("Dataset not found", selection.problem)])
     return html.Div([
@@ -95,18 +136,50 @@ def _decode(contents: str) -> bytes:
         raise uploads.UploadError("the upload arrived garbled; try again") from None
 
 
+def _ingest(contents: list[str], filenames: list[str]):
+    """One upload from what was dropped: a lone file as itself, several files as one folder submission."""
+    if len(contents) == 1:
+        return uploads.ingest(_decode(contents[0]), filenames[0] or "")
+    if len(contents) > uploads.MAX_SUBMISSION_FILES:
+        raise uploads.UploadError(f"{len(contents)} files, over whestbench's {uploads.MAX_SUBMISSION_FILES}-file cap")
+    named, total = [], 0
+    for body, name in zip(contents, filenames, strict=True):
+        data = _decode(body)
+        total += len(data)
+        uploads.check_size(total)
+        named.append((name or "", data))
+    if any(uploads.is_archive(name) for name, _ in named):
+        raise uploads.UploadError("a `whest package` tarball is a whole submission: upload it alone")
+    return uploads.ingest_several(named)
+
+
 @callback(Output("upload-sha", "data"), Output("upload-file-status", "children"), Output("upload-run", "disabled"),
           Input("upload-file", "contents"), State("upload-file", "filename"), prevent_initial_call=True)
-def _accept(contents: str | None, filename: str | None):
+def _accept(contents: list[str] | str | None, filenames: list[str] | str | None):
     if not _allowed():
         return None, error_alert("Uploads are disabled on this server."), True
-    if not contents:
-        return None, error_alert(f"No file received (the limit is {MAX_UPLOAD_BYTES // 2**20} MiB)."), True
+    contents = [contents] if isinstance(contents, str) else [c for c in (contents or []) if c]
+    filenames = [filenames] if isinstance(filenames, str) else list(filenames or [])
+    if not contents or len(filenames) != len(contents):
+        return None, error_alert(f"No file received (the limit is {MAX_UPLOAD_BYTES // 2**20} MiB a file)."), True
     try:
-        upload = uploads.ingest(_decode(contents), filename or "")
+        upload = _ingest(contents, filenames)
     except uploads.UploadError as exc:
         return None, error_alert(str(exc)), True
     return upload.sha256, upload_summary(upload), False
+
+
+@callback(Output("upload-mlps", "invalid"), Output("upload-mlps-feedback", "children"),
+          Input("upload-mlps", "value"), State("upload-dataset", "data"))
+def _check_mlps(text: str | None, dataset_key: str | None):
+    """The selection checked as it is typed, by the parser the job uses."""
+    if not dataset_key:
+        return False, None
+    try:
+        inputs.select_mlps(registry.get_dataset(dataset_key), text or "")
+    except (inputs.RunError, KeyError) as exc:
+        return True, str(exc.args[0]) if exc.args else str(exc)
+    return False, None
 
 
 @callback(Output("upload-job", "data"), Output("upload-submit-status", "children"),
@@ -128,23 +201,41 @@ def _submit(_clicks, sha: str | None, dataset_key: str | None, mlps: str | None,
 
 @callback(Output("upload-job-card", "children"), Output("upload-poll", "disabled"),
           Output("upload-cancel", "disabled"), Output("upload-layers", "figure"), Output("upload-layers", "style"),
-          Output("upload-download-button", "style"),
-          Input("upload-poll", "n_intervals"), Input("upload-job", "data"))
-def _show_job(_tick, job_id: int | None):
+          Output("upload-download-button", "style"), Output(SESSION_UPLOADS_ID, "data"),
+          Input("upload-poll", "n_intervals"), Input("upload-job", "data"), State(SESSION_UPLOADS_ID, "data"))
+def _show_job(_tick, job_id: int | None, session_uploads: list | None):
     hidden = {"display": "none"}
     if not job_id:
-        return None, True, True, no_update, hidden, hidden
+        return None, True, True, no_update, hidden, hidden, no_update
     job = jobqueue.get(job_id)
     if job is None:
-        return error_alert(f"Job {job_id} is not known to this server."), True, True, no_update, hidden, hidden
+        return (error_alert(f"Job {job_id} is not known to this server."), True, True, no_update, hidden, hidden,
+                no_update)
     if not job.finished:
         jobqueue.ensure_executor(upload_runs.run_upload_job)
-        return job_card(job), False, False, no_update, hidden, hidden
+        return job_card(job), False, False, no_update, hidden, hidden, no_update
+    session = _session_after(session_uploads, job)
     data = upload_runs.comparison(job.result or {})
     if data is None:
-        return job_card(job), True, True, no_update, hidden, hidden
+        return job_card(job), True, True, no_update, hidden, hidden, session
     figure = per_layer_figure(data["series"], upload_label=data["label"], noise_floor=data["noise_floor"])
-    return job_card(job), True, True, figure, {}, {}
+    return job_card(job), True, True, figure, {}, {}, session
+
+
+def _session_after(session_uploads: list | None, job):
+    """The tab's session uploads with this ended job added (newest last, at most 20); no_update if it is there."""
+    spec, result = job.spec or {}, job.result or {}
+    dataset_key = spec.get("dataset")
+    round_tag = (result.get("grader_environment") or {}).get("round_tag")
+    if round_tag is None and dataset_key:
+        try:
+            round_tag = registry.get_dataset(dataset_key).info.round_tag
+        except KeyError:
+            round_tag = None
+    entry = {"upload": spec.get("upload"), "label": (result.get("upload") or {}).get("filename") or "",
+             "run_id": result.get("run_id"), "dataset": dataset_key, "round": round_tag}
+    updated = session_entries(session_uploads, entry)
+    return no_update if updated is None else updated
 
 
 @callback(Output("upload-submit-status", "children", allow_duplicate=True), Input("upload-cancel", "n_clicks"),

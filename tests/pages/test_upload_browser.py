@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from tests.browser_helpers import wait_for_dash
-from tests.conftest import HOSTILE
+from tests.conftest import HOSTILE, checked_page
 from whestboard.store import database as db
 
 DATASET = "v1-warmup"
@@ -134,3 +134,99 @@ def test_hostile_upload_fails_the_contract_with_a_fix_while_the_app_answers(page
     contract = page.inner_text("#upload-contract")
     assert "✗ predict" in contract and "Fix: Do not start processes" in contract
     assert not failures and latencies and max(latencies) < 5.0
+
+
+# -- a folder-shaped submission on a small dataset the user added ----------------------------------------
+
+FOLDER_ESTIMATOR = '''import json
+from pathlib import Path
+
+from whestbench.estimators import MeanPropagationEstimator
+
+from tools.scale import factor
+
+
+class Estimator(MeanPropagationEstimator):
+    def setup(self, context):
+        self.shift = json.loads((Path(__file__).parent / "corrector.json").read_text())["shift"]
+
+    def predict(self, mlp, budget):
+        return super().predict(mlp, budget) * factor() + self.shift
+'''
+
+
+@pytest.fixture(scope="module")
+def small_dataset_server(tmp_path_factory):
+    """The app with a 3-MLP dataset of the user's own (WHESTBOARD_DATASETS) besides the embedded data."""
+    from tests.conftest import serve_app
+    from tests.upstream import make_official
+
+    root = tmp_path_factory.mktemp("small")
+    dataset = make_official(root / "three-mlps", width=16, depth=3, n_samples=2000, seeds=[5, 6, 7])
+    state = root / "state"
+    state.mkdir()
+    with serve_app(state, WHESTBOARD_DATASETS=str(dataset)) as base:
+        yield base
+
+
+@pytest.fixture()
+def folder_files(tmp_path) -> list[Path]:
+    """A submission folder's files, picked together: the entry, a data file setup() reads, a helper module."""
+    files = {"estimator.py": FOLDER_ESTIMATOR, "corrector.json": '{"shift": 0.0125}',
+             "scale.py": "def factor():\n    return 0.97\n"}
+    paths = []
+    for name, text in files.items():
+        path = tmp_path / name
+        path.write_text(text.replace("from tools.scale", "from scale"))
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.services
+def test_a_folder_shaped_upload_ships_its_files_and_scores_the_default_mlps_of_a_small_dataset(
+        browser, small_dataset_server, folder_files):
+    with checked_page(browser, small_dataset_server) as page:
+        page.goto(page.base_url + "/upload")
+        wait_for_dash(page)
+        assert "three-mlps" in page.inner_text("#selector-row")  # the user's dataset, not the embedded one
+        assert page.input_value("#upload-mlps") == "0:3"  # every MLP it has
+        page.set_input_files("#upload-file input[type=file]", [str(p) for p in folder_files])
+        page.wait_for_selector("#upload-sha-text")
+        shipped = page.locator("#upload-shipped .shipped-file").all_inner_texts()
+        assert [s.split(" ")[0] for s in shipped] == ["corrector.json", "estimator.py", "scale.py"]
+        page.click("#upload-run")
+        seen = watch_until_finished(page)
+        assert seen[-1].startswith("Done"), seen
+        assert page.locator("#upload-verdicts .verdict-badge").all_inner_texts() == ["ok", "ok", "ok"]
+        assert "v2-phase2" in page.inner_text("#upload-rule") and "no numpy" in page.inner_text("#upload-rule")
+        with page.expect_download() as download:
+            page.click("#upload-download-button")
+        report = json.loads(Path(download.value.path()).read_text())["whestboard"]
+        assert report["shipped"]["mode"] == "folder"
+        assert report["shipped"]["files"] == ["corrector.json", "estimator.py", "scale.py"]
+        assert report["grader_environment"]["round_tag"] == "v2-phase2" and report["mlp_indices"] == [0, 1, 2]
+        stored = page.evaluate("() => JSON.parse(window.sessionStorage.getItem('session-uploads') || 'null')")
+        assert stored and stored[-1]["dataset"] == "three-mlps" and stored[-1]["run_id"]
+        assert stored[-1]["upload"] == page.inner_text("#upload-sha-text").strip()
+
+        page.fill("#upload-mlps", "0:4")  # checked as it is typed, before anything is queued
+        page.wait_for_selector("#upload-mlps.is-invalid")
+        assert "not in this dataset" in page.inner_text("#upload-mlps-feedback")
+
+
+@pytest.mark.services
+def test_a_numpy_import_fails_under_phase2_with_whests_code_and_a_hint(browser, small_dataset_server, tmp_path):
+    path = tmp_path / "estimator.py"
+    path.write_text("import numpy as np\n" + FOLDER_ESTIMATOR.replace("from tools.scale import factor\n", "")
+                    .replace(" * factor()", ""))
+    with checked_page(browser, small_dataset_server) as page:
+        page.goto(page.base_url + "/upload")
+        wait_for_dash(page)
+        page.set_input_files("#upload-file input[type=file]", str(path))
+        page.wait_for_selector("#upload-lone-note")
+        page.click("#upload-run")
+        seen = watch_until_finished(page)
+        assert seen[-1].startswith("Failed: contract failed at load"), seen
+        assert page.inner_text("#upload-error-code") == "ESTIMATOR_MISSING_MODULE"
+        assert "upload the folder" in page.inner_text("#upload-error-hint")
+        assert "worker.py" not in page.inner_text("#upload-job-card")

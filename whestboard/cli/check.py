@@ -2,14 +2,16 @@
 
 Stricter than ``whest validate``: besides loading the class and calling
 ``predict`` once, it meters the call under a round's budget, wall cap and
-residual rule. Exit 0 when the estimator passes, 1 when a step fails (each
-failure says what to fix).
+residual rule, with the round's grader import rule (no numpy in Phase 2). Exit 0 when the estimator
+passes, 1 when a step fails (each failure says what to fix; a load or setup failure carries the code
+``whest run --json`` gives it). ``--estimator`` takes a file, a folder or a ``whest package`` archive.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from whestbench.budget import CURRENT_ROUND
@@ -21,7 +23,9 @@ from whestboard.sandbox.host import SubmissionFiles
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--estimator", required=True, help="PATH.py or the PATH.tar.gz that `whest package` writes")
+    p.add_argument("--estimator", required=True,
+                   help="PATH.py, a folder (shipped as `whest package --estimator DIR` ships it) or the PATH.tar.gz "
+                        "that `whest package` writes")
     p.add_argument("--round", default=CURRENT_ROUND.tag, help=f"rulebook to check under (default {CURRENT_ROUND.tag})")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -29,6 +33,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def submission_for(path: Path):
     """The files that would ship, checked exactly as an upload is (sizes first, manifest, hashes)."""
 
+    if path.is_dir():
+        return uploads.ingest_folder(path).submission
     kind = uploads.kind_of(path.name)
     if not path.is_file():
         raise FileNotFoundError(f"estimator file {path} does not exist")
@@ -42,19 +48,27 @@ def submission_for(path: Path):
 def run(args: argparse.Namespace) -> int:
 
     rnd = get_round(args.round)
-    report = check_contract(submission_for(Path(args.estimator).expanduser()), rnd)
+    path = Path(args.estimator).expanduser()
+    note = uploads.shipped_alone_note(uploads.left_behind(path)) if path.suffix == ".py" and path.is_file() else None
+    if note:
+        print(f"note: {args.estimator}: {note}", file=sys.stderr)
+    report = check_contract(submission_for(path), rnd)
     if args.json:
-        print(json.dumps(report.as_dict(), indent=2, default=str))
+        print(json.dumps({**report.as_dict(), "shipped_note": note}, indent=2, default=str))
         return 0 if report.ok else 1
     print(f"contract check of {args.estimator} under {rnd.tag} rules "
           f"(a {report.shape[0]} x {report.shape[1]} MLP, budget {rnd.budget:.3g}, wall cap {rnd.wall_time_limit_s:g} s, "
           f"residual {rnd.residual_rule})")
     for step in report.steps:
         print(f"  {'ok  ' if step.ok else 'FAIL'} {step.name}: {step.message}")
+        if not step.ok and step.code:
+            print(f"       code: {step.code}")
         if not step.ok and step.fix:
             print(f"       fix: {step.fix}")
         if not step.ok and step.traceback:
             print("       " + step.traceback.rstrip().replace("\n", "\n       "))
+    if report.environment:
+        print(f"imports: {report.environment['rule']}")
     if report.output.strip():
         print("estimator output:\n" + report.output.rstrip())
     print(report.summary())

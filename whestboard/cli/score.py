@@ -6,6 +6,11 @@ diffed; Whestboard's additions (noise floor, MC@B, rulebook, run id) sit under
 a separate ``whestboard`` key. Like ``whest run``, the exit status is 1 when an
 MLP raised during predict (it is still scored, as the grader's fallback). Every run is recorded in the run store, and an
 identical earlier run is served from it unless ``--no-cache`` is given.
+
+An estimator that fails before any MLP is scored (a missing module, a syntax error, no estimator class,
+``setup()`` raising) prints ``{"ok": false, "error": {"code": ..., "message": ...}}`` with the code and
+message ``whest run --json`` gives, and exits 1 as it does. A folder ships as ``whest package`` ships it;
+a lone ``.py`` that leaves files behind in its folder says so, in the report and on stderr.
 """
 
 from __future__ import annotations
@@ -17,9 +22,14 @@ from pathlib import Path
 
 from whestboard.data import registry
 from whestboard.data.datasets import open_dataset
+from whestboard.rules.environment import environment_for
+from whestboard.rules.failures import error_hint, whest_error
+from whestboard.sandbox.host import whest_error_of
+from whestboard.sandbox.ingest import SourceSyntaxError
 from whestboard.scoring import inputs, rulebook_for, runs
 from whestboard.scoring.estimators import SPEC_HELP, resolve_estimator
-from whestboard.scoring.report import whest_shaped
+from whestboard.scoring.report import failure_report, whest_shaped
+from whestboard.scoring.sandboxed import is_file_spec, sandboxed_handle, shipped
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -85,20 +95,57 @@ def _print_human(outcome) -> None:
     print(f"run {report['run_id'] or '(not recorded)'}")
 
 
+def _participant(spec: str, round_tag: str):
+    """``(handle, what ships, the grader rule that applies)``; built-ins and Monte Carlo have no files."""
+    if not is_file_spec(spec):
+        return resolve_estimator(spec), None, None
+    handle = sandboxed_handle(spec, round_tag=round_tag)
+    return handle, shipped(spec), environment_for(round_tag).as_dict()
+
+
+def _fail(args: argparse.Namespace, error: dict, extras: dict) -> int:
+    """A failure before any MLP was scored: whest run's JSON shape and exit status, or one line and a hint."""
+    if args.json:
+        print(json.dumps(failure_report(error, extras), indent=2))
+    else:
+        print(f"error: [{error['code']}] {error['message']}", file=sys.stderr)
+        print(f"hint: {error_hint(error['code'])}", file=sys.stderr)
+    return 1
+
+
 def run(args: argparse.Namespace) -> int:
 
     dataset = _open_dataset(args.dataset)
-    handle = resolve_estimator(args.estimator)
     round_tag = args.round or dataset.info.round_tag
     rulebook = rulebook_for(round_tag)
     rulebook = rulebook_for(round_tag, inputs.parse_budget(args.budget, rulebook.round_budget))
+    extras: dict = {"shipped": None, "grader_environment": None}
+    if is_file_spec(args.estimator):
+        extras["grader_environment"] = environment_for(rulebook.round_tag).as_dict()
+    try:
+        handle, extras["shipped"], extras["grader_environment"] = _participant(args.estimator, rulebook.round_tag)
+    except SourceSyntaxError as exc:
+        return _fail(args, whest_error(exc.syntax_error, "run"), extras)
+    note = (extras["shipped"] or {}).get("note")
+    if note:
+        print(f"note: {args.estimator}: {note}", file=sys.stderr)
     request = runs.RunRequest(dataset, args.mlps, handle, rulebook, source="cli", team=args.team)
     progress = None if args.json else _progress_printer(sys.stderr)
-    outcome = runs.run(request, use_cache=not args.no_cache, on_progress=progress)
+    try:
+        outcome = runs.run(request, use_cache=not args.no_cache, on_progress=progress)
+    except inputs.RunError as exc:
+        error = whest_error_of(exc.__cause__) if extras["shipped"] is not None else None
+        if error is None:
+            raise
+        return _fail(args, error, extras)
     if args.json:
-        print(json.dumps(whest_shaped(outcome.report, cached=outcome.cached), indent=2))
+        payload = whest_shaped(outcome.report, cached=outcome.cached)
+        payload["whestboard"].update(extras)
+        print(json.dumps(payload, indent=2))
     else:
         _print_human(outcome)
+        if extras["grader_environment"]:
+            print(f"imports: {extras['grader_environment']['rule']}")
     per_mlp = outcome.report["results"]["per_mlp"]
     raised = [e for e in per_mlp if e.get("error")]
     if raised:  # whest run's convention, so scripts treat both alike

@@ -89,3 +89,46 @@ def verdict_of(entry: dict, limits: Limits | None = None) -> tuple[str, str]:
     """``judge`` with an empty sentence for a valid MLP: what a verdict table shows."""
     verdict, sentence = judge(entry, limits)
     return verdict, sentence or ""
+
+
+# --- failures before any MLP is scored: whest run's own error codes -------------------------------
+
+#: What to change for each error ``whest run --json`` names before scoring (the upload page's hint).
+ERROR_HINTS = {
+    "ESTIMATOR_MISSING_MODULE": "Import only the standard library, flopscope (flopscope.numpy as fnp) and whestbench; "
+                                "ship your own helper modules with the submission: upload the folder (or several "
+                                "files, or a `whest package` tarball), not estimator.py alone.",
+    "ESTIMATOR_UNSUPPORTED_DTYPE": "Build arrays inside flopscope from numeric values with an explicit dtype.",
+    "SCORING_VALIDATION_ERROR": "Define one BaseEstimator subclass (ideally named Estimator) in estimator.py, or "
+                                "name the class to load.",
+    "SCORING_RUNTIME_ERROR": "Importing estimator.py raised: fix the error the message names (a syntax error names "
+                             "its file and line).",
+    "SETUP_ERROR": "setup() raised: fix the error the message names; a file setup() reads must ship with the "
+                   "submission (upload the folder or a `whest package` tarball).",
+    "SETUP_TIMEOUT": "setup() must return within the setup timeout: load precomputed data, don't compute it.",
+    "PACKAGING_VALIDATION_ERROR": "Fix the submission as the message says, then package it again with `whest package`.",
+}
+
+
+def whest_error(exc: BaseException, stage: str) -> dict:
+    """``{"stage", "code", "message"[, "details"]}`` exactly as ``whest run --json`` reports ``exc``.
+
+    ``stage`` is where it was raised: ``"run"`` while importing the estimator and resolving its class
+    (whest's local runner lets those propagate), ``"setup"`` inside ``setup()``, which whest's runner
+    wraps as ``SETUP_ERROR`` with the exception's text. The code and message come from whestbench's own
+    CLI, so both tools name a failure alike.
+    """
+    from whestbench.cli import _error_payload
+    from whestbench.runner import RunnerError, RunnerErrorDetail
+
+    if stage == "setup" and not isinstance(exc, RunnerError):
+        details = getattr(exc, "details", None)
+        exc = RunnerError("setup", RunnerErrorDetail(code="SETUP_ERROR", message=str(exc),
+                                                     details=details if isinstance(details, dict) else None))
+    return _error_payload(exc if isinstance(exc, Exception) else RuntimeError(str(exc)),
+                          include_traceback=False, stage=stage)["error"]
+
+
+def error_hint(code: str | None) -> str:
+    """What to change for a failure ``whest run`` names by ``code``; a generic sentence for others."""
+    return ERROR_HINTS.get(code or "", "Fix the error the message names, then upload again.")

@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from whestboard.rules.failures import verdict_of
+from whestboard.rules.failures import error_hint, verdict_of
 from whestboard.rules.rounds import Round
-from whestboard.sandbox.host import SandboxedEstimator, SandboxLimits, SubmissionFiles
+from whestboard.sandbox.host import SandboxedEstimator, SandboxLimits, SubmissionFiles, whest_error_of
 
 CONTRACT_WIDTH = 64
 CONTRACT_DEPTH = 4
@@ -57,6 +57,8 @@ class ContractStep:
     message: str = ""
     fix: str = ""
     traceback: str | None = None
+    #: The code ``whest run --json`` gives this failure (``ESTIMATOR_MISSING_MODULE``, ``SETUP_ERROR``, ...).
+    code: str = ""
 
 
 @dataclass
@@ -68,6 +70,10 @@ class ContractReport:
     stats: dict = field(default_factory=dict)
     confinement: dict = field(default_factory=dict)
     output: str = ""
+    #: The grader's import rule the check ran under (``whestboard.rules.environment``).
+    environment: dict = field(default_factory=dict)
+    #: A failure before predict, as ``whest run --json`` names it (``stage``, ``code``, ``message``).
+    error: dict | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -109,12 +115,14 @@ def check_contract(
     limits = (limits or SandboxLimits.from_env()).for_round(rnd)
     context = SetupContext(width=width, depth=depth, flop_budget=rnd.budget, api_version="1.0", seed=seed)
     estimator = SandboxedEstimator(submission, context, limits, expected_predicts=1, should_cancel=should_cancel)
-    report = ContractReport(ok=False, steps=[], shape=(depth, width))
+    report = ContractReport(ok=False, steps=[], shape=(depth, width),
+                            environment=limits.environment.as_dict() if limits.environment else {})
     try:
         try:
             started = estimator.start()
         except RunnerError as exc:
-            report.steps += _start_failure(exc, limits)
+            report.error = whest_error_of(exc)
+            report.steps += _start_failure(exc, limits, report.error)
             return report
         if on_started is not None:
             on_started()  # e.g. warm the next worker while this one predicts
@@ -131,22 +139,21 @@ def check_contract(
     return report
 
 
-def _start_failure(exc, limits: SandboxLimits) -> list[ContractStep]:
+def _start_failure(exc, limits: SandboxLimits, error: dict | None) -> list[ContractStep]:
+    """The failed step of a worker that could not load or set up the estimator, with whest's code and a fix."""
     code = exc.detail.code
+    named = (error or {}).get("code") or code
+    message = (error or {}).get("message") or exc.detail.message
     if code == "LOAD_ERROR":
-        return [ContractStep("load", False, exc.detail.message,
-                             "Define one BaseEstimator subclass (ideally named Estimator) in estimator.py; "
-                             "only flopscope, whestbench and the standard library are available.",
-                             exc.detail.traceback)]
+        return [ContractStep("load", False, message, error_hint(named), exc.detail.traceback, named)]
     loaded = ContractStep("load", True, "class resolved")
     if code == "SETUP_TIMEOUT":
-        return [loaded, ContractStep("setup", False, exc.detail.message,
-                                     f"setup() gets {limits.setup_timeout_s:g} s: load precomputed data, "
-                                     "don't compute it.")]
+        return [loaded, ContractStep("setup", False, exc.detail.message, error_hint(code), code=code)]
+    if code == "SETUP_ERROR":
+        return [loaded, ContractStep("setup", False, message, error_hint(named), exc.detail.traceback, named)]
     verdict = verdict_of({"error_code": code, "error": exc.detail.message})[0]
-    fix = FIXES.get(verdict, "Fix the error shown in the traceback.") if code != "SETUP_ERROR" else \
-        "setup() raised: fix the error shown in the traceback."
-    return [loaded, ContractStep("setup", False, exc.detail.message, fix, exc.detail.traceback)]
+    return [loaded, ContractStep("setup", False, exc.detail.message, FIXES.get(verdict, error_hint(code)),
+                                 exc.detail.traceback, code)]
 
 
 def _predict_step(estimator, rnd: Round, limits: SandboxLimits, width: int, depth: int, seed: int,

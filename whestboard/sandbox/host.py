@@ -58,6 +58,7 @@ from whestbench.sdk import BaseEstimator, SetupContext
 
 from whestboard import config
 from whestboard.jobs.liveness import pid_alive
+from whestboard.rules.environment import GraderEnvironment, environment_for
 from whestboard.sandbox.protocol import FrameReader, FrameTimeout, ProtocolError, send
 
 REPO_ROOT = config.REPO_ROOT
@@ -92,6 +93,8 @@ class SandboxLimits:
     sandbox_uid: int | None = 65534
     #: The worker's own /tmp (a tmpfs of ``workdir_bytes``): "auto", "user" (user namespace only) or "off".
     private_tmp: str = "auto"
+    #: Which modules participant code may import, as the round's grader (None: whatever is installed).
+    environment: GraderEnvironment | None = None
 
     def __post_init__(self) -> None:
         if self.private_tmp not in PRIVATE_TMP_METHODS:
@@ -115,9 +118,10 @@ class SandboxLimits:
         return cls(**values)
 
     def for_round(self, rnd) -> SandboxLimits:
-        """These limits with the round's wall cap and residual cap (``rnd``: a whestboard Round)."""
+        """These limits with the round's wall cap, residual cap and import rule (``rnd``: a whestboard Round)."""
         return replace(self, wall_time_limit_s=rnd.wall_time_limit_s,
-                       residual_wall_time_limit_s=rnd.residual_wall_time_limit_s)
+                       residual_wall_time_limit_s=rnd.residual_wall_time_limit_s,
+                       environment=environment_for(rnd.tag))
 
     def predict_deadline_s(self) -> float:
         """How long the parent waits for one predict, as whestbench's runner computes it."""
@@ -445,6 +449,23 @@ class SandboxCancelled(BaseException):
     """The job was cancelled: raised through ``evaluate_estimator`` (it is not an MLP failure)."""
 
 
+def whest_error_of(exc: BaseException | None) -> dict | None:
+    """The ``whest run --json`` error a sandbox start failure carries, looked for along the cause chain.
+
+    Load and setup failures raised in the worker are named there by whestbench's own CLI code; a failure
+    of the sandbox itself (a timeout, a crash) is named with the sandbox's code and message, as
+    whestbench names its runner's failures.
+    """
+    while exc is not None:
+        if isinstance(exc, RunnerError):
+            found = getattr(exc, "whest_error", None)
+            if isinstance(found, dict):
+                return found
+            return {"stage": exc.stage, "code": exc.detail.code, "message": exc.detail.message}
+        exc = exc.__cause__
+    return None
+
+
 def _runner_error(stage: str, code: str, message: str, *, traceback: str | None = None,
                   details: dict | None = None) -> RunnerError:
     return RunnerError(stage, RunnerErrorDetail(code=code, message=message, details=details, traceback=traceback))
@@ -570,6 +591,7 @@ class SandboxedEstimator(BaseEstimator):
             "entry": str(worker.submission_dir / self.submission.entry),
             "class_name": self.submission.class_name,
             "wall_time_limit_s": limits.wall_time_limit_s,
+            "environment": limits.environment.as_dict() if limits.environment else None,
             "sandbox_uid": limits.sandbox_uid,
             # One quota for all scratch space: the tmpfs is capped at it, and counted with the working folder.
             "private_tmp": None if limits.private_tmp == "off" else {"size_bytes": limits.workdir_bytes,
@@ -703,6 +725,13 @@ class SandboxedEstimator(BaseEstimator):
         if stage == "setup" and code == "PREDICT_ERROR":
             code = "LOAD_ERROR" if reply.get("stage") == "load" else "SETUP_ERROR"
         message = str(reply.get("error_message") or "the estimator failed")
+        whest = reply.get("whest_error") if isinstance(reply.get("whest_error"), dict) else None
+        traceback = reply.get("traceback") if isinstance(reply.get("traceback"), str) else None
+        if self.worker is not None:  # name files as the participant knows them, not by the worker's folder
+            inside = f"{self.worker.submission_dir}/"
+            message = message.replace(inside, "")
+            traceback = traceback.replace(inside, "") if traceback else None
+            whest = {**whest, "message": str(whest.get("message", "")).replace(inside, "")} if whest else None
         if reply.get("stage") == "load":
             message = f"could not load the estimator: {message}"
         elif reply.get("stage") == "setup" and stage == "setup":
@@ -710,7 +739,10 @@ class SandboxedEstimator(BaseEstimator):
         message += self._limit_note(code, reply.get("confinement") or (self.started.confinement
                                                                         if self.started else {}))
         details = reply.get("details") if isinstance(reply.get("details"), dict) else None
-        return _runner_error(stage, code, message, traceback=reply.get("traceback"), details=details)
+        error = _runner_error(stage, code, message, traceback=traceback, details=details)
+        if stage == "setup" and whest:
+            error.whest_error = whest  # how `whest run --json` names it: see whest_error_of
+        return error
 
     def _limit_note(self, code: str, confinement: dict) -> str:
         """Which sandbox limit an error came from, in words, and what to do about it."""

@@ -1,4 +1,10 @@
-"""Accept an uploaded estimator: a single ``.py`` or the ``.tar.gz`` that ``whest package`` writes.
+"""Accept an uploaded estimator: a single ``.py``, a folder (or several files), or a ``whest package`` ``.tar.gz``.
+
+A folder ships exactly the files ``whest package --estimator DIR`` would bundle (whestbench's own
+``collect_submission_files``: its ignore rules, ``.gitignore``/``.whestignore``, never a secret), with
+``estimator.py`` as its entry. A lone ``.py`` whose folder holds other files ships alone, as
+``whest package --estimator FILE`` ships it; what it leaves behind is named (:func:`left_behind`), since
+a ``setup()`` that reads a file next to it scores differently without it.
 
 Nothing here runs participant code. An upload is checked, in this order,
 before a byte of it is unpacked to disk:
@@ -47,6 +53,14 @@ class UploadError(ValueError):
     """An upload the app refuses; the message says what to change."""
 
 
+class SourceSyntaxError(UploadError):
+    """A source that does not compile; ``syntax_error`` is Python's own exception, as ``whest run`` reports it."""
+
+    def __init__(self, message: str, syntax_error: SyntaxError) -> None:
+        super().__init__(message)
+        self.syntax_error = syntax_error
+
+
 @dataclass(frozen=True)
 class StoredFile:
     name: str
@@ -60,7 +74,7 @@ class Upload:
 
     sha256: str
     filename: str
-    kind: str  # "py" or "tar.gz"
+    kind: str  # "py", "tar.gz" or "folder"
     entry: str
     class_name: str | None
     files: list[StoredFile]
@@ -117,7 +131,8 @@ def check_python_source(data: bytes, name: str) -> None:
     try:
         compile(text, name, "exec", dont_inherit=True)
     except SyntaxError as exc:
-        raise UploadError(f"{name} line {exc.lineno}: {exc.msg} — fix the syntax error and upload again") from None
+        raise SourceSyntaxError(f"{name} line {exc.lineno}: {exc.msg} — fix the syntax error and upload again",
+                                exc) from None
     except (ValueError, RecursionError, MemoryError) as exc:
         raise UploadError(f"{name} is not valid Python source: {type(exc).__name__}: {exc}") from None
 
@@ -279,6 +294,11 @@ def _upstream_validation(data: bytes) -> None:
 # --- entry point ------------------------------------------------------------------------------------
 
 
+def is_archive(filename: str) -> bool:
+    """Whether a name is a ``whest package`` tarball's (a whole submission of its own)."""
+    return filename.lower().endswith((".tar.gz", ".tgz"))
+
+
 def kind_of(filename: str) -> str:
     lowered = filename.lower()
     if lowered.endswith(".py"):
@@ -315,7 +335,13 @@ def validate(data: bytes, filename: str) -> tuple[str, dict[str, bytes], str, st
 def ingest(data: bytes, filename: str, *, store: Path | None = None) -> Upload:
     """Validate and store an upload (idempotent: the same bytes map to the same folder)."""
     kind, files, entry, class_name = validate(data, filename)
-    digest = sha256_hex(data)
+    return _store_files(sha256_hex(data), files, kind=kind, entry=entry, class_name=class_name,
+                        filename=Path(filename).name, store=store)
+
+
+def _store_files(digest: str, files: dict[str, bytes], *, kind: str, entry: str, class_name: str | None,
+                 filename: str, store: Path | None) -> Upload:
+    """Write a validated submission once under ``<store>/<digest>/`` (a concurrent twin may win the rename)."""
     store = store or uploads_dir()
     store.mkdir(parents=True, exist_ok=True)
     target = store / digest
@@ -327,7 +353,7 @@ def ingest(data: bytes, filename: str, *, store: Path | None = None) -> Upload:
             path = staging / "files" / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(body)
-        upload = Upload(sha256=digest, filename=Path(filename).name, kind=kind, entry=entry, class_name=class_name,
+        upload = Upload(sha256=digest, filename=filename, kind=kind, entry=entry, class_name=class_name,
                         files=[StoredFile(n, len(b), sha256_hex(b)) for n, b in sorted(files.items())], root=target)
         (staging / "upload.json").write_text(json.dumps(upload.as_dict(), indent=2))
         try:
@@ -339,6 +365,88 @@ def ingest(data: bytes, filename: str, *, store: Path | None = None) -> Upload:
         raise
     prune(store)
     return load(digest, store=store)
+
+
+# --- folders ----------------------------------------------------------------------------------------
+
+FOLDER_ENTRY = "estimator.py"
+
+
+def folder_files(root: Path) -> dict[str, bytes]:
+    """What ``whest package --estimator ROOT`` bundles, read into memory: sizes and count checked first."""
+    from whestbench.packaging import collect_submission_files, enforce_submission_caps, resolve_submission
+
+    try:
+        resolve_submission(root)
+    except FileNotFoundError as exc:
+        raise UploadError(f"{exc}; a folder submission needs its estimator.py at the top") from None
+    paths = collect_submission_files(root)
+    try:
+        enforce_submission_caps(paths)
+    except ValueError as exc:
+        raise UploadError(str(exc)) from None
+    names = {str(p.relative_to(Path(root).resolve())): p for p in paths}
+    if FOLDER_ENTRY not in names:
+        raise UploadError(f"estimator.py is excluded by a .gitignore/.whestignore pattern in {root}, but it must ship")
+    return {name: path.read_bytes() for name, path in names.items()}
+
+
+def folder_digest(files: dict[str, bytes]) -> str:
+    """One hash for a folder submission: its sorted file names with each file's sha256."""
+    listing = [[name, sha256_hex(body)] for name, body in sorted(files.items())]
+    return sha256_hex(json.dumps(listing, separators=(",", ":")).encode())
+
+
+def ingest_folder(root: Path, *, store: Path | None = None, label: str | None = None) -> Upload:
+    """Validate and store a folder exactly as ``whest package --estimator ROOT`` would ship it."""
+    root = Path(root)
+    if not root.is_dir():
+        raise UploadError(f"estimator folder not found: {root}")
+    files = folder_files(root)
+    check_python_source(files[FOLDER_ENTRY], FOLDER_ENTRY)
+    return _store_files(folder_digest(files), files, kind="folder", entry=FOLDER_ENTRY, class_name=None,
+                        filename=label or root.resolve().name, store=store)
+
+
+def ingest_several(named: list[tuple[str, bytes]], *, store: Path | None = None) -> Upload:
+    """Several files picked together (the page): one folder submission, whatever order they came in.
+
+    The files are laid out in a scratch folder and packaged from there, so the same ignore rules apply
+    as to a folder on disk; one of them must be ``estimator.py``.
+    """
+    if len(named) > MAX_SUBMISSION_FILES:
+        raise UploadError(f"{len(named)} files, over whestbench's {MAX_SUBMISSION_FILES}-file cap")
+    check_size(sum(len(body) for _, body in named))
+    names = [PurePosixPath(_safe_member_name(name)).name for name, _ in named]
+    if len(set(names)) != len(names):
+        raise UploadError("two of the files have the same name; pick each file once")
+    if FOLDER_ENTRY not in names:
+        raise UploadError(f"none of the {len(names)} files is estimator.py: a folder submission's entry must be "
+                          "named estimator.py (or upload estimator.py alone, or a `whest package` tarball)")
+    with tempfile.TemporaryDirectory(prefix="whestboard-several-") as tmp:
+        folder = Path(tmp) / "submission"
+        folder.mkdir()
+        for name, (_, body) in zip(names, named, strict=True):
+            (folder / name).write_bytes(body)
+        label = f"{len(names)} files ({', '.join(sorted(names)[:3])}{', ...' if len(names) > 3 else ''})"
+        return ingest_folder(folder, store=store, label=label)
+
+
+def left_behind(path: Path) -> list[str]:
+    """What a lone ``.py`` leaves in its folder: what ``whest package --estimator DIR`` would have shipped too."""
+    from whestbench.packaging import summarize_submission
+
+    return list(summarize_submission(path).orphaned_siblings)
+
+
+def shipped_alone_note(left: list[str]) -> str | None:
+    """The sentence a report, the page and stderr show for a lone file that left others behind."""
+    if not left:
+        return None
+    shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+    verb = "was" if len(left) == 1 else "were"
+    return (f"shipped alone: {shown} next to it {verb} not included; upload the folder or a "
+            "`whest package` tarball")
 
 
 def _store_limit_bytes() -> int:
@@ -370,8 +478,10 @@ def prune(store: Path | None = None, *, max_bytes: int | None = None, keep_newer
 
 
 def ingest_path(path: Path, *, store: Path | None = None) -> Upload:
-    """The CLI's door: the same checks as the page, size first."""
+    """The CLI's door: the same checks as the page, size first; a folder ships as ``whest package`` ships it."""
     path = Path(path)
+    if path.is_dir():
+        return ingest_folder(path, store=store)
     if not path.is_file():
         raise UploadError(f"estimator file not found: {path}")
     kind_of(path.name)
@@ -390,4 +500,5 @@ def load(digest: str, *, store: Path | None = None) -> Upload:
     raw = json.loads(meta.read_text())
     raw["files"] = [StoredFile(**f) for f in raw["files"]]
     raw["root"] = root
-    return Upload(**raw)
+    known = set(Upload.__dataclass_fields__)
+    return Upload(**{key: value for key, value in raw.items() if key in known})

@@ -32,6 +32,9 @@ import traceback
 from pathlib import Path
 
 from whestboard import config
+from whestboard.rules.environment import GraderEnvironment
+from whestboard.rules.failures import whest_error
+from whestboard.sandbox import imports
 from whestboard.sandbox.confine import TMP, PrivateTmp, RLimits, confine, die_with_parent
 from whestboard.sandbox.protocol import FrameReader, ProtocolError, read_blocking, send
 
@@ -103,19 +106,47 @@ def _error_message(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _error(stage: str, exc: BaseException, *, writable: tuple[str, ...] = (), with_traceback: bool = True) -> dict:
+def participant_traceback(exc: BaseException, submission_dir: str | None) -> str:
+    """The traceback of an estimator's failure, cut to the participant's own frames.
+
+    The frames above them are the worker's and whestbench's loader: noise to a participant, who needs
+    the line of their file that raised (a syntax error carries its own file and line).
+    """
+    frames = traceback.extract_tb(exc.__traceback__)
+    if submission_dir:
+        root = submission_dir.rstrip("/") + "/"
+        frames = traceback.StackSummary.from_list([f for f in frames if f.filename.startswith(root)])
+    lines = (["Traceback (most recent call last):\n", *frames.format()] if frames else [])
+    return "".join(lines + traceback.format_exception_only(type(exc), exc))
+
+
+def _error(stage: str, exc: BaseException, *, writable: tuple[str, ...] = (), with_traceback: bool = True,
+           submission_dir: str | None = None) -> dict:
     details = getattr(exc, "details", None)
     keep_details = isinstance(details, dict) and isinstance(exc, ValueError)
+    code = failure_code(exc, writable)
     return {
         "status": "error",
         "stage": stage,
-        "code": failure_code(exc, writable),
+        "code": code,
         "error_type": type(exc).__name__,
+        # How `whest run --json` names a failure to load or set up (its stage "run" is the import).
+        "whest_error": _whest_error(exc, "run" if stage == "load" else stage)
+        if stage in ("load", "setup") and code == "PREDICT_ERROR" else None,
         # ValueError-with-details is the grader's own shape/finiteness error: keep its text verbatim.
         "error_message": str(exc) if keep_details else _error_message(exc),
         "details": details if keep_details else None,
-        "traceback": None if keep_details or not with_traceback else _tail(traceback.format_exc()),
+        "traceback": None if keep_details or not with_traceback else _tail(
+            participant_traceback(exc, submission_dir) if submission_dir else traceback.format_exc()),
     }
+
+
+def _whest_error(exc: BaseException, stage: str) -> dict | None:
+    """whest's own name for a load or setup failure; whestbench's CLI is imported only then (0.3 s saved per spawn)."""
+    try:
+        return whest_error(exc, stage)
+    except Exception:  # noqa: BLE001 - a participant may have broken whestbench itself; the code still goes back
+        return None
 
 
 class Worker:
@@ -126,6 +157,7 @@ class Worker:
         self.estimator = None
         self.wall_time_limit_s: float | None = None
         self.writable: tuple[str, ...] = ()  # folders the estimator may write: its working folder, /tmp
+        self.submission_dir: str | None = None  # where the participant's files are (tracebacks are cut to them)
 
     def reply(self, message: dict, payload: bytes = b"") -> None:
         send(self.out_fd, message, payload)
@@ -151,19 +183,25 @@ class Worker:
             self.writable += (str(TMP),)
         _forget_app_paths(request.get("app_paths", []))
         self.wall_time_limit_s = request.get("wall_time_limit_s")
+        environment = request.get("environment")
+        submission_dir = self.submission_dir = os.path.realpath(request["context"]["submission_dir"])
+        if environment:
+            imports.install(GraderEnvironment.from_dict(environment), submission_dir)
         try:
             started = time.perf_counter()
             self.estimator = self._load(request)
             load_s = time.perf_counter() - started
         except BaseException as exc:  # noqa: BLE001 - every failure is reported, never raised
-            self.reply({**_error("load", exc, writable=self.writable), "confinement": confinement.as_dict()})
+            self.reply({**_error("load", exc, writable=self.writable, submission_dir=submission_dir),
+                        "confinement": confinement.as_dict()})
             return
         try:
             started = time.perf_counter()
             self.estimator.setup(self._context(request["context"]))
             setup_s = time.perf_counter() - started
         except BaseException as exc:  # noqa: BLE001
-            self.reply({**_error("setup", exc, writable=self.writable), "confinement": confinement.as_dict()})
+            self.reply({**_error("setup", exc, writable=self.writable, submission_dir=submission_dir),
+                        "confinement": confinement.as_dict()})
             return
         self.reply({"status": "ready", "class_name": type(self.estimator).__name__, "load_s": load_s,
                     "setup_s": setup_s, "confinement": confinement.as_dict()})
@@ -235,7 +273,8 @@ class Worker:
         except flops.TimeExhaustedError:
             self.reply({"status": "time_exhausted", "error_message": "Wall-clock time limit exceeded.", **stats()})
         except BaseException as exc:  # noqa: BLE001 - SystemExit in predict is the estimator's error
-            self.reply({**_error("predict", exc, writable=self.writable), "wall_time_s": budget_ctx.wall_time_s or 0.0})
+            self.reply({**_error("predict", exc, writable=self.writable, submission_dir=self.submission_dir),
+                        "wall_time_s": budget_ctx.wall_time_s or 0.0})
         finally:
             del mlp
 

@@ -1,10 +1,14 @@
 """A run's report in the shape ``whest run --json`` prints, so the two can be diffed field by field.
 
 ``results``, ``run_meta`` and ``run_config`` are the grader's; everything Whestboard adds (noise floor,
-MC@B, rulebook, run id, whether it came from the store) sits under a separate ``whestboard`` key.
+MC@B, rulebook, run id, whether it came from the store, what shipped, which import rule applied) sits
+under a separate ``whestboard`` key. A run that fails before scoring is ``{"ok": false, "error": ...}``,
+as ``whest run --json`` prints it.
 """
 
 from __future__ import annotations
+
+from whestboard.rules import library_versions
 
 SCHEMA_VERSION = "1.1"
 EXTRA_FIELDS = ("run_id", "dataset", "mlp_indices", "estimator", "rulebook", "noise", "mc_reference", "versions",
@@ -24,3 +28,9 @@ def whest_shaped(report: dict, *, cached: bool = False) -> dict:
         "whestbench_version": report["versions"]["whestbench_version"],
         "whestboard": extras,
     }
+
+
+def failure_report(error: dict, extras: dict | None = None) -> dict:
+    """``whest run --json``'s failure shape (``ok``, ``error``, ``whestbench_version``) plus a ``whestboard`` key."""
+    return {"ok": False, "error": error, "whestbench_version": library_versions()["whestbench_version"],
+            "whestboard": dict(extras or {})}

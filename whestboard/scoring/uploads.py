@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from whestboard.data import registry
-from whestboard.rules.failures import verdict_of
+from whestboard.rules.environment import environment_for
+from whestboard.rules.failures import error_hint, verdict_of
 from whestboard.rules.rounds import get_round
 from whestboard.sandbox import SandboxedEstimator
 from whestboard.sandbox import host as sandbox
@@ -20,7 +21,7 @@ from whestboard.scoring.estimators import resolve_estimator
 from whestboard.scoring.handle import EstimatorHandle
 from whestboard.scoring.report import whest_shaped
 from whestboard.scoring.rulebook import rulebook_for
-from whestboard.scoring.sandboxed import sandboxed_handle
+from whestboard.scoring.sandboxed import sandboxed_handle, shipped_upload
 
 # --- the upload job: contract check, sandboxed run, baselines -------------------------------------
 
@@ -65,23 +66,26 @@ def run_upload_job(ctx) -> dict:
 
     spec = ctx.job.spec
     upload = uploads.load(spec["upload"])
-    result: dict = {"ok": False, "upload": {"sha256": upload.sha256, "filename": upload.filename, "kind": upload.kind}}
+    result: dict = {"ok": False, "upload": {"sha256": upload.sha256, "filename": upload.filename, "kind": upload.kind},
+                    "shipped": shipped_upload(upload)}
     try:
         dataset, rulebook, request_indices = _job_inputs(spec)
     except inputs.RunError as exc:  # a job queued before its page checked it: say why, score nothing
         return {**result, "error": str(exc)}
+    result["grader_environment"] = environment_for(rulebook.round_tag).as_dict()
 
     ctx.report(phase="contract", done=0, total=len(request_indices), message="checking the contract in the sandbox")
-    contract = check_contract(upload.submission, dataset.info.round or _round(rulebook.round_tag),
-                              should_cancel=ctx.should_cancel,
+    contract = check_contract(upload.submission, _round(rulebook.round_tag), should_cancel=ctx.should_cancel,
                               on_started=sandbox.prewarm)  # the scoring worker warms up meanwhile
     result["contract"] = contract.as_dict()
     if not contract.ok:
         result["error"] = contract.summary()
+        if contract.error:  # named as `whest run --json` names it, with what to change
+            result["whest_error"] = {**contract.error, "hint": error_hint(contract.error.get("code"))}
         return result
 
     created: list[SandboxedEstimator] = []
-    handle = _upload_handle(upload, ctx.should_cancel, created)
+    handle = _upload_handle(upload, ctx.should_cancel, created, rulebook.round_tag)
     verdicts: list[dict] = []
 
     def progress(done: int, total: int, entry: dict) -> None:
@@ -112,9 +116,9 @@ def _round(tag: str):
     return get_round(tag)
 
 
-def _upload_handle(upload, should_cancel, created: list) -> EstimatorHandle:
-    """The stored upload's handle, remembering the sandbox it builds (for output and confinement)."""
-    handle = sandboxed_handle(f"upload:{upload.sha256}", should_cancel=should_cancel)
+def _upload_handle(upload, should_cancel, created: list, round_tag: str) -> EstimatorHandle:
+    """The stored upload's handle under ``round_tag``'s rules, remembering the sandbox it builds."""
+    handle = sandboxed_handle(f"upload:{upload.sha256}", should_cancel=should_cancel, round_tag=round_tag)
     build = handle.factory
 
     def factory():
@@ -181,4 +185,6 @@ def json_report(result: dict) -> dict | None:
     payload["whestboard"]["sandbox"] = {key: result.get(key) for key in (
         "upload", "contract", "verdicts", "output", "output_truncated", "confinement", "worker_restarts",
         "baselines")}
+    payload["whestboard"]["shipped"] = result.get("shipped")
+    payload["whestboard"]["grader_environment"] = result.get("grader_environment")
     return payload
