@@ -57,12 +57,10 @@ def controls(width: int, depth: int, seed: int, samples: str, mc: int, round_tag
     return dbc.Card(dbc.CardBody([
         dbc.Row([
             dbc.Col([_label("Width", "pg-width"),
-                     dbc.Input(id="pg-width", type="number", min=generated.MIN_WIDTH, max=generated.MAX_WIDTH,
-                               step=1, value=width, size="sm", debounce=True),
+                     dbc.Input(id="pg-width", type="number", step=1, value=width, size="sm", debounce=True),
                      dbc.FormText(f"{generated.MIN_WIDTH}–{generated.MAX_WIDTH}")], md=1),
             dbc.Col([_label("Depth", "pg-depth"),
-                     dbc.Input(id="pg-depth", type="number", min=generated.MIN_DEPTH, max=generated.MAX_DEPTH,
-                               step=1, value=depth, size="sm", debounce=True),
+                     dbc.Input(id="pg-depth", type="number", step=1, value=depth, size="sm", debounce=True),
                      dbc.FormText(f"{generated.MIN_DEPTH}–{generated.MAX_DEPTH}")], md=1),
             dbc.Col([_label("Seed (mlp_seed)", "pg-seed"),
                      dbc.InputGroup([dbc.Input(id="pg-seed", value=str(seed), size="sm", debounce=True),

@@ -113,7 +113,7 @@ def test_bad_shapes_are_sentences(width, depth, seed, message):
 def test_default_samples_follow_the_shape():
     assert generated.default_samples(8, 4) == 1_000_000
     assert generated.default_samples(256, 8) == 10_000
-    assert generated.default_samples(1024, 16) == 10_000
+    assert generated.default_samples(512, 8) == generated.default_samples(1024, 16) == 10_000
     small = generated.parse_shape(256, 8, 1)
     assert not generated.needs_background(small, generated.default_samples(256, 8), 1000)
     assert generated.needs_background(generated.parse_shape(1024, 16, 1), 10_000, 1000)

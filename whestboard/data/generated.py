@@ -114,6 +114,8 @@ def _whole(value, what: str, low: int, high: int) -> int:
     """``value`` as a whole number in [low, high] (digits read exactly, ``1e5`` accepted), or a sentence
     saying what to type."""
     text = str(value).strip().replace("_", "") if value is not None else ""
+    if not text:
+        raise GeneratedMLPError(f"{what} is empty: type a whole number from {low} to {high}")
     if len(text) > 40:
         raise GeneratedMLPError(f"{what} is too long to be a number: type a whole number from {low} to {high}")
     if re.fullmatch(r"[+-]?[0-9]+", text):
@@ -155,7 +157,7 @@ def forward_work(width: int, depth: int, n_samples: int) -> float:
 def default_samples(width: int, depth: int) -> int:
     """The most truth samples of ``SAMPLE_CHOICES`` that cost about ``DEFAULT_TRUTH_WORK``, at least 10,000."""
     affordable = [n for n in SAMPLE_CHOICES if forward_work(width, depth, n) <= DEFAULT_TRUTH_WORK]
-    return min(max(affordable, default=10_000), 1_000_000) if affordable else 10_000
+    return min(max(max(affordable, default=10_000), 10_000), 1_000_000)
 
 
 def needs_background(shape: Shape, n_samples: int, mc_samples: int) -> bool:
