@@ -144,6 +144,7 @@ def _render(result: Playground) -> html.Div:
                 width="auto"),
     ], className="g-2 align-items-center mb-2")
     rows = [
+        *[dbc.Alert(problem, color="warning", className="py-2 small pg-problem") for problem in result.problems],
         panels.facts(result),
         html.H5("Every estimator on this MLP", className="mt-2"),
         panels.summary_table(result),

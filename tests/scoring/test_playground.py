@@ -8,9 +8,11 @@ import pytest
 from whestbench.estimators import CombinedEstimator, CovariancePropagationEstimator, MeanPropagationEstimator
 from whestbench.scoring import ContestData, evaluate_estimator
 
+from tests.conftest import HOSTILE
 from tests.scoring.test_runs import assert_entries_equal
 from whestboard.data import generated
 from whestboard.scoring import playground, rulebook_for
+from whestboard.sandbox import ingest
 from whestboard.scoring.estimators import MonteCarloEstimator
 
 pytestmark = [pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning"),
@@ -75,3 +77,24 @@ def test_progress_reaches_the_end_and_rises():
     playground.play(shape, 20_000, playground.estimator_specs(100), rulebook_for(None),
                     progress=lambda _what, fraction: seen.append(fraction))
     assert seen == sorted(seen) and seen[-1] == pytest.approx(4 / 5)
+
+
+def test_an_upload_of_the_session_runs_sandboxed_beside_the_built_ins():
+    upload = ingest.ingest((HOSTILE / "good.py").read_bytes(), "good.py")
+    shape = generated.parse_shape(16, 2, 8)
+    rulebook = rulebook_for("v2-phase2")
+    result = playground.play(shape, 2000, playground.estimator_specs(100, [upload.sha256]), rulebook)
+    uploaded = result.results[-1]
+    assert uploaded.spec == f"upload:{upload.sha256}" and uploaded.label == "good.py"
+    assert not uploaded.failed, uploaded.entry.get("failure_reason")
+    assert uploaded.entry["flops_used"] > 0
+    assert float(uploaded.entry["final_layer_mse"]) == pytest.approx(
+        float(np.mean((uploaded.predictions[-1].astype(np.float64) - result.truth.means[-1]) ** 2)), rel=1e-5)
+
+
+def test_an_upload_gone_from_the_store_is_left_out_in_words():
+    shape = generated.parse_shape(8, 2, 8)
+    gone = "ab" * 32
+    result = playground.play(shape, 1000, playground.estimator_specs(100, [gone]), rulebook_for(None))
+    assert [s.spec for s in result.results] == playground.estimator_specs(100)
+    assert result.problems == (f"upload:{gone} was left out: no upload {gone!r}. Upload it again on the Upload page.",)

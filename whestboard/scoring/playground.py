@@ -40,6 +40,8 @@ BUILTIN_SPECS = ("mean", "cov", "combined")
 BUILTIN_LABELS = {"mean": "mean propagation", "cov": "covariance propagation", "combined": "combined"}
 DEFAULT_MC_SAMPLES = 1_000
 SCORE_FILES_KEPT = 2048
+#: What building an estimator raises when its upload is gone or refused: that one is left out, in words.
+UNBUILDABLE = (KeyError, FileNotFoundError, ValueError)
 #: Progress is reported as (what, fraction of the whole job done).
 ProgressFn = Callable[[str, float], None]
 
@@ -67,6 +69,7 @@ class Playground:
     truth: Truth
     rulebook: Rulebook
     results: tuple[Scored, ...]
+    problems: tuple[str, ...] = ()  # estimators that could not even be built (an upload gone), in words
 
 
 def rulebook_for_shape(shape: Shape, round_tag: str | None = None) -> Rulebook:
@@ -155,7 +158,7 @@ def play(shape: Shape, n_samples: int, specs: Sequence[str], rulebook: Rulebook,
     """The MLP, its truth, then each estimator in turn; progress after every truth chunk and estimator.
 
     An estimator that cannot even be built (an upload gone from the store) is left out with its
-    sentence in ``errors`` rather than failing the others.
+    sentence in ``problems`` rather than failing the others.
     """
     gen = generate(shape)
     steps = 1 + len(specs)
@@ -165,12 +168,20 @@ def play(shape: Shape, n_samples: int, specs: Sequence[str], rulebook: Rulebook,
             progress(f"truth: {done:,} of {total:,} chunks", done / total / steps)
 
     drawn = truth(shape, n_samples, progress=on_chunk)
-    results = []
+    results, problems = [], []
     for position, spec in enumerate(specs, start=1):
         if progress is not None:
             progress(f"scoring {spec}", position / steps)
-        results.append(score(gen, drawn, spec, rulebook))
-    return Playground(shape, gen, drawn, rulebook, tuple(results))
+        try:
+            results.append(score(gen, drawn, spec, rulebook))
+        except UNBUILDABLE as exc:
+            problems.append(_problem(spec, exc))
+    return Playground(shape, gen, drawn, rulebook, tuple(results), tuple(problems))
+
+
+def _problem(spec: str, exc: Exception) -> str:
+    reason = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    return f"{spec} was left out: {reason}. Upload it again on the Upload page."
 
 
 def ready(shape: Shape, n_samples: int, specs: Sequence[str], rulebook: Rulebook) -> Playground | None:
@@ -178,11 +189,15 @@ def ready(shape: Shape, n_samples: int, specs: Sequence[str], rulebook: Rulebook
     drawn = cached_truth(shape, n_samples)
     if drawn is None:
         return None
-    results = []
+    results, problems = [], []
     for spec in specs:
-        found = cached_score(shape, drawn, spec, rulebook)
+        try:
+            found = cached_score(shape, drawn, spec, rulebook)
+        except UNBUILDABLE as exc:
+            problems.append(_problem(spec, exc))
+            continue
         if found is None:
             return None
         results.append(found)
-    return Playground(shape, generate(shape), drawn, rulebook, tuple(results))
+    return Playground(shape, generate(shape), drawn, rulebook, tuple(results), tuple(problems))
 
