@@ -11,8 +11,8 @@ from whestbench.scoring import ContestData, evaluate_estimator
 from tests.conftest import HOSTILE
 from tests.scoring.test_runs import assert_entries_equal
 from whestboard.data import generated
-from whestboard.scoring import playground, rulebook_for
 from whestboard.sandbox import ingest
+from whestboard.scoring import playground, rulebook_for
 from whestboard.scoring.estimators import MonteCarloEstimator
 
 pytestmark = [pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning"),
