@@ -174,9 +174,19 @@ def _failure(message: str) -> dbc.Alert:
 # ---------------------------------------------------------------------------
 
 
-@callback(Output("pg-seed", "value"), Input("pg-new-seed", "n_clicks"), prevent_initial_call=True)
-def _new_seed(_n):
-    return str(generated.fresh_seed())
+# A new seed is drawn in the browser (an int63, as create_dataset draws them): no round trip before the work.
+dash.clientside_callback(
+    """
+    function(n) {
+        if (!n) { return window.dash_clientside.no_update; }
+        const words = window.crypto.getRandomValues(new Uint32Array(2));
+        return ((BigInt(words[0] & 0x7fffffff) << 32n) | BigInt(words[1])).toString();
+    }
+    """,
+    Output("pg-seed", "value"),
+    Input("pg-new-seed", "n_clicks"),
+    prevent_initial_call=True,
+)
 
 
 @callback(Output("pg-mc-readout", "children"), Input("pg-mc", "value"))

@@ -18,7 +18,6 @@ import dataclasses
 import json
 import math
 import re
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,8 +42,10 @@ MAX_SEED = 2**63 - 1
 #: Truth sample counts the page offers; the default is picked from these by shape.
 SAMPLE_CHOICES = (1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000, 3_000_000, 10_000_000)
 MIN_SAMPLES, MAX_SAMPLES = 100, 100_000_000
-#: Forward-pass work (2 d w^2 per sample) the default sample count may cost: ~0.3 s of one core.
-DEFAULT_TRUTH_WORK = 2e10
+#: Forward-pass work (2 d w^2 per sample) the default sample count may cost: ~0.15 s of one core.
+DEFAULT_TRUTH_WORK = 1e10
+#: The default never goes past this many samples: below ~64 neurons per-chunk overhead, not work, dominates.
+DEFAULT_SAMPLES_CAP = 300_000
 #: Above this much forward-pass work (truth plus estimators) the page hands the job to the background.
 BACKGROUND_WORK = 6e10
 TRUTH_FILES_KEPT = 512
@@ -144,20 +145,16 @@ def parse_samples(value, what: str = "truth samples") -> int:
     return _whole(value, what, MIN_SAMPLES, MAX_SAMPLES)
 
 
-def fresh_seed() -> int:
-    """A seed drawn the way ``create_dataset`` draws one (an int63)."""
-    return secrets.randbits(63)
-
-
 def forward_work(width: int, depth: int, n_samples: int) -> float:
     """Multiply-adds of ``n_samples`` forward passes, the unit every sizing rule here uses."""
     return 2.0 * depth * width * width * n_samples
 
 
 def default_samples(width: int, depth: int) -> int:
-    """The most truth samples of ``SAMPLE_CHOICES`` that cost about ``DEFAULT_TRUTH_WORK``, at least 10,000."""
+    """The most truth samples of ``SAMPLE_CHOICES`` that cost about ``DEFAULT_TRUTH_WORK``: at least 10,000
+    (the official Explorer's count), at most ``DEFAULT_SAMPLES_CAP``."""
     affordable = [n for n in SAMPLE_CHOICES if forward_work(width, depth, n) <= DEFAULT_TRUTH_WORK]
-    return min(max(max(affordable, default=10_000), 10_000), 1_000_000)
+    return min(max(max(affordable, default=10_000), 10_000), DEFAULT_SAMPLES_CAP)
 
 
 def needs_background(shape: Shape, n_samples: int, mc_samples: int) -> bool:
