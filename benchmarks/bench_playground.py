@@ -69,7 +69,8 @@ def time_new_seed(page, base: str, width: int, depth: int, repeats: int) -> list
         before = page.input_value("#pg-seed")
         started = time.perf_counter()
         page.click("#pg-new-seed")
-        page.wait_for_function(f"() => !location.search.includes('seed={before}')", timeout=120_000)
+        page.wait_for_function(f"() => new URLSearchParams(location.search).get('seed') !== '{before}'",
+                               timeout=120_000)
         page.wait_for_function(ALL_DRAWN, timeout=120_000)
         times.append(time.perf_counter() - started)
         wait_for_dash(page)

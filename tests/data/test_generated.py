@@ -112,7 +112,7 @@ def test_bad_shapes_are_sentences(width, depth, seed, message):
 
 def test_default_samples_follow_the_shape():
     assert generated.default_samples(8, 4) == 300_000
-    assert generated.default_samples(64, 8) == 100_000
+    assert generated.default_samples(64, 8) == 30_000
     assert generated.default_samples(256, 8) == 10_000
     assert generated.default_samples(512, 8) == generated.default_samples(1024, 16) == 10_000
     small = generated.parse_shape(256, 8, 1)

@@ -145,9 +145,15 @@ def parse_samples(value, what: str = "truth samples") -> int:
     return _whole(value, what, MIN_SAMPLES, MAX_SAMPLES)
 
 
+#: What the sampler's per-element passes (ReLU, float64 casts, sums, squares) cost, in matmul FLOPs per
+#: activation: at 64 neurons they take as long as the matrix product itself.
+ELEMENTWISE_COST = 128
+
+
 def forward_work(width: int, depth: int, n_samples: int) -> float:
-    """Multiply-adds of ``n_samples`` forward passes, the unit every sizing rule here uses."""
-    return 2.0 * depth * width * width * n_samples
+    """Cost of ``n_samples`` forward passes of the sampler in matmul-FLOP units (2 w^2 per layer for the
+    product, ``ELEMENTWISE_COST`` w for the rest): the unit every sizing rule here uses."""
+    return float(depth) * (2.0 * width * width + ELEMENTWISE_COST * width) * n_samples
 
 
 def default_samples(width: int, depth: int) -> int:
