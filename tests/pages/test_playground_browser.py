@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 from urllib.parse import parse_qs, urlparse
 
@@ -57,13 +58,22 @@ def test_the_tour_walks_every_step_is_remembered_and_restarts(page):
     assert page.locator("#pg-tour-card").count() == 0
 
 
-def test_seed_and_shape_controls_redraw_and_keep_the_url(page):
+@pytest.fixture
+def kept_cleanup(state_dir):
+    """Datasets this test keeps on the shared server are removed after it: other pages' tests count datasets."""
+    before = set((state_dir / "datasets").glob("*"))
+    yield
+    for folder in set((state_dir / "datasets").glob("*")) - before:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_seed_and_shape_controls_redraw_and_keep_the_url(page, kept_cleanup):
     page.add_init_script(TOUR_SEEN)
     page.goto(page.base_url + "/playground?width=16&depth=4&seed=11")
     page.wait_for_selector("#pg-result-panel")
     first = _summary_rows(page)
     assert len(first) == 4 and all(row[-1] == "ok" for row in first)
-    assert page.locator("#pg-graph-network .main-svg").count() > 0
+    page.wait_for_selector("#pg-graph-network .main-svg")
     page.fill("#pg-width", "48")
     page.locator("#pg-width").press("Tab")
     page.wait_for_function("() => new URLSearchParams(location.search).get('width') === '48'")
