@@ -14,10 +14,12 @@ from urllib.parse import urlencode
 import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html, no_update
+from flask import current_app, has_app_context
 
 from components import playground_panels as panels
 from components.figures import playground as figs
 from components.shell import SESSION_UPLOADS_ID
+from whestboard import config as settings
 from whestboard.data import generated
 from whestboard.rules.rounds import ALL_ROUNDS
 from whestboard.scoring.inputs import RunError
@@ -45,6 +47,12 @@ INTRO = ("Pick a shape and a seed: the MLP is made by whestbench's own generator
 # ---------------------------------------------------------------------------
 
 
+def _uploads_on() -> bool:
+    """The deployment's switch for running uploaded code (the upload page's own rule)."""
+    under_gunicorn = bool(current_app.config.get("WHESTBOARD_UNDER_GUNICORN")) if has_app_context() else False
+    return settings.uploads_allowed(under_gunicorn=under_gunicorn)
+
+
 def _params(width, depth, seed, samples, mc_position, round_tag, uploads) -> dict:
     """The controls, checked by the core's parsers (GeneratedMLPError names the field to fix)."""
     shape = generated.parse_shape(width, depth, seed)
@@ -54,7 +62,7 @@ def _params(width, depth, seed, samples, mc_position, round_tag, uploads) -> dic
     return {"width": shape.width, "depth": shape.depth, "seed": str(shape.seed), "samples": n,
             "samples_choice": samples if samples not in (None, "") else panels.AUTO, "mc": mc,
             "round": round_tag if round_tag not in (None, "", panels.AUTO) else None,
-            "uploads": [u for u in (uploads or []) if isinstance(u, str)]}
+            "uploads": [u for u in (uploads or []) if isinstance(u, str)] if _uploads_on() else []}
 
 
 def _inputs(params: dict):
@@ -197,6 +205,8 @@ def _mc_readout(position):
 
 @callback(Output("pg-uploads", "options"), Output("pg-uploads-hint", "children"), Input(SESSION_UPLOADS_ID, "data"))
 def _upload_options(uploads):
+    if not _uploads_on():
+        return [], "Uploaded estimators are off on this server."
     entries = [u for u in (uploads or []) if isinstance(u, dict) and isinstance(u.get("upload"), str)]
     seen: dict[str, str] = {}
     for entry in entries:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from urllib.parse import parse_qs, urlparse
@@ -9,8 +10,11 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from components import playground_panels as panels
+from components.shell import SESSION_UPLOADS_ID
 from tests.browser_helpers import wait_for_dash
+from tests.conftest import HOSTILE
 from whestboard.data import generated
+from whestboard.sandbox import ingest
 from whestboard.scoring.playground import estimator_specs, play, rulebook_for_shape
 
 TOUR_SEEN = "localStorage.setItem('whestboard.playground.tour', 'seen')"
@@ -162,4 +166,21 @@ def test_a_broken_link_is_named_and_the_default_shown(page, link, problem):
     page.goto(page.base_url + link)
     page.wait_for_selector("#pg-result-panel")
     assert problem in page.inner_text("#pg-link-error")
+    wait_for_dash(page)
+
+
+def test_an_upload_of_this_tab_runs_beside_the_built_ins(page, state_dir):
+    """The upload page leaves this tab's uploads in the session store; the playground offers and runs them."""
+    upload = ingest.ingest((HOSTILE / "good.py").read_bytes(), "good.py", store=state_dir / "uploads")
+    entry = {"upload": upload.sha256, "label": "good.py", "run_id": None, "dataset": "v1-warmup",
+             "round": "v1-warmup"}
+    page.add_init_script(TOUR_SEEN)
+    page.add_init_script(f"sessionStorage.setItem('{SESSION_UPLOADS_ID}', JSON.stringify({json.dumps([entry])}))")
+    page.goto(page.base_url + "/playground?width=8&depth=2&seed=4")
+    page.wait_for_selector("#pg-result-panel")
+    page.get_by_label("good.py").check()
+    page.wait_for_selector("#pg-job", state="visible")
+    page.wait_for_function("() => document.querySelectorAll('#pg-summary tbody tr').length === 5", timeout=120_000)
+    upload_row = _summary_rows(page)[-1]
+    assert upload_row[0].lstrip("●").strip() == "good.py" and upload_row[-1] == "ok"
     wait_for_dash(page)
