@@ -56,10 +56,13 @@ def per_layer_mse_figure(result: Playground) -> go.Figure:
         mode="lines", line=dict(color=FLOOR_COLOUR, dash="dash", width=2),
         hovertemplate="layer %{x}: noise floor %{y:.3e}<extra></extra>"))
     for position, scored in enumerate(result.results):
-        label = scored.label + (" (failed: zero fallback)" if scored.failed else "")
+        twin = next((earlier.label for earlier in result.results[:position]
+                     if earlier.entry["per_layer_mse"] == scored.entry["per_layer_mse"]), None)
+        label = scored.label + (" (failed: zero fallback)" if scored.failed else "") + (
+            f" (= {twin}, drawn dashed)" if twin else "")
         fig.add_trace(go.Scatter(
             x=layers, y=_positive(scored.entry["per_layer_mse"]), name=label, mode="lines+markers",
-            line=dict(color=colour_of(position), width=2, dash="dot" if scored.failed else "solid"),
+            line=dict(color=colour_of(position), width=2, dash="dot" if scored.failed else "dash" if twin else "solid"),
             hovertemplate=f"{scored.label}<br>layer %{{x}}: MSE %{{y:.3e}}<extra></extra>"))
     fig.update_xaxes(title="layer", dtick=1 if len(layers) <= 16 else None)
     fig.update_yaxes(title="MSE against the truth", type="log", exponentformat="power")

@@ -26,7 +26,11 @@ def test_per_layer_mse_draws_each_estimator_and_the_truths_floor(result):
     fig = figs.per_layer_mse_figure(result)
     floor, *curves = fig.data
     np.testing.assert_array_equal(floor.y, result.truth.layer_noise_floors)
-    assert [c.name for c in curves] == [s.label for s in result.results]
+    assert [c.name.split(" (= ")[0] for c in curves] == [s.label for s in result.results]
+    cov, combined = result.results[1], result.results[2]
+    assert combined.entry["per_layer_mse"] == cov.entry["per_layer_mse"]  # B affords covariance propagation
+    assert curves[2].name == "combined (= covariance propagation, drawn dashed)"
+    assert curves[2].line.dash == "dash" and curves[1].line.dash == "solid"
     for curve, scored in zip(curves, result.results, strict=True):
         np.testing.assert_array_equal(curve.y, np.asarray(scored.entry["per_layer_mse"], dtype=np.float64))
     assert fig.layout.yaxis.type == "log"
