@@ -97,16 +97,25 @@
     card.querySelector("#pg-tour-back").disabled = index === 0;
     card.querySelector("#pg-tour-next").textContent = index === STEPS.length - 1 ? "Done" : "Next";
     card.setAttribute("data-step", String(index + 1));
+    var el = highlight();
+    if (el && el.scrollIntoView) { el.scrollIntoView({block: "center", behavior: "smooth"}); }
+  }
+
+  // Outline the current step's part of the page; called again when a redraw replaced it.
+  function highlight() {
     clearHighlight();
-    var el = targetOf(spec);
-    if (el) {
-      el.classList.add("pg-tour-target");
-      if (el.scrollIntoView) { el.scrollIntoView({block: "center", behavior: "smooth"}); }
-    }
+    var el = step >= 0 ? targetOf(STEPS[step]) : null;
+    if (el) { el.classList.add("pg-tour-target"); }
+    return el;
   }
 
   function finish() {
     remember();
+    close();
+  }
+
+  // Leaving the page closes the card without remembering: the tour starts again on the next visit.
+  function close() {
     clearHighlight();
     if (card && card.parentNode) { card.parentNode.removeChild(card); }
     card = null;
@@ -120,7 +129,8 @@
 
   // Start once per visit when the page's controls are drawn and the tour was never finished or skipped.
   window.setInterval(function () {
-    if (!onPlayground()) { if (card) { finish(); } return; }
+    if (!onPlayground()) { if (card) { close(); } return; }
+    if (card && !document.querySelector(".pg-tour-target")) { highlight(); }
     if (card || seen() || !document.getElementById("pg-controls")) { return; }
     if (!document.getElementById("pg-result-panel")) { return; }
     show(0);

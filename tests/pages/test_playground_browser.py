@@ -43,6 +43,8 @@ def test_the_tour_walks_every_step_is_remembered_and_restarts(page):
         page.locator("#pg-seed").press("Enter")
         page.wait_for_function(f"() => new URLSearchParams(location.search).get('seed') === '{number}'")
         wait_for_dash(page)
+        # the redraw replaced the outlined part: the tour outlines the new one
+        page.wait_for_function("() => document.querySelectorAll('.pg-tour-target').length === 1")
         page.click("#pg-tour-next")
     assert page.locator("#pg-tour-card").count() == 0
     assert page.locator(".pg-tour-target").count() == 0
