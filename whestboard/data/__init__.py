@@ -1,12 +1,13 @@
 """The benchmark's MLPs: datasets on disk (official parquet, compact seeds), the registry, baking, statistics.
 
 Owns: reading schema-3.0 directories and the compact format, the weights cache, the registry of served
-datasets, the fast Monte Carlo sampler, baking compact datasets, per-MLP statistics for the explorer.
+datasets, the fast Monte Carlo sampler, baking compact datasets, per-MLP statistics for the explorer, and the
+playground's MLPs made from (width, depth, seed) with their cached truth (``generated``).
 A damaged MLP file is contained to that MLP (``Dataset.damaged``). May import: ``whestboard.rules``,
 ``whestboard.jobs`` (liveness of bake claims), ``whestboard.store`` (atomic files), ``whestboard.config``.
 """
 
-from whestboard.data import bake, compact, datasets, mlp_stats, registry, sampling, weights_cache
+from whestboard.data import bake, compact, datasets, generated, mlp_stats, registry, sampling, weights_cache
 from whestboard.data.bake import BakeError, build_weights, plan_from_args
 from whestboard.data.datasets import (
     DEAD_MEAN_THRESHOLD,
@@ -23,5 +24,5 @@ from whestboard.data.registry import DatasetNotFound, get_dataset
 
 __all__ = ["DEAD_MEAN_THRESHOLD", "BakeError", "DamagedMLP", "Dataset", "DatasetError", "DatasetInfo",
            "DatasetNotFound", "MLPDamaged", "MLPNotFound", "WeightsMismatch", "bake", "build_weights", "compact",
-           "datasets", "get_dataset", "mlp_stats", "open_dataset", "plan_from_args", "registry", "sampling",
+           "datasets", "generated", "get_dataset", "mlp_stats", "open_dataset", "plan_from_args", "registry", "sampling",
            "weights_cache"]

@@ -228,10 +228,18 @@ def bake_one(directory: Path, manifest: dict, index: int, *, engine: str, progre
     means, avg_var, breakdown = sample_truth(
         weights, seed, n_samples, engine=engine, progress=progress
     )
+    bake_known_truth(directory, manifest, index, weights, means, avg_var, breakdown=breakdown,
+                     origin={"engine": engine, "wall_time_s": round(time.perf_counter() - started, 3)})
+
+
+def bake_known_truth(directory: Path, manifest: dict, index: int, weights: np.ndarray, means: np.ndarray,
+                     avg_variance: float, *, breakdown: dict | None = None, origin: dict | None = None) -> None:
+    """Write MLP ``index``'s record from a truth already drawn on its sampling stream (the playground
+    keeps the truth it shows; a bake passes what it just sampled)."""
     provenance = {
-        "engine": engine,
-        "n_samples": n_samples,
-        "wall_time_s": round(time.perf_counter() - started, 3),
+        "engine": manifest.get("engine", "numpy"),
+        "n_samples": manifest["n_samples"],
+        **(origin or {}),
         "baked_at_utc": datetime.now(UTC).isoformat(),
         "sampling_budget_breakdown": breakdown,
         **library_versions(),
@@ -240,7 +248,7 @@ def bake_one(directory: Path, manifest: dict, index: int, *, engine: str, progre
         directory,
         index,
         all_layer_means=means,
-        avg_variance=avg_var,
+        avg_variance=avg_variance,
         weights_sha256=compact.weights_checksum(weights),
         provenance=provenance,
     )

@@ -1,8 +1,9 @@
 """Which datasets the app serves, opened once per process.
 
-The embedded datasets under ``data/`` plus every directory listed in
-``WHESTBOARD_DATASETS`` (separated by ``os.pathsep``), so a participant who
-downloaded the official mini or full split just points the app at it.
+The embedded datasets under ``data/``, the datasets kept from the playground (under
+``config.kept_datasets_dir()``), plus every directory listed in ``WHESTBOARD_DATASETS``
+(separated by ``os.pathsep``), so a participant who downloaded the official mini or
+full split just points the app at it.
 A directory that cannot be read is reported with its reason, never fatal.
 """
 
@@ -36,14 +37,16 @@ def _looks_like_dataset(path: Path) -> bool:
     return compact.is_compact_dir(path) or (path / "metadata.json").is_file()
 
 
+def _datasets_in(root: Path) -> list[Path]:
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if p.is_dir() and _looks_like_dataset(p))
+
+
 def candidate_paths() -> list[Path]:
-    """Embedded dataset folders first (sorted), then the user's, in the order given."""
-    paths: list[Path] = []
-    root = data_dir()
-    if root.is_dir():
-        paths += sorted(p for p in root.iterdir() if p.is_dir() and _looks_like_dataset(p))
-    paths += config.extra_dataset_paths()
-    return paths
+    """Embedded dataset folders first (sorted), then those kept from the playground (sorted), then the
+    user's, in the order given."""
+    return [*_datasets_in(data_dir()), *_datasets_in(config.kept_datasets_dir()), *config.extra_dataset_paths()]
 
 
 def _unique_key(path: Path, taken: set[str]) -> str:

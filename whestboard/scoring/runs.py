@@ -297,11 +297,11 @@ def cache_key(request: RunRequest) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _start_estimator(request: RunRequest, spec: ContestSpec) -> Any:
+def _start_estimator(handle: EstimatorHandle, spec: ContestSpec) -> Any:
     try:
-        estimator = request.estimator.factory()
+        estimator = handle.factory()
     except Exception as exc:
-        raise RunError(f"could not build estimator {request.estimator.label}: {type(exc).__name__}: {exc}") from exc
+        raise RunError(f"could not build estimator {handle.label}: {type(exc).__name__}: {exc}") from exc
     setup = getattr(estimator, "setup", None)
     if callable(setup):
         context = SetupContext(
@@ -309,14 +309,26 @@ def _start_estimator(request: RunRequest, spec: ContestSpec) -> Any:
             depth=spec.depth,
             flop_budget=spec.flop_budget,
             api_version="1.0",
-            submission_dir=request.estimator.submission_dir,
+            submission_dir=handle.submission_dir,
             seed=0,
         )
         try:
             setup(context)
         except Exception as exc:
-            raise RunError(f"{request.estimator.label}: setup() raised {type(exc).__name__}: {exc}") from exc
+            raise RunError(f"{handle.label}: setup() raised {type(exc).__name__}: {exc}") from exc
     return estimator
+
+
+def score_one(handle: EstimatorHandle, case: MLPCase, rulebook: Rulebook) -> tuple[dict, np.ndarray]:
+    """One estimator on one MLP that belongs to no dataset (the playground's): set up, scored through
+    ``score_case`` as a run scores each MLP, torn down."""
+    _quiet_exhaustion_warnings()
+    spec = rulebook.contest_spec(width=case.mlp.width, depth=case.mlp.depth, n_mlps=1, n_samples=case.n_samples)
+    estimator = _start_estimator(handle, spec)
+    try:
+        return score_case(estimator, case, rulebook)
+    finally:
+        _stop_estimator(estimator)
 
 
 def _stop_estimator(estimator: Any) -> None:
@@ -443,7 +455,7 @@ def execute(
     per_mlp: list[dict] = []
     predictions: dict[int, np.ndarray] = {}
     cancelled = False
-    estimator = _start_estimator(request, spec)
+    estimator = _start_estimator(request.estimator, spec)
     try:
         for case in cases_from_dataset(request.dataset, request.indices):
             if should_cancel is not None and should_cancel():

@@ -1,0 +1,330 @@
+"""Playground: any MLP from (width, depth, seed), its Monte Carlo truth, and every estimator on it at once.
+
+URL: ``/playground?width=&depth=&seed=`` (also ``samples=``, ``mc=``, ``round=``), so a link reproduces
+the page. The MLP comes from whestbench's own generator (``whestboard.data.generated``), every estimator
+is metered and scored as the lab scores (``whestboard.scoring.playground``). Small shapes are answered
+in the callback; large ones (or any upload) run as a background job of the app's one job system, with
+progress and Cancel, and the page then draws what the job left in the cache.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import Input, Output, State, callback, dcc, html, no_update
+from flask import current_app, has_app_context
+
+from components import playground_panels as panels
+from components.figures import playground as figs
+from components.shell import SESSION_UPLOADS_ID
+from whestboard import config as settings
+from whestboard.data import generated
+from whestboard.rules.rounds import ALL_ROUNDS
+from whestboard.scoring.inputs import RunError
+from whestboard.scoring.playground import (
+    DEFAULT_MC_SAMPLES,
+    Playground,
+    estimator_specs,
+    play,
+    ready,
+    rulebook_for_shape,
+)
+
+dash.register_page(__name__, path="/playground", name="Playground", order=1.5,
+                   title="Playground · Whestboard")
+
+DEFAULT_WIDTH, DEFAULT_DEPTH, DEFAULT_SEED = 16, 4, 2026
+HIDDEN, SHOWN = {"display": "none"}, {"display": "block"}
+INTRO = ("Pick a shape and a seed: the MLP is made by whestbench's own generator (seed protocol 3.0), its "
+         "ground truth by Monte Carlo, and every built-in estimator runs on it metered by flopscope under the "
+         "round's rules, scored by whestbench's evaluate_estimator, exactly as the lab scores.")
+
+
+# ---------------------------------------------------------------------------
+# what the controls ask for
+# ---------------------------------------------------------------------------
+
+
+def _uploads_on() -> bool:
+    """The deployment's switch for running uploaded code (the upload page's own rule)."""
+    under_gunicorn = bool(current_app.config.get("WHESTBOARD_UNDER_GUNICORN")) if has_app_context() else False
+    return settings.uploads_allowed(under_gunicorn=under_gunicorn)
+
+
+def _params(width, depth, seed, samples, mc_position, round_tag, uploads) -> dict:
+    """The controls, checked by the core's parsers (GeneratedMLPError names the field to fix)."""
+    shape = generated.parse_shape(width, depth, seed)
+    n = (generated.default_samples(shape.width, shape.depth) if samples in (None, "", panels.AUTO)
+         else generated.parse_samples(samples))
+    mc = panels.MC_CHOICES[int(mc_position)] if mc_position is not None else DEFAULT_MC_SAMPLES
+    return {"width": shape.width, "depth": shape.depth, "seed": str(shape.seed), "samples": n,
+            "samples_choice": samples if samples not in (None, "") else panels.AUTO, "mc": mc,
+            "round": round_tag if round_tag not in (None, "", panels.AUTO) else None,
+            "uploads": [u for u in (uploads or []) if isinstance(u, str)] if _uploads_on() else []}
+
+
+def _inputs(params: dict):
+    """(shape, samples, specs, rulebook) of a params dict."""
+    shape = generated.parse_shape(params["width"], params["depth"], params["seed"])
+    return shape, params["samples"], estimator_specs(params["mc"], params["uploads"]), \
+        rulebook_for_shape(shape, params["round"])
+
+
+def _search(params: dict) -> str:
+    query = {"width": params["width"], "depth": params["depth"], "seed": params["seed"]}
+    if params["samples_choice"] != panels.AUTO:
+        query["samples"] = params["samples"]
+    if params["mc"] != DEFAULT_MC_SAMPLES:
+        query["mc"] = params["mc"]
+    if params["round"]:
+        query["round"] = params["round"]
+    return "?" + urlencode(query)
+
+
+# ---------------------------------------------------------------------------
+# layout
+# ---------------------------------------------------------------------------
+
+
+def _from_link(width, depth, seed, samples, mc, round_tag) -> tuple[dict, list]:
+    """Control values from the URL; a value that cannot be used is named, and the default shown."""
+    problems = []
+    values = {"width": DEFAULT_WIDTH, "depth": DEFAULT_DEPTH, "seed": DEFAULT_SEED, "samples": panels.AUTO,
+              "mc": DEFAULT_MC_SAMPLES, "round": None}
+    try:
+        shape = generated.parse_shape(width if width is not None else DEFAULT_WIDTH,
+                                      depth if depth is not None else DEFAULT_DEPTH,
+                                      seed if seed is not None else DEFAULT_SEED)
+        values.update(width=shape.width, depth=shape.depth, seed=shape.seed)
+    except generated.GeneratedMLPError as exc:
+        problems.append(f"The link's {exc}; showing the default {DEFAULT_WIDTH} x {DEFAULT_DEPTH} MLP instead.")
+    for key, raw, parse in (("samples", samples, generated.parse_samples),
+                            ("mc", mc, lambda v: generated.parse_samples(v, "Monte Carlo samples"))):
+        if raw is None:
+            continue
+        try:
+            values[key] = str(parse(raw)) if key == "samples" else parse(raw)
+        except generated.GeneratedMLPError as exc:
+            problems.append(f"The link's {exc}; using the default.")
+    if round_tag is not None:
+        if round_tag in ALL_ROUNDS:
+            values["round"] = round_tag
+        else:
+            problems.append(f"The link names round {round_tag!r}, which is not one of "
+                            f"{', '.join(ALL_ROUNDS)}; the round is picked by shape.")
+    return values, problems
+
+
+def layout(width=None, depth=None, seed=None, samples=None, mc=None, round=None, **_query):  # noqa: A002
+    values, problems = _from_link(width, depth, seed, samples, mc, round)
+    return html.Div([
+        dcc.Location(id="pg-url", refresh=False),
+        html.H2("Playground"),
+        html.P(INTRO, className="text-muted"),
+        html.Div([dbc.Alert(p, color="warning", className="py-2 small") for p in problems], id="pg-link-error"),
+        panels.controls(values["width"], values["depth"], values["seed"], values["samples"], values["mc"],
+                        values["round"]),
+        dcc.Store(id="pg-params"),
+        dcc.Store(id="pg-job-request"),
+        dcc.Store(id="pg-job-done"),
+        html.Div(id="pg-error"),
+        panels.job_panel(),
+        html.Div(id="pg-keep-out"),
+        dcc.Loading(html.Div(id="pg-results"), type="default", delay_show=400),
+    ], id="pg-page")
+
+
+def _render(result: Playground) -> html.Div:
+    """Every view of the playground for one result."""
+    figures = figs.truth_figures(result)
+    focus = result.results[0]
+    depth = result.shape.depth
+    focus_picker = dbc.Row([
+        dbc.Col(dbc.Label("Estimator", html_for="pg-focus", className="small fw-semibold"), width="auto"),
+        dbc.Col(dcc.Dropdown(id="pg-focus", options=[{"label": s.label, "value": s.spec} for s in result.results],
+                             value=focus.spec, clearable=False, searchable=False, style={"minWidth": "16rem"}),
+                width="auto"),
+        dbc.Col(dbc.Label("Layer", html_for="pg-layer", className="small fw-semibold"), width="auto"),
+        dbc.Col(dcc.Dropdown(id="pg-layer", options=[{"label": f"layer {i + 1}", "value": i} for i in range(depth)],
+                             value=depth - 1, clearable=False, searchable=False, style={"minWidth": "8rem"}),
+                width="auto"),
+    ], className="g-2 align-items-center mb-2")
+    rows = [
+        *[dbc.Alert(problem, color="warning", className="py-2 small pg-problem") for problem in result.problems],
+        panels.facts(result),
+        html.H5("Every estimator on this MLP", className="mt-2"),
+        panels.summary_table(result),
+        html.P("FLOPs as flopscope meters them under the round's rules; 'of budget' is the share of B; the score "
+               "is the grader's per-MLP score. Monte Carlo's MSE is, in expectation, σ²/N_mc plus the truth's "
+               "own floor.", className="small text-muted"),
+        dbc.Row([dbc.Col(panels.graph("mse", figs.per_layer_mse_figure(result)), lg=6),
+                 dbc.Col(panels.graph("means", figures["means"]), lg=6)], className="g-3 mb-1"),
+        focus_picker,
+        dbc.Row([dbc.Col(panels.graph("error", figs.error_heatmap_figure(result, focus)), lg=7),
+                 dbc.Col(panels.graph("scatter", figs.predicted_vs_true_figure(result, focus, depth - 1)), lg=5)],
+                className="g-3 mb-1"),
+        dbc.Row([dbc.Col(panels.graph("ribbon", figures["ribbon"]), lg=5),
+                 dbc.Col(panels.graph("weights", figures["weights"]), lg=7)], className="g-3 mb-1"),
+    ]
+    if "network" in figures:
+        rows.append(panels.graph("network", figures["network"], note="Neurons coloured by their true mean E[h]."))
+    return html.Div(rows, id="pg-result-panel")
+
+
+def _failure(message: str) -> dbc.Alert:
+    return dbc.Alert(message, color="warning", className="py-2", id="pg-input-error")
+
+
+# ---------------------------------------------------------------------------
+# callbacks: wiring only
+# ---------------------------------------------------------------------------
+
+
+# A new seed is drawn in the browser (an int63, as create_dataset draws them): no round trip before the work.
+dash.clientside_callback(
+    """
+    function(n) {
+        if (!n) { return window.dash_clientside.no_update; }
+        const words = window.crypto.getRandomValues(new Uint32Array(2));
+        return ((BigInt(words[0] & 0x7fffffff) << 32n) | BigInt(words[1])).toString();
+    }
+    """,
+    Output("pg-seed", "value"),
+    Input("pg-new-seed", "n_clicks"),
+    prevent_initial_call=True,
+)
+
+
+@callback(Output("pg-mc-readout", "children"), Input("pg-mc", "value"))
+def _mc_readout(position):
+    n = panels.MC_CHOICES[int(position)] if position is not None else DEFAULT_MC_SAMPLES
+    return f"{n:,} samples per prediction"
+
+
+@callback(Output("pg-uploads", "options"), Output("pg-uploads-hint", "children"), Input(SESSION_UPLOADS_ID, "data"))
+def _upload_options(uploads):
+    if not _uploads_on():
+        return [], "Uploaded estimators are off on this server."
+    entries = [u for u in (uploads or []) if isinstance(u, dict) and isinstance(u.get("upload"), str)]
+    seen: dict[str, str] = {}
+    for entry in entries:
+        seen[entry["upload"]] = str(entry.get("label") or entry["upload"][:12])
+    return [{"label": label, "value": sha} for sha, label in seen.items()], panels.uploads_hint(len(seen))
+
+
+@callback(
+    Output("pg-url", "search"),
+    Output("pg-results", "children", allow_duplicate=True),
+    Output("pg-params", "data"),
+    Output("pg-job-request", "data"),
+    Output("pg-keep", "disabled", allow_duplicate=True),
+    Output("pg-error", "children"),
+    Output("pg-keep-out", "children", allow_duplicate=True),
+    Input("pg-width", "value"),
+    Input("pg-depth", "value"),
+    Input("pg-seed", "value"),
+    Input("pg-samples", "value"),
+    Input("pg-mc", "value"),
+    Input("pg-round", "value"),
+    Input("pg-uploads", "value"),
+    prevent_initial_call="initial_duplicate",
+)
+def _plan(width, depth, seed, samples, mc_position, round_tag, uploads):
+    """Check the controls; draw at once when quick (or cached), else hand the work to a background job."""
+    try:
+        params = _params(width, depth, seed, samples, mc_position, round_tag, uploads)
+        shape, n, specs, rulebook = _inputs(params)
+        result = ready(shape, n, specs, rulebook)
+        if result is None and not params["uploads"] and not generated.needs_background(shape, n, params["mc"]):
+            result = play(shape, n, specs, rulebook)
+    except (generated.GeneratedMLPError, RunError, ValueError, KeyError, FileNotFoundError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        return no_update, [], None, no_update, True, _failure(message), None
+    if result is not None:
+        return _search(params), _render(result), params, no_update, False, None, None
+    waiting = html.Div(f"{shape.label} with {n:,} truth samples runs as a background job; the plots appear "
+                       "when it is done.", className="small text-muted", id="pg-waiting")
+    return _search(params), waiting, params, {"params": params}, True, None, None
+
+
+@callback(
+    Output("pg-job-done", "data"),
+    Input("pg-job-request", "data"),
+    background=True,
+    running=[(Output("pg-job", "style"), SHOWN, HIDDEN), (Output("pg-cancel", "disabled"), False, True)],
+    progress=[Output("pg-progress", "value"), Output("pg-progress", "label"), Output("pg-job-status", "children")],
+    cancel=[Input("pg-cancel", "n_clicks")],
+    interval=500,
+    prevent_initial_call=True,
+)
+def _run_job(set_progress, request):
+    """The truth and every estimator, in a job process; the results land in the playground's cache."""
+    if not request:
+        return no_update
+    params = request["params"]
+    set_progress((0, "starting…", "drawing the truth"))
+    try:
+        shape, n, specs, rulebook = _inputs(params)
+        play(shape, n, specs, rulebook,
+             progress=lambda what, fraction: set_progress((100 * fraction, f"{100 * fraction:.0f}%", what)))
+    except Exception as exc:  # the page shows a sentence, never a traceback
+        message = str(exc) if isinstance(exc, (ValueError, KeyError, FileNotFoundError)) else \
+            f"{type(exc).__name__}: {exc}"
+        return {"params": params, "error": message}
+    return {"params": params}
+
+
+@callback(
+    Output("pg-results", "children", allow_duplicate=True),
+    Output("pg-keep", "disabled", allow_duplicate=True),
+    Input("pg-job-done", "data"),
+    State("pg-params", "data"),
+    prevent_initial_call=True,
+)
+def _show_job(done, current):
+    if not done or done.get("params") != current:
+        return no_update, no_update  # a job for controls changed since
+    if done.get("error"):
+        return dbc.Alert(["The playground job could not finish: ", done["error"]], color="danger",
+                         id="pg-job-error"), True
+    result = ready(*_inputs(current))
+    if result is None:
+        return dbc.Alert("The job's results are no longer in the cache; change a control to run it again.",
+                         color="warning", id="pg-job-error"), True
+    return _render(result), False
+
+
+@callback(
+    Output("pg-graph-error", "figure"),
+    Output("pg-graph-scatter", "figure"),
+    Input("pg-focus", "value"),
+    Input("pg-layer", "value"),
+    State("pg-params", "data"),
+    prevent_initial_call=True,
+)
+def _focus(spec, layer, params):
+    result = ready(*_inputs(params)) if params else None
+    chosen = next((s for s in result.results if s.spec == spec), None) if result else None
+    if chosen is None or layer is None:
+        return no_update, no_update
+    return figs.error_heatmap_figure(result, chosen), figs.predicted_vs_true_figure(result, chosen, int(layer))
+
+
+@callback(
+    Output("pg-keep-out", "children", allow_duplicate=True),
+    Input("pg-keep", "n_clicks"),
+    State("pg-params", "data"),
+    prevent_initial_call=True,
+)
+def _keep(n_clicks, params):
+    """Bake the MLP with its truth into the kept-datasets folder: the explorer and lab serve it next."""
+    if not n_clicks or not params:
+        return no_update
+    try:
+        shape = generated.parse_shape(params["width"], params["depth"], params["seed"])
+        directory = generated.keep(shape, params["samples"])
+    except (generated.GeneratedMLPError, ValueError, OSError) as exc:
+        return dbc.Alert(f"Could not keep this MLP: {exc}", color="danger", className="py-2 small", id="pg-kept")
+    return panels.kept_notice(generated.manifest_summary(directory))

@@ -1,0 +1,100 @@
+"""Every estimator on a generated MLP reports exactly what ``whestbench.scoring.evaluate_estimator`` does."""
+
+from __future__ import annotations
+
+import flopscope.numpy as fnp
+import numpy as np
+import pytest
+from whestbench.estimators import CombinedEstimator, CovariancePropagationEstimator, MeanPropagationEstimator
+from whestbench.scoring import ContestData, evaluate_estimator
+
+from tests.conftest import HOSTILE
+from tests.scoring.test_runs import assert_entries_equal
+from whestboard.data import generated
+from whestboard.sandbox import ingest
+from whestboard.scoring import playground, rulebook_for
+from whestboard.scoring.estimators import MonteCarloEstimator
+
+pytestmark = [pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning"),
+              pytest.mark.usefixtures("private_state")]
+SHAPE = (24, 3, 1234567)
+SAMPLES = 3000
+MC_SAMPLES = 500
+REFERENCE = {"mean": MeanPropagationEstimator, "cov": CovariancePropagationEstimator,
+             "combined": CombinedEstimator, f"mc:{MC_SAMPLES}": lambda: MonteCarloEstimator(n_samples=MC_SAMPLES)}
+
+
+def grader_entry(gen, drawn, rulebook, estimator) -> dict:
+    """``evaluate_estimator`` on a one-MLP suite built by hand from whestbench's own objects."""
+    spec = rulebook.contest_spec(width=gen.shape.width, depth=gen.shape.depth, n_mlps=1,
+                                 n_samples=drawn.n_samples)
+    data = ContestData(spec=spec, mlps=[gen.mlp], all_layer_targets=[fnp.asarray(drawn.means)],
+                       final_targets=[fnp.asarray(drawn.means[-1])], avg_variances=[drawn.avg_variance])
+    return evaluate_estimator(estimator, data)["per_mlp"][0]
+
+
+@pytest.mark.parametrize("round_tag", ["v2-phase2", None])
+def test_every_estimator_equals_evaluate_estimator(round_tag):
+    """Under the gated round every field is deterministic; under the shape's own (priced) round the
+    residual time moves the compute, so the untimed fields are compared there."""
+    shape = generated.parse_shape(*SHAPE)
+    rulebook = playground.rulebook_for_shape(shape, round_tag)
+    specs = playground.estimator_specs(MC_SAMPLES)
+    result = playground.play(shape, SAMPLES, specs, rulebook)
+    assert [s.spec for s in result.results] == list(REFERENCE)
+    for scored in result.results:
+        theirs = grader_entry(result.generated, result.truth, rulebook, REFERENCE[scored.spec]())
+        if rulebook.residual_mode == "gated":
+            assert_entries_equal(scored.entry, theirs)
+        else:
+            for key in ("final_layer_mse", "all_layers_mse", "per_layer_mse", "flops_used", "budget_exhausted"):
+                assert scored.entry[key] == theirs[key], key
+        assert scored.entry["noise_floor"] == result.truth.noise_floor
+        assert scored.predictions.shape == (shape.depth, shape.width)
+        errors = (scored.predictions.astype(np.float64) - result.truth.means) ** 2
+        assert float(np.mean(errors[-1])) == pytest.approx(scored.entry["final_layer_mse"], rel=1e-5)
+
+
+def test_a_result_is_served_again_from_the_state_folder():
+    shape = generated.parse_shape(*SHAPE)
+    rulebook = rulebook_for("v2-phase2")
+    specs = playground.estimator_specs(MC_SAMPLES)
+    playground._SCORES.clear()
+    generated._TRUTHS.clear()
+    assert playground.ready(shape, SAMPLES, specs, rulebook) is None
+    first = playground.play(shape, SAMPLES, specs, rulebook)
+    playground._SCORES.clear()
+    generated._TRUTHS.clear()
+    again = playground.ready(shape, SAMPLES, specs, rulebook)
+    assert again is not None
+    for a, b in zip(first.results, again.results, strict=True):
+        assert a.entry == b.entry and a.predictions.tobytes() == b.predictions.tobytes()
+
+
+def test_progress_reaches_the_end_and_rises():
+    seen: list[float] = []
+    shape = generated.parse_shape(16, 2, 9)
+    playground.play(shape, 20_000, playground.estimator_specs(100), rulebook_for(None),
+                    progress=lambda _what, fraction: seen.append(fraction))
+    assert seen == sorted(seen) and seen[-1] == pytest.approx(4 / 5)
+
+
+def test_an_upload_of_the_session_runs_sandboxed_beside_the_built_ins():
+    upload = ingest.ingest((HOSTILE / "good.py").read_bytes(), "good.py")
+    shape = generated.parse_shape(16, 2, 8)
+    rulebook = rulebook_for("v2-phase2")
+    result = playground.play(shape, 2000, playground.estimator_specs(100, [upload.sha256]), rulebook)
+    uploaded = result.results[-1]
+    assert uploaded.spec == f"upload:{upload.sha256}" and uploaded.label == "good.py"
+    assert not uploaded.failed, uploaded.entry.get("failure_reason")
+    assert uploaded.entry["flops_used"] > 0
+    assert float(uploaded.entry["final_layer_mse"]) == pytest.approx(
+        float(np.mean((uploaded.predictions[-1].astype(np.float64) - result.truth.means[-1]) ** 2)), rel=1e-5)
+
+
+def test_an_upload_gone_from_the_store_is_left_out_in_words():
+    shape = generated.parse_shape(8, 2, 8)
+    gone = "ab" * 32
+    result = playground.play(shape, 1000, playground.estimator_specs(100, [gone]), rulebook_for(None))
+    assert [s.spec for s in result.results] == playground.estimator_specs(100)
+    assert result.problems == (f"upload:{gone} was left out: no upload {gone!r}. Upload it again on the Upload page.",)

@@ -1,0 +1,203 @@
+"""Every estimator on one generated MLP, metered and scored exactly as the lab scores a dataset's MLP.
+
+Each estimator goes through ``runs.score_one`` (``whestbench.scoring.evaluate_estimator`` on a
+one-MLP suite under the round's full rulebook), so its FLOPs, MSEs, multiplier and failure flags are
+the grader's. Results are cached per (MLP, truth, estimator code, rulebook, library versions): in this
+process, and as one small file each under the state folder, which is how a background job hands its
+work to the web process that draws it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from whestboard.data.generated import (
+    GeneratedMLP,
+    Shape,
+    Truth,
+    cached_truth,
+    generate,
+    prune_folder,
+    truth,
+    truth_dir,
+)
+from whestboard.data.weights_cache import BoundedCache
+from whestboard.rules import library_versions
+from whestboard.scoring.estimators import resolve_estimator
+from whestboard.scoring.handle import EstimatorHandle
+from whestboard.scoring.rulebook import Rulebook, rulebook_for
+from whestboard.scoring.runs import MLPCase, score_one
+from whestboard.store import atomic
+
+BUILTIN_SPECS = ("mean", "cov", "combined")
+BUILTIN_LABELS = {"mean": "mean propagation", "cov": "covariance propagation", "combined": "combined"}
+DEFAULT_MC_SAMPLES = 1_000
+SCORE_FILES_KEPT = 2048
+#: What building an estimator raises when its upload is gone or refused: that one is left out, in words.
+UNBUILDABLE = (KeyError, FileNotFoundError, ValueError)
+#: Progress is reported as (what, fraction of the whole job done).
+ProgressFn = Callable[[str, float], None]
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One estimator's result on the MLP: the grader's per-MLP entry and the predictions it scored."""
+
+    spec: str
+    label: str
+    entry: dict
+    predictions: np.ndarray  # float32 (depth, width): the zero fallback when the MLP failed
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.entry.get("failed"))
+
+
+@dataclass(frozen=True)
+class Playground:
+    """One MLP, its truth and every estimator's result: what the page draws."""
+
+    shape: Shape
+    generated: GeneratedMLP
+    truth: Truth
+    rulebook: Rulebook
+    results: tuple[Scored, ...]
+    problems: tuple[str, ...] = ()  # estimators that could not even be built (an upload gone), in words
+
+
+def rulebook_for_shape(shape: Shape, round_tag: str | None = None) -> Rulebook:
+    """The round asked for, else the round of this shape, else the current round: its rules, its B."""
+    return rulebook_for(round_tag or shape.round_tag)
+
+
+def estimator_specs(mc_samples: int, uploads: Sequence[str] = ()) -> list[str]:
+    """The built-ins, Monte Carlo with ``mc_samples``, then each upload of the session (``upload:<sha>``)."""
+    return [*BUILTIN_SPECS, f"mc:{int(mc_samples)}", *(f"upload:{sha}" for sha in uploads)]
+
+
+def label_for(spec: str, handle: EstimatorHandle) -> str:
+    if spec in BUILTIN_LABELS:
+        return BUILTIN_LABELS[spec]
+    if spec.startswith("mc:"):
+        return f"Monte Carlo, {int(spec[3:]):,} samples"
+    return handle.label
+
+
+def score_key(shape: Shape, drawn: Truth, handle: EstimatorHandle, rulebook: Rulebook) -> str:
+    """What pins a result: the MLP, the truth it is scored against, the code, the rules, the versions."""
+    payload = {
+        "shape": dataclasses.asdict(shape),
+        "truth_sha256": hashlib.sha256(np.ascontiguousarray(drawn.means).tobytes()).hexdigest(),
+        "avg_variance": drawn.avg_variance,
+        "n_samples": drawn.n_samples,
+        "estimator": {k: v for k, v in handle.describe().items() if k != "description"},
+        "rulebook": dataclasses.asdict(rulebook),
+        "versions": {k: v for k, v in library_versions().items() if k != "numpy_version"},
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+_SCORES: BoundedCache[tuple[dict, np.ndarray]] = BoundedCache(128 << 20, size_of=lambda v: int(v[1].nbytes) + 4096)
+
+
+def _score_path(key: str) -> Path:
+    return truth_dir() / f"score-{key}.npz"
+
+
+def _read_score(path: Path) -> tuple[dict, np.ndarray] | None:
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return json.loads(str(archive["entry"])), np.asarray(archive["predictions"], dtype=np.float32)
+    except (OSError, ValueError, KeyError, EOFError):
+        return None
+
+
+def _write_score(path: Path, entry: dict, predictions: np.ndarray) -> None:
+    atomic.write_with(path, lambda fh: np.savez(fh, entry=np.array(json.dumps(entry, default=float)),
+                                                predictions=predictions))
+    prune_folder(path.parent, "score-*.npz", SCORE_FILES_KEPT)
+
+
+def cached_score(shape: Shape, drawn: Truth, spec: str, rulebook: Rulebook) -> Scored | None:
+    """A result already computed (by this process or a job), else None: nothing is run."""
+    handle = resolve_estimator(spec)
+    key = score_key(shape, drawn, handle, rulebook)
+    if key not in _SCORES and _read_score(_score_path(key)) is None:
+        return None
+    return score(generate(shape), drawn, spec, rulebook)
+
+
+def score(gen: GeneratedMLP, drawn: Truth, spec: str, rulebook: Rulebook) -> Scored:
+    """One estimator on the MLP against ``drawn``, metered as the lab meters it; cached."""
+    handle = resolve_estimator(spec)
+    key = score_key(gen.shape, drawn, handle, rulebook)
+
+    def compute() -> tuple[dict, np.ndarray]:
+        stored = _read_score(_score_path(key))
+        if stored is not None:
+            return stored
+        case = MLPCase(0, gen.mlp, drawn.means, drawn.avg_variance, drawn.n_samples)
+        entry, predictions = score_one(handle, case, rulebook)
+        entry = json.loads(json.dumps(entry, default=float))  # what a stored result reads back as
+        _write_score(_score_path(key), entry, predictions)
+        return entry, predictions
+
+    entry, predictions = _SCORES.get_or_load(key, compute)
+    return Scored(spec, label_for(spec, handle), entry, predictions)
+
+
+def play(shape: Shape, n_samples: int, specs: Sequence[str], rulebook: Rulebook, *,
+         progress: ProgressFn | None = None) -> Playground:
+    """The MLP, its truth, then each estimator in turn; progress after every truth chunk and estimator.
+
+    An estimator that cannot even be built (an upload gone from the store) is left out with its
+    sentence in ``problems`` rather than failing the others.
+    """
+    gen = generate(shape)
+    steps = 1 + len(specs)
+
+    def on_chunk(done: int, total: int) -> None:
+        if progress is not None:
+            progress(f"truth: {done:,} of {total:,} chunks", done / total / steps)
+
+    drawn = truth(shape, n_samples, progress=on_chunk)
+    results, problems = [], []
+    for position, spec in enumerate(specs, start=1):
+        if progress is not None:
+            progress(f"scoring {spec}", position / steps)
+        try:
+            results.append(score(gen, drawn, spec, rulebook))
+        except UNBUILDABLE as exc:
+            problems.append(_problem(spec, exc))
+    return Playground(shape, gen, drawn, rulebook, tuple(results), tuple(problems))
+
+
+def _problem(spec: str, exc: Exception) -> str:
+    reason = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    return f"{spec} was left out: {reason}. Upload it again on the Upload page."
+
+
+def ready(shape: Shape, n_samples: int, specs: Sequence[str], rulebook: Rulebook) -> Playground | None:
+    """The whole playground if every part is cached already (a job finished it), else None."""
+    drawn = cached_truth(shape, n_samples)
+    if drawn is None:
+        return None
+    results, problems = [], []
+    for spec in specs:
+        try:
+            found = cached_score(shape, drawn, spec, rulebook)
+        except UNBUILDABLE as exc:
+            problems.append(_problem(spec, exc))
+            continue
+        if found is None:
+            return None
+        results.append(found)
+    return Playground(shape, generate(shape), drawn, rulebook, tuple(results), tuple(problems))
+
