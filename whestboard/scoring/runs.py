@@ -44,7 +44,9 @@ from whestboard.scoring.handle import EstimatorHandle
 from whestboard.scoring.inputs import RunError, check_budget, select_mlps
 from whestboard.scoring.rulebook import Rulebook
 
-SCHEMA = "whestboard.run/1"
+# Part of every cache key: bumped when the same request would now be scored differently (2: the
+# grader's import rule per round applies in the sandbox, so a stored v2 run of a numpy importer is stale).
+SCHEMA = "whestboard.run/2"
 
 
 # ---------------------------------------------------------------------------
