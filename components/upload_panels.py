@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 import dash_bootstrap_components as dbc
 from dash import html
 
+from components.compare_panels import compare_url
 from components.format import integer, sci
 from whestboard.rules.failures import error_hint
 
@@ -206,10 +207,25 @@ def job_card(job, *, now: float | None = None) -> html.Div:
             html.A("convergence page", href=f"/convergence?{query}", id="upload-convergence-link"),
             " (highlighted) or compare in the ", html.A("lab", href=f"/lab?dataset={job.spec.get('dataset', '')}"),
             ".",
-        ], className="mb-2")]
+        ], className="mb-2"), _compare_links(result)]
     return html.Div([header, progress_bar(job), *links, whest_error_panel(result), _rule_line(result),
                      contract_list(result.get("contract")), verdict_table(verdicts), _output_block(result),
                      _confinement_line(result)])
+
+
+def _compare_links(result: dict) -> html.Div:
+    """Paired comparisons of the upload's run with each baseline scored on the same MLPs."""
+    run = f"run:{result['run_id']}"
+    baselines = [(name, run_id) for name, run_id in (result.get("baselines") or {}).items() if run_id]
+    if not baselines:
+        return html.Div([html.A("Compare this run with another", href=compare_url(run), id="upload-compare-link")],
+                        className="mb-2")
+    parts: list = ["Paired comparison with "]
+    for k, (name, run_id) in enumerate(baselines):
+        parts += [", " if k else "", html.A(f"{name} propagation", href=compare_url(run, f"run:{run_id}"),
+                                            id=f"upload-compare-{name}")]
+    return html.Div([*parts, " on the same MLPs, or with ",
+                     html.A("any other run", href=compare_url(run), id="upload-compare-link"), "."], className="mb-2")
 
 
 def _rule_line(result: dict) -> html.Div:

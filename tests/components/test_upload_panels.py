@@ -1,8 +1,12 @@
-"""The upload page's pure pieces: the default MLP selection and the session-uploads list."""
+"""The upload page's pure pieces: the default MLP selection, the session-uploads list, the compare links."""
 
 from __future__ import annotations
 
-from components.upload_panels import SESSION_UPLOADS_MAX, default_mlps, session_entries
+from types import SimpleNamespace
+from urllib.parse import parse_qs, urlparse
+
+from components.compare_panels import compare_url
+from components.upload_panels import SESSION_UPLOADS_MAX, default_mlps, job_card, session_entries
 
 
 def test_the_default_selection_names_mlps_the_dataset_has():
@@ -21,3 +25,31 @@ def test_session_uploads_grow_newest_last_at_most_twenty_without_repeats():
     assert entries[-1]["label"] == "e24.py" and entries[0]["label"] == "e5.py"
     assert session_entries(entries, dict(entries[-1])) is None  # the same ended job is not added twice
     assert session_entries(["garbage", {"upload": "x"}], {"upload": "y"}) == [{"upload": "x"}, {"upload": "y"}]
+
+
+def _hrefs(component) -> dict[str, str]:
+    """id -> href of every link in a rendered component tree."""
+    found = {}
+    stack = [component]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (list, tuple)):
+            stack.extend(node)
+            continue
+        if getattr(node, "href", None) is not None and getattr(node, "id", None):
+            found[node.id] = node.href
+        children = getattr(node, "children", None)
+        if children is not None and not isinstance(children, str):
+            stack.append(children)
+    return found
+
+
+def test_a_finished_upload_links_to_its_paired_comparison_with_each_baseline():
+    job = SimpleNamespace(id=7, result={"ok": True, "run_id": "r-up", "upload": {"filename": "est.py"},
+                                        "baselines": {"mean": "r-mean", "cov": None}},
+                          progress=None, started_at=2.0, created_at=1.0, status="finished", spec={"dataset": "v1-warmup"})
+    links = _hrefs(job_card(job, now=3.0))
+    assert links["upload-compare-mean"] == compare_url("run:r-up", "run:r-mean")
+    assert "upload-compare-cov" not in links  # a baseline that could not be scored has no link
+    assert links["upload-compare-link"] == compare_url("run:r-up")
+    assert parse_qs(urlparse(links["upload-compare-mean"]).query) == {"a": ["run:r-up"], "b": ["run:r-mean"]}
