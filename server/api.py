@@ -9,7 +9,8 @@ core functions with the same check (pages/leaderboard.py).
     PATCH  /api/submissions/<id>       JSON {"team": ..., "status": ..., "submitted_at": ..., "estimator": ...}
     DELETE /api/submissions/<id>
     GET    /api/submissions.csv        every submission, import schema (public, streamed, formulas escaped)
-    GET    /api/submissions/per_mlp.csv
+    GET    /api/submissions/per_mlp.csv  public split only; every split with the organizer token
+    GET    /api/leaderboard/<round>?split=public|private|rerun   a split's ranking (private, rerun: organizer)
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def import_submissions():
             submission_id=form.get("submission_id") or None,
             round_tag=form.get("round") or None,
             flopscope_version=form.get("flopscope_version") or None,
+            split=form.get("split") or None,
         )
     except si.ImportRejected as exc:
         return jsonify(exc.log.as_json()), 400
@@ -141,7 +143,14 @@ def export_submissions():
 
 @blueprint.get(MLP_EXPORT_PATH)
 def export_mlp_results():
-    return _streamed_csv(si.iter_mlp_results_csv(), "whestboard-submissions.per_mlp.csv")
+    """Public: the public split's MLPs. With the organizer's bearer token: every split (private, rerun too)."""
+    splits = None if viewer_is_organizer() else (store.PUBLIC,)
+    return _streamed_csv(si.iter_mlp_results_csv(splits=splits), "whestboard-submissions.per_mlp.csv")
+
+
+def viewer_is_organizer() -> bool:
+    """Whether this request carries the organizer token (what private and rerun results need)."""
+    return auth.is_organizer(auth.bearer_token(request.headers.get("Authorization")))
 
 
 def _streamed_csv(pieces, filename: str) -> Response:

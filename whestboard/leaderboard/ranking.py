@@ -328,7 +328,7 @@ def round_ranking(round_tag: str, *, url: str | None = None) -> pd.DataFrame:
     def compute() -> pd.DataFrame:
         subs = store.frame(round_tag=round_tag, url=url)
         best = best_per_team(subs)
-        mlps = store.mlp_frame(best["submission_id"].tolist(), url=url)
+        mlps = store.mlp_frame(best["submission_id"].tolist(), splits=(store.PUBLIC,), url=url)
         table = rank_round(subs, mlps)
         ref = with_mc_reference(best, mlp_variance_of(mlps))
         table["vs_mc"] = table["submission_id"].map(ref.set_index("submission_id")["vs_mc"]).astype(float)
