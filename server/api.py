@@ -21,8 +21,9 @@ from flask import Blueprint, Flask, Response, jsonify, request
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from whestboard.leaderboard import auth, store
+from whestboard.leaderboard import auth, integrity, store
 from whestboard.leaderboard import files as si
+from whestboard.rules.rounds import ALL_ROUNDS
 
 #: One import request, all its files together (the page's upload limit too).
 MAX_UPLOAD_BYTES = si.MAX_FILE_BYTES
@@ -151,6 +152,33 @@ def export_mlp_results():
 def viewer_is_organizer() -> bool:
     """Whether this request carries the organizer token (what private and rerun results need)."""
     return auth.is_organizer(auth.bearer_token(request.headers.get("Authorization")))
+
+
+@blueprint.get("/api/leaderboard/<round_tag>")
+def leaderboard_split(round_tag: str):
+    """A round's ranking of one split with its integrity flags; private and rerun need the organizer token.
+
+    Without the token only the public split is served, and without any column computed
+    from withheld MLPs (``integrity.public_columns``): the check is here, on the server.
+    """
+    split = request.args.get("split", store.PUBLIC)
+    if round_tag not in ALL_ROUNDS:
+        return jsonify({"ok": False, "error": f"no round {round_tag!r}; known rounds: {', '.join(ALL_ROUNDS)}"}), 404
+    if split not in store.SPLITS:
+        return jsonify({"ok": False, "error": f"split must be one of {', '.join(store.SPLITS)}"}), 400
+    organizer = viewer_is_organizer()
+    try:
+        integrity.require_split_access(split, organizer)
+    except PermissionError as exc:
+        return jsonify({"ok": False, "error": f"{exc}: send Authorization: Bearer TOKEN"}), 403
+    try:
+        table = integrity.board(round_tag, split)
+    except SQLAlchemyError as exc:
+        log.error("leaderboard read failed: %s: %s", type(exc).__name__, exc)
+        return jsonify({"ok": False, "error": f"the submissions store cannot be read ({type(exc).__name__})"}), 503
+    if not organizer:
+        table = integrity.public_columns(table)
+    return jsonify({"ok": True, "round": round_tag, "split": split, "rows": integrity.json_records(table)})
 
 
 def _streamed_csv(pieces, filename: str) -> Response:

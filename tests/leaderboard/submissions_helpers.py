@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests import prod_support
+from whestboard.leaderboard import files as si
 from whestboard.store import database as db
 
 
@@ -107,3 +108,28 @@ def write_csvs(folder: Path, rows: list[tuple[dict, list[dict]]], stem: str = "s
     if len(mlps):
         mlps.to_csv(folder / f"{stem}.per_mlp.csv", index=False)
     return path
+
+
+def split_board(tmp_path) -> dict:
+    """Stores three teams in v1-warmup with public and private MLPs; beta is nominated and was rerun.
+
+    Returns the private and rerun scores, which no response without the organizer token may hold.
+    """
+    entries = []
+    for sid, team, public, private, nominated in (
+        ("a-1", "alpha", (1e-6, 2e-6, 3e-6, 4e-6), (9.1e-6,) * 4, False),
+        ("b-1", "beta", (2e-6, 3e-6, 4e-6, 5e-6), (2.21e-6, 3.31e-6, 4.41e-6, 5.51e-6), True),
+        ("c-1", "gamma", (5e-6, 6e-6, 7e-6, 8e-6), (1.3e-6,) * 4, False),
+    ):
+        row, mlps = submission_row(sid, team, scores=public, flops=(1e9,) * 4, failed=(False,) * 4,
+                                   nominated=nominated)
+        mlps += [{"submission_id": sid, "mlp_index": i, "final_layer_mse": s * 10, "adjusted_score": s,
+                  "flops_used": 1e9, "split": "private"} for i, s in enumerate(private)]
+        if nominated:
+            mlps += [{"submission_id": sid, "mlp_index": i, "final_layer_mse": 1e-5, "adjusted_score": 7.7e-7,
+                      "split": "rerun", "failed": i == 0, "failure": "time" if i == 0 else None}
+                     for i in range(4)]
+        entries.append((row, mlps))
+    si.import_files([write_csvs(tmp_path, entries)])
+    return {"alpha_private": 9.1e-6, "beta_private": 3.86e-6, "gamma_private": 1.3e-6, "beta_rerun": 7.7e-7,
+            "beta_private_mlps": (2.21e-6, 3.31e-6, 4.41e-6, 5.51e-6)}

@@ -11,8 +11,6 @@ import pandas as pd
 import pytest
 
 from tests.leaderboard import submissions_helpers as helpers
-from tests.leaderboard.submissions_helpers import submission_row, write_csvs
-from whestboard.leaderboard import files as si
 from whestboard.leaderboard import integrity, ranking, store
 
 sqlite_store = helpers.sqlite_store
@@ -176,37 +174,23 @@ def test_neighbours_a_paired_test_cannot_separate_are_marked_at_the_top():
     assert np.isnan(out.loc["c", "p_next"]) and np.isnan(out.loc[second, "extra_mlps"])
 
 
-def _stored_board(tmp_path):
-    """Three teams in v1-warmup with public and private MLPs; beta is nominated and was rerun."""
-    entries = []
-    for sid, team, public, private, nominated in (
-        ("a-1", "alpha", (1e-6, 2e-6, 3e-6, 4e-6), (9e-6, 9e-6, 9e-6, 9e-6), False),
-        ("b-1", "beta", (2e-6, 3e-6, 4e-6, 5e-6), (2e-6, 3e-6, 4e-6, 5e-6), True),
-        ("c-1", "gamma", (5e-6, 6e-6, 7e-6, 8e-6), (1e-6, 1e-6, 1e-6, 1e-6), False),
-    ):
-        row, mlps = submission_row(sid, team, scores=public, flops=(1e9,) * 4, failed=(False,) * 4,
-                                   nominated=nominated)
-        mlps += [{"submission_id": sid, "mlp_index": i, "final_layer_mse": s * 10, "adjusted_score": s,
-                  "flops_used": 1e9, "split": "private"} for i, s in enumerate(private)]
-        if nominated:
-            mlps += [{"submission_id": sid, "mlp_index": i, "final_layer_mse": 1e-5, "adjusted_score": 7e-7,
-                      "split": "rerun", "failed": i == 0, "failure": "time" if i == 0 else None}
-                     for i in range(4)]
-        entries.append((row, mlps))
-    si.import_files([write_csvs(tmp_path, entries)])
-
-
 def test_each_split_ranks_on_its_own_mlps_and_the_rerun_on_nominated_ones(sqlite_store, tmp_path):
-    _stored_board(tmp_path)
+    private_values = helpers.split_board(tmp_path)
     public = integrity.board("v1-warmup", "public").set_index("team")
     private = integrity.board("v1-warmup", "private").set_index("team")
     rerun = integrity.board("v1-warmup", "rerun").set_index("team")
     assert public.sort_values("rank").index.tolist() == ["alpha", "beta", "gamma"]
     assert private.sort_values("rank").index.tolist() == ["gamma", "beta", "alpha"]
-    assert private.loc["alpha", "adjusted_score"] == pytest.approx(9e-6)
-    assert rerun.index.tolist() == ["beta"] and rerun.loc["beta", "adjusted_score"] == pytest.approx(7e-7)
+    assert private.loc["alpha", "adjusted_score"] == pytest.approx(private_values["alpha_private"])
+    assert private.loc["beta", "adjusted_score"] == pytest.approx(private_values["beta_private"])
+    assert rerun.index.tolist() == ["beta"]
+    assert rerun.loc["beta", "adjusted_score"] == pytest.approx(private_values["beta_rerun"])
     assert rerun.loc["beta", "failures"] == "1 time" and rerun.loc["beta", "n_failed_mlps"] == 1
-    assert public.loc["alpha", "private_score"] == pytest.approx(9e-6)
+    assert public.loc["alpha", "private_score"] == pytest.approx(private_values["alpha_private"])
+    # every private MLP is worse than every public one, but 4 + 4 MLPs have only 70 relabellings:
+    # p cannot go below 1/70, above the 1% level, so the flag is not raised on so few MLPs
+    assert public.loc["alpha", "overfit_p"] == pytest.approx(1 / 70, abs=0.01)
+    assert not public.loc["alpha", "overfit"]
     shown = integrity.public_columns(integrity.board("v1-warmup", "public"))
     assert not set(integrity.ORGANIZER_COLUMNS) & set(shown.columns)
     with pytest.raises(PermissionError, match="the private split is shown only with the organizer token"):

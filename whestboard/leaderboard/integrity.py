@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from datetime import datetime
 from functools import lru_cache
 from statistics import NormalDist
 
@@ -400,3 +401,24 @@ def require_split_access(split: str, organizer: bool) -> None:
     """The private and rerun splits are the organizer's: raise PermissionError otherwise."""
     if split in ORGANIZER_SPLITS and not organizer:
         raise PermissionError(f"the {split} split is shown only with the organizer token")
+
+
+def json_records(table: pd.DataFrame) -> list[dict]:
+    """A board's rows as JSON-safe dicts (NaN and infinities as None, times in ISO 8601 UTC)."""
+    out = []
+    for row in table.to_dict("records"):
+        clean = {}
+        for key, value in row.items():
+            if isinstance(value, pd.Timestamp | datetime):
+                value = pd.Timestamp(value).tz_convert("UTC").isoformat()
+            elif isinstance(value, np.bool_ | bool):
+                value = bool(value)
+            elif isinstance(value, np.integer):
+                value = int(value)
+            elif isinstance(value, float | np.floating):
+                value = float(value) if math.isfinite(value) else None
+            elif value is pd.NA:
+                value = None
+            clean[key] = value
+        out.append(clean)
+    return out
