@@ -381,6 +381,8 @@ def board(round_tag: str, split: str = PUBLIC, *, url: str | None = None) -> pd.
         halves = public_private(mlps)
         table = table.merge(shares, how="left", on="submission_id")
         table = table.merge(halves.drop(columns=["public_score"]), how="left", on="submission_id")
+        reference = ranking.with_mc_reference(best, ranking.mlp_variance_of(mlps[mlps["split"] == split]))
+        table["vs_mc"] = table["submission_id"].map(reference.set_index("submission_id")["vs_mc"]).astype(float)
         failures = failure_breakdown(mlps[mlps["split"] == split])
         table["failures"] = table["submission_id"].map(lambda sid: breakdown_text(failures.get(sid, {})))
         for flag in ("residual", "overfit", "flops_differ", "tied_next"):
@@ -389,7 +391,7 @@ def board(round_tag: str, split: str = PUBLIC, *, url: str | None = None) -> pd.
             table[text] = table[text].fillna("")
         return table
 
-    return store.cached(f"integrity:{round_tag}:{split}", compute, url=url)
+    return store.cached(f"integrity:{round_tag}:{split}:" + ranking.reference_fingerprint(), compute, url=url)
 
 
 def public_columns(table: pd.DataFrame) -> pd.DataFrame:
