@@ -110,10 +110,13 @@ def write_csvs(folder: Path, rows: list[tuple[dict, list[dict]]], stem: str = "s
     return path
 
 
-def split_board(tmp_path) -> dict:
-    """Stores three teams in v1-warmup with public and private MLPs; beta is nominated and was rerun.
+def split_board_files(folder) -> tuple[Path, dict]:
+    """Files of four teams in v1-warmup with public and private MLPs; beta is nominated and was rerun.
 
-    Returns the private and rerun scores, which no response without the organizer token may hold.
+    delta overfits and arbitrages residual time: 10 MLPs a half, private scores 10.3x its public
+    ones, 1e6 FLOPs on every MLP at a charged cost of 2e10 (F / C = 5e-5). Returns the
+    submissions file and the private and rerun scores, which no response without the
+    organizer token may hold.
     """
     entries = []
     for sid, team, public, private, nominated in (
@@ -130,6 +133,23 @@ def split_board(tmp_path) -> dict:
                       "split": "rerun", "failed": i == 0, "failure": "time" if i == 0 else None}
                      for i in range(4)]
         entries.append((row, mlps))
-    si.import_files([write_csvs(tmp_path, entries)])
-    return {"alpha_private": 9.1e-6, "beta_private": 3.86e-6, "gamma_private": 1.3e-6, "beta_rerun": 7.7e-7,
-            "beta_private_mlps": (2.21e-6, 3.31e-6, 4.41e-6, 5.51e-6)}
+    delta_public = [8e-6 + 1e-6 * i for i in range(10)]
+    row, mlps = submission_row("d-1", "delta", scores=delta_public, flops=(1e6,) * 10, failed=(False,) * 10,
+                               mean_effective_compute=2e10)
+    for m in mlps:
+        m["effective_compute"] = 2e10
+    mlps += [{"submission_id": "d-1", "mlp_index": 10 + i, "final_layer_mse": 1e-4, "adjusted_score": 10.3 * s,
+              "flops_used": 1e6, "effective_compute": 2e10, "split": "private"} for i, s in enumerate(delta_public)]
+    entries.append((row, mlps))
+    private = {"alpha_private": 9.1e-6, "beta_private": 3.86e-6, "gamma_private": 1.3e-6, "beta_rerun": 7.7e-7,
+               "delta_private": 10.3 * sum(delta_public) / 10,
+               "beta_private_mlps": (2.21e-6, 3.31e-6, 4.41e-6, 5.51e-6),
+               "delta_private_mlps": tuple(10.3 * s for s in delta_public)}
+    return write_csvs(folder, entries), private
+
+
+def split_board(folder) -> dict:
+    """``split_board_files``, imported into the configured store; returns the private scores."""
+    path, private = split_board_files(folder)
+    si.import_files([path])
+    return private

@@ -179,8 +179,8 @@ def test_each_split_ranks_on_its_own_mlps_and_the_rerun_on_nominated_ones(sqlite
     public = integrity.board("v1-warmup", "public").set_index("team")
     private = integrity.board("v1-warmup", "private").set_index("team")
     rerun = integrity.board("v1-warmup", "rerun").set_index("team")
-    assert public.sort_values("rank").index.tolist() == ["alpha", "beta", "gamma"]
-    assert private.sort_values("rank").index.tolist() == ["gamma", "beta", "alpha"]
+    assert public.sort_values("rank").index.tolist() == ["alpha", "beta", "gamma", "delta"]
+    assert private.sort_values("rank").index.tolist() == ["gamma", "beta", "alpha", "delta"]
     assert private.loc["alpha", "adjusted_score"] == pytest.approx(private_values["alpha_private"])
     assert private.loc["beta", "adjusted_score"] == pytest.approx(private_values["beta_private"])
     assert rerun.index.tolist() == ["beta"]
@@ -190,10 +190,14 @@ def test_each_split_ranks_on_its_own_mlps_and_the_rerun_on_nominated_ones(sqlite
     # every private MLP is worse than every public one, but 4 + 4 MLPs have only 70 relabellings:
     # p cannot go below 1/70, above the 1% level, so the flag is not raised on so few MLPs
     assert public.loc["alpha", "overfit_p"] == pytest.approx(1 / 70, abs=0.01)
-    assert not public.loc["alpha", "overfit"]
+    assert not public.loc["alpha", "overfit"] and not public.loc["alpha", "residual"]
+    delta = public.loc["delta"]
+    assert delta["overfit"] and delta["private_ratio"] == pytest.approx(10.3) and delta["overfit_p"] < 0.01
+    assert delta["residual"] and delta["fc_share"] == pytest.approx(5e-5) and delta["flops_identical"]
+    assert delta["residual_s"] == pytest.approx((2e10 - 1e6) / 1e11)
     shown = integrity.public_columns(integrity.board("v1-warmup", "public"))
     assert not set(integrity.ORGANIZER_COLUMNS) & set(shown.columns)
     with pytest.raises(PermissionError, match="the private split is shown only with the organizer token"):
         integrity.require_split_access("private", organizer=False)
     integrity.require_split_access("private", organizer=True)
-    assert store.count() == 3
+    assert store.count() == 4

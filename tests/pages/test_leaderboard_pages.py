@@ -69,7 +69,7 @@ def _numbers(value) -> list[float]:
 
 
 def _leaks(body, private: dict) -> list[float]:
-    secret = [v for k, v in private.items() if not k.endswith("_mlps")] + list(private["beta_private_mlps"])
+    secret = [n for k, v in private.items() for n in (v if k.endswith("_mlps") else [v])]
     return [n for n in _numbers(body) for s in secret if n == pytest.approx(s, rel=1e-9)]
 
 
@@ -80,7 +80,7 @@ def test_the_board_callback_holds_no_private_number_without_the_token(served, sp
     text, body = _board(http, split, token)
     assert _leaks(body, private) == []
     teams = [r["team"] for r in body["lb-ranking"]["rowData"] if not r["team"].startswith("baseline: ")]
-    assert teams == ["alpha", "beta", "gamma"]  # the public ranking (the shipped baselines rank too)
+    assert teams == ["alpha", "beta", "gamma", "delta"]  # the public ranking (the shipped baselines rank too)
     if split != "public":
         assert f"The {split} split is shown only with the organizer token" in json.dumps(body["lb-split-note"])
 
@@ -89,7 +89,7 @@ def test_with_the_token_the_private_and_rerun_rankings_are_served(served):
     http, private = served
     _, body = _board(http, "private", TOKEN)
     rows = body["lb-ranking"]["rowData"]
-    assert [r["team"] for r in rows] == ["gamma", "beta", "alpha"]
+    assert [r["team"] for r in rows] == ["gamma", "beta", "alpha", "delta"]
     assert {r["team"]: r["adjusted_score"] for r in rows}["alpha"] == pytest.approx(private["alpha_private"])
     assert body["lb-split-note"]["children"] is None
     _, rerun = _board(http, "rerun", TOKEN)
@@ -115,7 +115,7 @@ def test_public_against_private_is_built_only_for_the_organizer(served):
     _, body = _pubpriv(http, TOKEN)
     points = [t for t in body["lb-pubpriv"]["figure"]["data"] if t.get("mode") == "markers" and t.get("x")]
     ys = sorted(y for t in points for y in _numbers(t["y"]))
-    assert ys == pytest.approx(sorted([private["alpha_private"], private["beta_private"], private["gamma_private"]]))
+    assert ys == pytest.approx(sorted([private[f"{t}_private"] for t in ("alpha", "beta", "gamma", "delta")]))
 
 
 def test_the_team_panel_from_the_ranking_shows_history_without_private_numbers(served):

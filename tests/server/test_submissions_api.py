@@ -236,7 +236,7 @@ def _numbers(value) -> list[float]:
 
 
 def _private_numbers(values: dict) -> list[float]:
-    return [v for k, v in values.items() if not k.endswith("_mlps")] + list(values["beta_private_mlps"])
+    return [n for k, v in values.items() for n in (v if k.endswith("_mlps") else [v])]
 
 
 def test_private_and_rerun_rankings_need_the_token(client, tmp_path):
@@ -250,7 +250,7 @@ def test_private_and_rerun_rankings_need_the_token(client, tmp_path):
     public = client.get("/api/leaderboard/v1-warmup")
     assert public.status_code == 200
     rows = public.get_json()["rows"]
-    assert [r["team"] for r in rows] == ["alpha", "beta", "gamma"]
+    assert [r["team"] for r in rows] == ["alpha", "beta", "gamma", "delta"]
     assert not set(rows[0]) & set(integrity.ORGANIZER_COLUMNS)
     leaked = [n for n in _numbers(public.get_json()) for p in _private_numbers(private) if n == pytest.approx(p)]
     assert leaked == []
@@ -265,13 +265,13 @@ def test_private_and_rerun_rankings_need_the_token(client, tmp_path):
 def test_the_public_per_mlp_export_holds_only_public_mlps(client, tmp_path):
     private = helpers.split_board(tmp_path)
     public = pd.read_csv(io.StringIO(client.get("/api/submissions/per_mlp.csv").get_data(as_text=True)))
-    assert set(public["split"]) == {"public"} and len(public) == 12
+    assert set(public["split"]) == {"public"} and len(public) == 22
     assert not any(v == pytest.approx(p) for v in public["adjusted_score"] for p in _private_numbers(private))
     wrong = client.get("/api/submissions/per_mlp.csv", headers={"Authorization": "Bearer wrong"})
     assert set(pd.read_csv(io.StringIO(wrong.get_data(as_text=True)))["split"]) == {"public"}
     full = pd.read_csv(io.StringIO(client.get("/api/submissions/per_mlp.csv", headers=ORGANIZER)
                                    .get_data(as_text=True)))
-    assert full.groupby("split").size().to_dict() == {"private": 12, "public": 12, "rerun": 4}
+    assert full.groupby("split").size().to_dict() == {"private": 22, "public": 22, "rerun": 4}
 
 
 def test_a_report_imported_through_the_api_can_name_its_split(client, tmp_path):
