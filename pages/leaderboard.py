@@ -195,6 +195,8 @@ RANKING_COLUMNS = [
      "headerTooltip": "Paired sign-flip test of the per-MLP score difference on the MLPs both were scored on."},
     {"field": "score_text", "headerName": "Score (95% CI)", "minWidth": 210, "flex": 1.5,
      "headerTooltip": "Mean adjusted score; interval from resampling its MLPs (bootstrap)."},
+    {"field": "flags", "headerName": "Flags", "minWidth": 320, "flex": 2, "tooltipField": "flags",
+     "headerTooltip": "Residual arbitrage, overfitting (organizer), failures by kind, ties with the next rank."},
     {"field": "vs_mc", "headerName": "x better than MC@B", "width": 150, "type": "numericColumn",
      "valueFormatter": {"function": "params.value == null ? '—' : d3.format('.3~g')(params.value) + 'x'"}},
     {"field": "final_layer_mse", "headerName": "Final-layer MSE", "width": 140, "type": "numericColumn",
@@ -209,8 +211,6 @@ RANKING_COLUMNS = [
     {"field": "n_mlps", "headerName": "MLPs", "width": 80, "type": "numericColumn"},
     {"field": "submission_id", "headerName": "Submission", "minWidth": 220, "flex": 1.5},
     {"field": "submitted", "headerName": "Submitted (UTC)", "width": 150},
-    {"field": "flags", "headerName": "Flags", "minWidth": 320, "flex": 2, "tooltipField": "flags",
-     "headerTooltip": "Residual arbitrage, overfitting (organizer), failures by kind, ties with the next rank."},
     # The compare link of a row (/compare?a=sub:<id>&b=sub:<leader id>) goes in this column: see _compare_cell.
     {"field": "compare", "headerName": "Compare", "width": 110},
 ]

@@ -393,18 +393,20 @@ def public_private_figure(table: pd.DataFrame | None, *, colour_by: str = "flag"
     if colour_by == "share":
         finite = share.where(share > 0)
         fig.add_trace(go.Scatter(
-            x=x, y=y, mode="markers", name="teams (colour: F / C)", customdata=custom, hovertemplate=PUBPRIV_HOVER,
-            marker=dict(size=10, color=np.log10(finite.to_numpy(float)), colorscale="Viridis", cmin=-5, cmax=0,
+            x=x.tolist(), y=y.tolist(), mode="markers", name="teams (colour: F / C)", customdata=custom.tolist(),
+            hovertemplate=PUBPRIV_HOVER,
+            marker=dict(size=10, color=np.log10(finite.to_numpy(float)).tolist(), colorscale="Viridis", cmin=-5, cmax=0,
                         colorbar=dict(title="log10 F / C", thickness=12), symbol=np.where(flagged, "x", "circle"),
                         line=dict(color="white", width=0.5)),
         ))
     else:
         for mask, name, colour, symbol in ((~flagged, "teams", HONEST, "circle"),
                                            (flagged, "flagged: overfitting signature", FLAGGED, "x")):
-            fig.add_trace(go.Scatter(x=x[mask], y=y[mask], mode="markers", name=name, customdata=custom[mask],
+            fig.add_trace(go.Scatter(x=x[mask].tolist(), y=y[mask].tolist(), mode="markers", name=name,
+                                     customdata=custom[mask].tolist(),
                                      hovertemplate=PUBPRIV_HOVER, marker=dict(size=10, color=colour, symbol=symbol)))
     chosen = rows["team"] == team if team else np.zeros(len(rows), bool)
-    fig.add_trace(go.Scatter(x=x[chosen], y=y[chosen], mode="markers", name=f"team: {team}" if team else "team",
+    fig.add_trace(go.Scatter(x=x[chosen].tolist(), y=y[chosen].tolist(), mode="markers", name=f"team: {team}" if team else "team",
                              showlegend=bool(team), hoverinfo="skip",
                              marker=dict(size=16, color="rgba(0,0,0,0)", line=dict(color=HIGHLIGHT, width=2.5))))
     fig.update_layout(
