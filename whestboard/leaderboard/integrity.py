@@ -27,6 +27,7 @@ columns) except the ``*_for_round`` readers at the end, which cache per store re
 from __future__ import annotations
 
 import math
+import warnings
 from collections import Counter
 from datetime import datetime
 from functools import lru_cache
@@ -153,49 +154,53 @@ def public_private(mlp_results: pd.DataFrame) -> pd.DataFrame:
     Columns: submission_id, public_score, private_score, private_ratio (private / public),
     overfit_p, overfit (p < OVERFIT_ALPHA and private worse), flops_ratio (public mean /
     private mean), flops_cv_public, flops_cv_private, flops_differ, overfit_text.
+    Submissions with the same numbers of public and private MLPs are tested together, as arrays.
     """
     columns = ["submission_id", "public_score", "private_score", "private_ratio", "overfit_p", "overfit",
                "flops_ratio", "flops_cv_public", "flops_cv_private", "flops_differ", "overfit_text"]
     halves = mlp_results[mlp_results["split"].isin([PUBLIC, "private"])]
     if halves.empty:
         return pd.DataFrame(columns=columns)
-    rows: list[dict] = []
-    groups: dict[tuple[int, int], list[tuple[str, np.ndarray, np.ndarray]]] = {}
-    for sid, grp in halves.groupby("submission_id", sort=True):
-        pub, priv = grp[grp["split"] == PUBLIC], grp[grp["split"] == "private"]
-        if pub.empty or priv.empty:
-            continue
-        pub_scores, priv_scores = pub["adjusted_score"].to_numpy(float), priv["adjusted_score"].to_numpy(float)
-        groups.setdefault((pub_scores.size, priv_scores.size), []).append((sid, pub_scores, priv_scores))
-        rows.append({"submission_id": sid, **_flops_halves(pub["flops_used"].to_numpy(float),
-                                                           priv["flops_used"].to_numpy(float))})
-    p_of: dict[str, float] = {}
-    for members in groups.values():
-        p = overfit_p_values(np.stack([m[1] for m in members]), np.stack([m[2] for m in members]))
-        p_of.update({m[0]: float(v) for m, v in zip(members, p, strict=True)})
-    means = halves.groupby(["submission_id", "split"])["adjusted_score"].mean().unstack()
-    for row in rows:
-        sid = row["submission_id"]
-        public_score, private_score = float(means.loc[sid, PUBLIC]), float(means.loc[sid, "private"])
-        ratio = private_score / public_score if public_score > 0 else float("inf")
-        p = p_of[sid]
-        row.update(public_score=public_score, private_score=private_score, private_ratio=ratio, overfit_p=p,
-                   overfit=bool(p < OVERFIT_ALPHA and private_score > public_score))
-        row["overfit_text"] = _overfit_text(row)
-    return pd.DataFrame(rows, columns=columns)
+    halves = halves.sort_values(["submission_id", "split", "mlp_index"], kind="mergesort")
+    counts = halves.groupby(["submission_id", "split"]).size().unstack(fill_value=0)
+    counts = counts.reindex(columns=[PUBLIC, "private"], fill_value=0)
+    both = counts[(counts[PUBLIC] > 0) & (counts["private"] > 0)]
+    parts = []
+    for (n_pub, n_priv), shaped in both.groupby([PUBLIC, "private"]):
+        ids = shaped.index.to_numpy()
+        rows = halves[halves["submission_id"].isin(ids)]  # sorted: each id's private rows, then its public ones
+        public, private = rows[rows["split"] == PUBLIC], rows[rows["split"] == "private"]
+        parts.append(_halves_table(ids, public["adjusted_score"].to_numpy(float).reshape(len(ids), n_pub),
+                                   private["adjusted_score"].to_numpy(float).reshape(len(ids), n_priv),
+                                   public["flops_used"].to_numpy(float).reshape(len(ids), n_pub),
+                                   private["flops_used"].to_numpy(float).reshape(len(ids), n_priv)))
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    table = pd.concat(parts, ignore_index=True).sort_values("submission_id", ignore_index=True)
+    table["overfit_text"] = [_overfit_text(r) for r in table.to_dict("records")]
+    return table[columns]
 
 
-def _flops_halves(public: np.ndarray, private: np.ndarray) -> dict:
-    public, private = public[np.isfinite(public)], private[np.isfinite(private)]
-    if public.size == 0 or private.size == 0 or private.mean() <= 0:
-        return {"flops_ratio": float("nan"), "flops_cv_public": float("nan"), "flops_cv_private": float("nan"),
-                "flops_differ": False}
-    ratio = float(public.mean() / private.mean())
-    cv_public, cv_private = coefficient_of_variation(public), coefficient_of_variation(private)
-    differ = bool(not 1 / FLOPS_MEAN_RATIO_LIMIT <= ratio <= FLOPS_MEAN_RATIO_LIMIT
-                  or abs(cv_public - cv_private) > FLOPS_CV_GAP_LIMIT)
-    return {"flops_ratio": ratio, "flops_cv_public": cv_public, "flops_cv_private": cv_private,
-            "flops_differ": differ}
+def _halves_table(ids: np.ndarray, public: np.ndarray, private: np.ndarray, public_flops: np.ndarray,
+                  private_flops: np.ndarray) -> pd.DataFrame:
+    """The public/private columns of submissions whose halves are the rows of these arrays."""
+    public_score, private_score = public.mean(axis=1), private.mean(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a submission without FLOPs: NaN, and no flag
+        ratio = np.where(public_score > 0, private_score / public_score, np.inf)
+        flops_pub, flops_priv = np.nanmean(public_flops, axis=1), np.nanmean(private_flops, axis=1)
+        cv_pub = np.where(flops_pub > 0, np.nanstd(public_flops, axis=1) / flops_pub, np.nan)
+        cv_priv = np.where(flops_priv > 0, np.nanstd(private_flops, axis=1) / flops_priv, np.nan)
+        flops_ratio = np.where(flops_priv > 0, flops_pub / flops_priv, np.nan)
+    p = overfit_p_values(public, private)
+    known = np.isfinite(flops_ratio)
+    differ = known & ((flops_ratio < 1 / FLOPS_MEAN_RATIO_LIMIT) | (flops_ratio > FLOPS_MEAN_RATIO_LIMIT)
+                      | (np.abs(cv_pub - cv_priv) > FLOPS_CV_GAP_LIMIT))
+    return pd.DataFrame({
+        "submission_id": ids, "public_score": public_score, "private_score": private_score, "private_ratio": ratio,
+        "overfit_p": p, "overfit": (p < OVERFIT_ALPHA) & (private_score > public_score), "flops_ratio": flops_ratio,
+        "flops_cv_public": cv_pub, "flops_cv_private": cv_priv, "flops_differ": differ,
+    })
 
 
 def _overfit_text(row: dict) -> str:
