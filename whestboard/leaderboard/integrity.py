@@ -376,7 +376,8 @@ def board(round_tag: str, split: str = PUBLIC, *, url: str | None = None) -> pd.
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
 
     def compute() -> pd.DataFrame:
-        subs = store.frame(round_tag=round_tag, url=url)
+        points = ranking.all_points(url=url)  # cached: the page's scatter reads the same frame
+        subs = points[points["round"] == round_tag].drop(columns=["mc_at_b", "mc_basis", "vs_mc"])
         summary = (store.split_summary([split], url=url) if split != PUBLIC
                    else pd.DataFrame(columns=["submission_id", "split"]))
         best = ranking.best_per_team(split_submissions(subs, summary, split))

@@ -502,7 +502,7 @@ SUBMISSION_COLUMNS = list(SUBMISSION_FIELDS)
 def frame(*, round_tag: str | None = None, url: str | None = None) -> pd.DataFrame:
     """Every submission (of one round) as a DataFrame in the import schema's columns."""
     with db.session(url) as s:
-        rows = s.execute(_submissions_query(round_tag)).mappings().all()
+        rows = s.execute(_submissions_query(round_tag)).all()
     return _submission_frame(rows)
 
 
@@ -514,7 +514,7 @@ def iter_frames(rows_per_frame: int, *, url: str | None = None) -> Iterator[pd.D
     memory follows the frame, not the store.
     """
     with db.session(url) as s:  # queried before the first frame: an unreachable store fails there
-        result = s.execute(_submissions_query(None), execution_options={"yield_per": rows_per_frame}).mappings()
+        result = s.execute(_submissions_query(None), execution_options={"yield_per": rows_per_frame})
         yield _submission_frame([])
         for part in result.partitions(rows_per_frame):
             yield _submission_frame(part)
@@ -529,8 +529,10 @@ def _submissions_query(round_tag: str | None):
 
 
 def _submission_frame(rows: Sequence) -> pd.DataFrame:
-    table = SubmissionRow.__table__
-    df = pd.DataFrame([dict(r) for r in rows], columns=[c.name for c in table.columns])
+    """Rows of ``select(SubmissionRow)`` (tuples in its column order), built column by column."""
+    names = [c.name for c in SubmissionRow.__table__.columns]
+    df = (pd.DataFrame(dict(zip(names, map(list, zip(*rows, strict=True)), strict=True))) if len(rows)
+          else pd.DataFrame(columns=names))
     df = df.rename(columns={v: k for k, v in _RENAMED.items()})[SUBMISSION_COLUMNS]
     df["submitted_at"] = pd.to_datetime(df["submitted_at"], utc=True)
     for col in ("mean_flops_used", "final_layer_mse", "adjusted_score", "mean_multiplier",
