@@ -459,8 +459,7 @@ def _split_board(round_tag: str, split: str, organizer: bool):
         note = dbc.Alert(f"{str(exc).capitalize()}: enter it under “Organizer” below. Showing the public split.",
                          color="warning", className="py-2 small", id="lb-split-refused")
         split = "public"
-    table = integrity.board(round_tag, split)
-    return (table if organizer else integrity.public_columns(table)), note
+    return integrity.viewer_board(round_tag, split, organizer=organizer), note
 
 
 def _flags_list(table) -> html.Ul | html.Div:
@@ -607,7 +606,7 @@ def _render_public_private(colour: str, token: str | None, _revision, team: str 
         return figs.public_private_figure(None), \
             "Shown with the organizer token (under “Organizer” below): it is built from the withheld MLPs."
     try:
-        table = integrity.board(round_tag, "public")
+        table = integrity.viewer_board(round_tag, "public", organizer=True)
     except (SQLAlchemyError, OSError):
         return {}, None
     fig = figs.public_private_figure(table, colour_by=colour if colour in figs.COLOUR_CHOICES else "flag", team=team)

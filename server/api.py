@@ -166,18 +166,13 @@ def leaderboard_split(round_tag: str):
         return jsonify({"ok": False, "error": f"no round {round_tag!r}; known rounds: {', '.join(ALL_ROUNDS)}"}), 404
     if split not in store.SPLITS:
         return jsonify({"ok": False, "error": f"split must be one of {', '.join(store.SPLITS)}"}), 400
-    organizer = viewer_is_organizer()
     try:
-        integrity.require_split_access(split, organizer)
+        table = integrity.viewer_board(round_tag, split, organizer=viewer_is_organizer())
     except PermissionError as exc:
         return jsonify({"ok": False, "error": f"{exc}: send Authorization: Bearer TOKEN"}), 403
-    try:
-        table = integrity.board(round_tag, split)
     except SQLAlchemyError as exc:
         log.error("leaderboard read failed: %s: %s", type(exc).__name__, exc)
         return jsonify({"ok": False, "error": f"the submissions store cannot be read ({type(exc).__name__})"}), 503
-    if not organizer:
-        table = integrity.public_columns(table)
     return jsonify({"ok": True, "round": round_tag, "split": split, "rows": integrity.json_records(table)})
 
 

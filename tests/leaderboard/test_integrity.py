@@ -176,7 +176,7 @@ def test_neighbours_a_paired_test_cannot_separate_are_marked_at_the_top():
 
 def test_each_split_ranks_on_its_own_mlps_and_the_rerun_on_nominated_ones(sqlite_store, tmp_path):
     private_values = helpers.split_board(tmp_path)
-    public = integrity.board("v1-warmup", "public").set_index("team")
+    public = integrity.organizer_board("v1-warmup", "public").set_index("team")
     private = integrity.board("v1-warmup", "private").set_index("team")
     rerun = integrity.board("v1-warmup", "rerun").set_index("team")
     assert public.sort_values("rank").index.tolist() == ["alpha", "beta", "gamma", "delta"]
@@ -195,8 +195,11 @@ def test_each_split_ranks_on_its_own_mlps_and_the_rerun_on_nominated_ones(sqlite
     assert delta["overfit"] and delta["private_ratio"] == pytest.approx(10.3) and delta["overfit_p"] < 0.01
     assert delta["residual"] and delta["fc_share"] == pytest.approx(5e-5) and delta["flops_identical"]
     assert delta["residual_s"] == pytest.approx((2e10 - 1e6) / 1e11)
-    shown = integrity.public_columns(integrity.board("v1-warmup", "public"))
-    assert not set(integrity.ORGANIZER_COLUMNS) & set(shown.columns)
+    for shown in (integrity.board("v1-warmup", "public"),
+                  integrity.viewer_board("v1-warmup", "public", organizer=False)):
+        assert not set(integrity.ORGANIZER_COLUMNS) & set(shown.columns)
+    with pytest.raises(PermissionError):
+        integrity.viewer_board("v1-warmup", "rerun", organizer=False)
     with pytest.raises(PermissionError, match="the private split is shown only with the organizer token"):
         integrity.require_split_access("private", organizer=False)
     integrity.require_split_access("private", organizer=True)

@@ -367,10 +367,11 @@ def with_neighbour_ties(table: pd.DataFrame, matrix: np.ndarray, *, top: int = T
 
 
 def board(round_tag: str, split: str = PUBLIC, *, url: str | None = None) -> pd.DataFrame:
-    """The ranking of one round and split with every integrity column (organizer's and public alike).
+    """The ranking of one round and split with its flags, ties and failures: nothing from other splits.
 
-    Callers that answer someone without the organizer token ask for the public split and
-    drop ORGANIZER_COLUMNS (``public_columns``); the private and rerun splits are theirs only.
+    Only the split's own per-MLP rows are read. The private and rerun splits are the
+    organizer's (``require_split_access``); ``organizer_board`` adds the public-against-private
+    columns.
     """
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
@@ -381,23 +382,51 @@ def board(round_tag: str, split: str = PUBLIC, *, url: str | None = None) -> pd.
         summary = (store.split_summary([split], url=url) if split != PUBLIC
                    else pd.DataFrame(columns=["submission_id", "split"]))
         best = ranking.best_per_team(split_submissions(subs, summary, split))
-        mlps = store.mlp_frame(best["submission_id"].tolist(), url=url)
+        mlps = store.mlp_frame(best["submission_id"].tolist(), splits=(split,), url=url)
         table = split_ranking(subs, summary, mlps, split)
-        shares = residual_share(best, mlps[mlps["split"] == split])
-        halves = public_private(mlps)
-        table = table.merge(shares, how="left", on="submission_id")
-        table = table.merge(halves.drop(columns=["public_score"]), how="left", on="submission_id")
-        reference = ranking.with_mc_reference(best, ranking.mlp_variance_of(mlps[mlps["split"] == split]))
+        table = table.merge(residual_share(best, mlps), how="left", on="submission_id")
+        reference = ranking.with_mc_reference(best, ranking.mlp_variance_of(mlps))
         table["vs_mc"] = table["submission_id"].map(reference.set_index("submission_id")["vs_mc"]).astype(float)
-        failures = failure_breakdown(mlps[mlps["split"] == split])
+        failures = failure_breakdown(mlps)
         table["failures"] = table["submission_id"].map(lambda sid: breakdown_text(failures.get(sid, {})))
-        for flag in ("residual", "overfit", "flops_differ", "tied_next"):
+        for flag in ("residual", "tied_next"):
             table[flag] = table[flag].fillna(False).astype(bool)
-        for text in ("residual_text", "overfit_text"):
-            table[text] = table[text].fillna("")
+        table["residual_text"] = table["residual_text"].fillna("")
         return table
 
     return store.cached(f"integrity:{round_tag}:{split}:" + ranking.reference_fingerprint(), compute, url=url)
+
+
+def organizer_board(round_tag: str, split: str = PUBLIC, *, url: str | None = None) -> pd.DataFrame:
+    """``board`` plus, for every ranked submission with private MLPs, the public-against-private columns.
+
+    Only for a caller that has checked the organizer token: every added column
+    (ORGANIZER_COLUMNS) is computed from withheld MLPs.
+    """
+
+    def compute() -> pd.DataFrame:
+        table = board(round_tag, split, url=url)
+        mlps = store.mlp_frame(table["submission_id"].tolist(), splits=(PUBLIC, "private"), url=url)
+        halves = public_private(mlps).drop(columns=["public_score"])
+        out = table.merge(halves, how="left", on="submission_id")
+        for flag in ("overfit", "flops_differ"):
+            out[flag] = out[flag].fillna(False).astype(bool)
+        out["overfit_text"] = out["overfit_text"].fillna("")
+        return out
+
+    return store.cached(f"integrity-organizer:{round_tag}:{split}:" + ranking.reference_fingerprint(), compute,
+                        url=url)
+
+
+def viewer_board(round_tag: str, split: str, *, organizer: bool, url: str | None = None) -> pd.DataFrame:
+    """The board a viewer may see: the organizer's with every column, anyone else's public only.
+
+    Raises PermissionError for the private or rerun split without the organizer token.
+    """
+    require_split_access(split, organizer)
+    if organizer:
+        return organizer_board(round_tag, split, url=url)
+    return public_columns(board(round_tag, split, url=url))
 
 
 def public_columns(table: pd.DataFrame) -> pd.DataFrame:
