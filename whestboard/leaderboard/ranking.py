@@ -174,14 +174,6 @@ def best_per_team(submissions: pd.DataFrame) -> pd.DataFrame:
     return ordered.drop_duplicates("team", keep="first").reset_index(drop=True)
 
 
-def pairing_keys(mlp_results: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFrame:
-    """Per-MLP rows with the key they are paired on: (dataset, MLP index)."""
-    dataset = submissions.set_index("submission_id")["dataset"].fillna("")
-    out = mlp_results.copy()
-    out["pair_key"] = list(zip(out["submission_id"].map(dataset).fillna(""), out["mlp_index"], strict=True))
-    return out
-
-
 def rank_round(submissions: pd.DataFrame, mlp_results: pd.DataFrame) -> pd.DataFrame:
     """The ranking table of one round: best per team, interval, verdict against the leader.
 
@@ -216,11 +208,17 @@ def score_matrix(best: pd.DataFrame, mlp_results: pd.DataFrame) -> np.ndarray:
     Columns are the pairing keys (dataset, MLP index), so two rows are paired by
     position: comparing hundreds of teams is array arithmetic, not joins.
     """
-    keyed = pairing_keys(mlp_results[mlp_results["submission_id"].isin(best["submission_id"])], best)
-    row_of = {sid: i for i, sid in enumerate(best["submission_id"])}
-    key_codes, keys = pd.factorize(keyed["pair_key"]) if len(keyed) else (np.zeros(0, int), [])
+    rows = mlp_results[mlp_results["submission_id"].isin(best["submission_id"])]
+    row_of = pd.Series(np.arange(len(best)), index=best["submission_id"].to_numpy())
+    dataset = best.set_index("submission_id")["dataset"].fillna("")
+    # (dataset, MLP index) as one integer, so the keys are factorized as numbers, not as tuples of text
+    dataset_codes, _ = pd.factorize(rows["submission_id"].map(dataset).fillna(""))
+    index = rows["mlp_index"].to_numpy(np.int64)
+    combined = dataset_codes.astype(np.int64) * (int(index.max()) + 1 if index.size else 1) + index
+    key_codes, keys = pd.factorize(combined) if len(rows) else (np.zeros(0, int), [])
     matrix = np.full((len(best), len(keys)), np.nan)
-    matrix[keyed["submission_id"].map(row_of).to_numpy(int), key_codes] = keyed["adjusted_score"].to_numpy(float)
+    matrix[row_of.reindex(rows["submission_id"].to_numpy()).to_numpy(int), key_codes] = \
+        rows["adjusted_score"].to_numpy(float)
     return matrix
 
 

@@ -550,11 +550,11 @@ def mlp_frame(submission_ids: Sequence[str] | None = None, *, splits: Sequence[s
     parts: list[tuple] = []  # plain tuples: a row mapping per result costs 3x as much for 30,000 rows
     with db.session(url) as s:
         if submission_ids is None:
-            parts = list(s.execute(_mlp_query(splits)))
+            parts = list(s.execute(_mlp_query(splits)).all())
         else:
             table = SubmissionMLPRow.__table__
             for chunk in _chunks(list(submission_ids)):
-                parts += s.execute(_mlp_query(splits).where(table.c.submission_id.in_(chunk)))
+                parts += s.execute(_mlp_query(splits).where(table.c.submission_id.in_(chunk))).all()
     return _mlp_frame(parts).sort_values(["submission_id", "split", "mlp_index"], ignore_index=True)
 
 
