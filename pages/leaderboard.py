@@ -228,7 +228,7 @@ def _integrity_section() -> html.Div:
             f"public mean score over the per-MLP scores gives p < {integrity.OVERFIT_ALPHA:g}, and FLOPs differ "
             f"when their means on the halves differ by more than {integrity.FLOPS_MEAN_RATIO_LIMIT:g}x or their "
             f"coefficients of variation by more than {integrity.FLOPS_CV_GAP_LIMIT:g}. Extra MLPs: how many more "
-            f"paired MLPs a test at 5% separates #1 from #2 with with {integrity.TIE_POWER:.0%} power, from the "
+            f"paired MLPs a test at 5% separates #1 from #2 with {integrity.TIE_POWER:.0%} power, from the "
             "spread of their per-MLP differences.",
             className="text-muted small",
         ),
@@ -484,7 +484,8 @@ def _ties_text(table) -> str | None:
     parts = ["Neighbours at the top a paired test cannot tell apart: " + (", ".join(tied) if tied else "none") + "."]
     if extra == extra and extra is not None:
         parts.append(f" #1 {top['team']} against #2 {ordered[1]['team']}: "
-                     + ("already separated." if extra == 0 else
+                     + (("the spread of their differences says their MLPs suffice, yet the paired test does not "
+                         "separate them." if top["tied_next"] else "already separated.") if extra == 0 else
                         "never separated (their differences average to 0)." if extra == float("inf") else
                         f"about {int(extra):,} extra MLPs from the same distribution would separate them."))
     return "".join(parts)
@@ -545,6 +546,7 @@ def _highlight(team: str | None, round_tag: str, y_metric: str, x_metric: str, i
     if timeline_index is not None:
         timeline_patch = dash.Patch()
         timeline_patch["data"][timeline_index] = figs.timeline_highlight_trace(ranking.all_points(), team).to_plotly_json()
+        timeline_patch["data"][timeline_index - 1] = figs.timeline_best_trace(ranking.all_points(), team).to_plotly_json()
     return scatter_patch, timeline_patch, _row_style(team)
 
 

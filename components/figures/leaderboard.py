@@ -7,8 +7,9 @@
 * ``timeline_figure``: every submission by time against "x better than
   sampling" (MC@B / score), with the 1x parity line and rounds as shaded spans.
 
-Both put the highlighted team in the LAST trace, so the page can re-highlight
-with a small ``Patch`` instead of resending every dot.
+Both put the highlighted team in the LAST trace (the timeline its best-so-far step
+line just before it), so the page can re-highlight with a small ``Patch`` instead of
+resending every dot.
 """
 
 from __future__ import annotations
@@ -320,6 +321,7 @@ def timeline_figure(points: pd.DataFrame, *, team: str | None = None, round_orde
     fig.add_hline(y=1.0, line=dict(color="#333", dash="dash", width=1.2),
                   annotation_text="1x: as good as Monte Carlo at the budget", annotation_position="bottom right",
                   annotation_font_size=11)
+    fig.add_trace(timeline_best_trace(graded, team))
     fig.add_trace(timeline_highlight_trace(graded, team))
     fig.update_layout(
         title=dict(text="Field against sampling over time (MC@B / score, higher is better)", x=0.01, font=dict(size=15)),
@@ -338,6 +340,20 @@ def _timeline_trace(rows: pd.DataFrame, *, name: str, marker: dict, showlegend: 
     times = pd.to_datetime(rows["submitted_at"], utc=True).map(_plotly_time)
     return go.Scattergl(x=times.to_numpy(), y=_round_sig(rows["vs_mc"].to_numpy()), mode="markers", name=name,
                         marker=marker, customdata=custom, hovertemplate=TIMELINE_HOVER, showlegend=showlegend)
+
+
+def timeline_best_trace(points: pd.DataFrame, team: str | None) -> go.Scatter:
+    """The team's best so far (highest MC@B / score) as a step line per round; empty without a team."""
+    graded = timeline_points(points)
+    rows = graded[graded["team"] == team] if team else graded.iloc[0:0]
+    xs: list = []
+    ys: list = []
+    for _tag, grp in rows.sort_values("submitted_at", kind="mergesort").groupby("round", sort=False):
+        xs += [*pd.to_datetime(grp["submitted_at"], utc=True).map(_plotly_time), None]
+        ys += [*_round_sig(grp["vs_mc"].cummax().to_numpy()).tolist(), None]
+    return go.Scatter(x=xs[:-1], y=ys[:-1], mode="lines", line=dict(color=HIGHLIGHT, shape="hv", width=1.5),
+                      name=f"team: {team}, best so far" if team else "best so far", showlegend=bool(team),
+                      hoverinfo="skip", connectgaps=False)
 
 
 def timeline_highlight_trace(points: pd.DataFrame, team: str | None) -> go.Scattergl:

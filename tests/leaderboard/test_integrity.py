@@ -153,7 +153,10 @@ def test_extra_mlps_to_separate_the_top_two_agrees_with_a_simulation():
     # 2000 trials: standard error 0.009; 0.045 is 5 of them
     assert power(n_total) == pytest.approx(integrity.TIE_POWER, abs=0.045)
     assert power(n_total // 3) < integrity.TIE_POWER - 0.2
-    assert integrity.extra_mlps_to_separate(np.array([1.0, 1.0, 1.0])) == 0.0  # constant gap: already apart
+    assert integrity.extra_mlps_to_separate(np.ones(10)) == 0.0  # a constant gap on 10 MLPs: already apart
+    # ... but 3 MLPs cannot be separated by a sign-flip test at 5% (its smallest p is 2/8): 6 are needed
+    assert integrity.extra_mlps_to_separate(np.ones(3)) == 3.0
+    assert ranking.sign_flip_p_value(np.ones(5)) >= 0.05 > ranking.sign_flip_p_value(np.ones(6))
     assert integrity.extra_mlps_to_separate(np.array([1.0, -1.0])) == float("inf")
 
 

@@ -69,6 +69,7 @@ def test_highlighting_a_team_marks_its_dots_and_row_and_goes_in_the_address(page
     assert scatter[-1] == [f"team: {team}", int((graded["team"] == team).sum())]
     timeline = page.evaluate(PLOT_DATA, "#lb-timeline")
     assert timeline[-1][0] == f"team: {team}" and timeline[-1][1] > 0
+    assert timeline[-2][0] == f"team: {team}, best so far" and timeline[-2][1] >= timeline[-1][1]
     row = page.locator("#lb-ranking .ag-center-cols-container .ag-row", has_text=team)
     assert "rgb(253, 226, 226)" in (row.get_attribute("style") or "")
 
@@ -173,7 +174,7 @@ def _first_row(page) -> str:
 
 def test_organizer_switches_splits_opens_a_team_history_and_reads_the_flags(organizer_page, tmp_path):
     page = organizer_page
-    path, private = helpers.split_board_files(tmp_path / "board")
+    path, _private = helpers.split_board_files(tmp_path / "board")
     files = [("files", (p.name, p.read_bytes())) for p in (path, path.with_name(path.stem + ".per_mlp.csv"))]
     imported = requests.post(page.base_url + "/api/submissions/import", files=files, timeout=60,
                              headers={"Authorization": f"Bearer {ORGANIZER_TOKEN}"})
@@ -217,4 +218,5 @@ def test_organizer_switches_splits_opens_a_team_history_and_reads_the_flags(orga
     names = [name for name, _ in page.evaluate(PLOT_DATA, "#lb-history")]
     assert names == ["v1-warmup: submissions", "v1-warmup: best so far"]
     assert parse_qs(urlparse(page.url).query)["team"] == ["beta"]
-    assert private["beta_rerun"] > 0
+    assert page.evaluate(PLOT_DATA, "#lb-timeline")[-2] == ["team: beta, best so far", 1]  # one submission
+

@@ -323,8 +323,10 @@ def extra_mlps_to_separate(differences: np.ndarray, *, alpha: float = TIE_ALPHA,
     With n MLPs, a paired test at level ``alpha`` (two-sided) rejects with probability
     ``power`` when sqrt(n) |mu| / sigma = z(1 - alpha/2) + z(power); mu and sigma are the
     mean and standard deviation of the per-MLP differences seen so far. So
-    n = ((z(1 - alpha/2) + z(power)) sigma / |mu|)^2, and the extra MLPs are n minus those
-    already compared (0 when they already suffice; inf when the differences average to 0).
+    n = ((z(1 - alpha/2) + z(power)) sigma / |mu|)^2, and never fewer than the sign-flip test
+    needs to reach ``alpha`` at all (its smallest p-value is 2 / 2^n: 6 MLPs at 5%). The extra
+    MLPs are n minus those already compared (0 when they already suffice; inf when the
+    differences average to 0).
     """
     d = np.asarray(differences, dtype=float)
     d = d[np.isfinite(d)]
@@ -334,7 +336,7 @@ def extra_mlps_to_separate(differences: np.ndarray, *, alpha: float = TIE_ALPHA,
     if mu == 0.0:
         return float("inf")
     z = NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
-    needed = math.ceil((z * sigma / abs(mu)) ** 2)
+    needed = max(math.ceil((z * sigma / abs(mu)) ** 2), math.ceil(math.log2(2 / alpha)))
     return float(max(0, needed - d.size))
 
 
