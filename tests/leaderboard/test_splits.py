@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 import pandas as pd
 import pytest
+import sqlalchemy
 
 from tests.leaderboard import submissions_helpers as helpers
 from tests.leaderboard.submissions_helpers import submission_row, write_csvs
@@ -135,29 +134,41 @@ def test_a_private_suite_added_later_replaces_only_its_split(store_url, tmp_path
         si.import_files([tmp_path / "orphan.per_mlp.csv"], url=store_url)
 
 
-def test_a_store_created_before_splits_gains_the_columns(tmp_path, monkeypatch):
+def test_a_store_created_before_splits_gains_the_columns_and_its_new_key(store_url, tmp_path):
     """An older store's tables get ``nominated``, ``split`` (existing rows: public) and ``failure`` on first use."""
-    path = tmp_path / "old.sqlite"
-    con = sqlite3.connect(path)
-    con.executescript("""
-        CREATE TABLE submissions (id VARCHAR(200) PRIMARY KEY, team VARCHAR(200), round_tag VARCHAR(32),
-            submitted_at DATETIME, status VARCHAR(16), mean_flops_used FLOAT, final_layer_mse FLOAT,
-            adjusted_score FLOAT, mean_multiplier FLOAT, n_failed_mlps INTEGER, whestbench_version VARCHAR(64),
-            flopscope_version VARCHAR(64), n_mlps INTEGER, mean_effective_compute FLOAT, dataset VARCHAR(500),
-            mean_avg_variance FLOAT, estimator VARCHAR(500), source VARCHAR(64));
-        CREATE TABLE submission_mlp_results (submission_id VARCHAR(200), mlp_index INTEGER, mlp_name VARCHAR(200),
-            final_layer_mse FLOAT, adjusted_score FLOAT, flops_used FLOAT, effective_compute FLOAT, multiplier FLOAT,
-            failed BOOLEAN, avg_variance FLOAT, PRIMARY KEY (submission_id, mlp_index));
-        INSERT INTO submissions VALUES ('s', 't', 'v1-warmup', '2026-05-01 12:00:00', 'graded', 1e9, 1e-4, 1e-5, 0.1,
-            0, '0.16.2', NULL, 1, NULL, NULL, NULL, NULL, NULL);
-        INSERT INTO submission_mlp_results VALUES ('s', 0, NULL, 1e-4, 1e-5, 1e9, NULL, 0.1, 0, NULL);
-    """)
-    con.close()
-    url = f"sqlite:///{path}"
-    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
+    url = store_url
+    old = sqlalchemy.create_engine(url)
+    with old.begin() as conn:
+        for statement in """
+            CREATE TABLE submissions (id VARCHAR(200) PRIMARY KEY, team VARCHAR(200), round_tag VARCHAR(32),
+                submitted_at TIMESTAMP, status VARCHAR(16), mean_flops_used FLOAT, final_layer_mse FLOAT,
+                adjusted_score FLOAT, mean_multiplier FLOAT, n_failed_mlps INTEGER, whestbench_version VARCHAR(64),
+                flopscope_version VARCHAR(64), n_mlps INTEGER, mean_effective_compute FLOAT, dataset VARCHAR(500),
+                mean_avg_variance FLOAT, estimator VARCHAR(500), source VARCHAR(64));
+            CREATE TABLE submission_mlp_results (submission_id VARCHAR(200) REFERENCES submissions (id)
+                ON DELETE CASCADE, mlp_index INTEGER, mlp_name VARCHAR(200), final_layer_mse FLOAT,
+                adjusted_score FLOAT, flops_used FLOAT, effective_compute FLOAT, multiplier FLOAT, failed BOOLEAN,
+                avg_variance FLOAT, PRIMARY KEY (submission_id, mlp_index));
+            INSERT INTO submissions VALUES ('s', 't', 'v1-warmup', '2026-05-01 12:00:00', 'graded', 1e9, 1e-4, 1e-5,
+                0.1, 0, '0.16.2', NULL, 1, NULL, NULL, NULL, NULL, NULL);
+            INSERT INTO submission_mlp_results VALUES ('s', 0, NULL, 1e-4, 1e-5, 1e9, NULL, 0.1, FALSE, NULL)
+        """.split(";"):
+            conn.execute(sqlalchemy.text(statement))
+    old.dispose()
     try:
         assert store.frame(url=url)["nominated"].tolist() == [False]
         per_mlp = store.mlp_frame(url=url)
         assert per_mlp["split"].tolist() == ["public"] and per_mlp["failure"].isna().all()
+        # its old key (submission, MLP index) is replaced by (submission, split, MLP index) before a write,
+        # so the rerun of MLP 0 is stored beside its public result
+        rerun = pd.DataFrame([{"submission_id": "s", "mlp_index": 0, "final_layer_mse": 2e-4,
+                               "adjusted_score": 2e-5, "split": "rerun"}])
+        rerun.to_csv(tmp_path / "rerun.per_mlp.csv", index=False)
+        assert si.import_files([tmp_path / "rerun.per_mlp.csv"], url=url).updated == ["s"]
+        per_mlp = store.mlp_frame(url=url).set_index("split")
+        assert per_mlp.loc["public", "adjusted_score"] == 1e-5 and per_mlp.loc["rerun", "adjusted_score"] == 2e-5
+        key = sqlalchemy.inspect(db.engine(url)).get_pk_constraint("submission_mlp_results")["constrained_columns"]
+        assert key == ["submission_id", "split", "mlp_index"]
+        assert si.import_files([tmp_path / "rerun.per_mlp.csv"], url=url).unchanged == ["s"]
     finally:
         db.reset_engines()

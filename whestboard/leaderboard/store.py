@@ -28,7 +28,9 @@ from sqlalchemy import (
     Integer,
     String,
     delete,
+    inspect,
     select,
+    text,
     update,
 )
 from sqlalchemy.exc import IntegrityError
@@ -249,7 +251,48 @@ def upsert(
     by_sub: dict[str, list[MLPResult]] = {}
     for res in mlp_results:
         by_sub.setdefault(res.submission_id, []).append(res)
+    ensure_split_key(url=url)
     return _write(url, lambda s: _upsert(s, submissions, by_sub))
+
+
+_split_key_checked: set[str] = set()
+
+
+def ensure_split_key(*, url: str | None = None) -> None:
+    """Give a per-MLP table created before splits its new key (submission, split, MLP index).
+
+    The table bootstrap adds the ``split`` column to an older table (every row public) but
+    cannot change its primary key, which would refuse the same MLP index in two splits (a
+    rerun of the private MLPs). Once per store and process, before the first write: PostgreSQL
+    swaps the constraint; SQLite, which cannot, copies the rows into a table of the new shape,
+    all in one transaction, so a concurrent second attempt finds the key in place.
+    """
+    key = url or db_url()
+    if key in _split_key_checked:
+        return
+    eng = db.engine(url)
+    table = SubmissionMLPRow.__table__
+    if "split" not in inspect(eng).get_pk_constraint(table.name)["constrained_columns"]:
+        with eng.begin() as conn:
+            if "split" not in inspect(conn).get_pk_constraint(table.name)["constrained_columns"]:
+                _rekey(conn, table)
+    _split_key_checked.add(key)
+
+
+def _rekey(conn, table) -> None:
+    columns = [f'"{c.name}"' for c in table.columns]
+    if conn.dialect.name == "postgresql":
+        constraint = inspect(conn).get_pk_constraint(table.name)["name"]
+        conn.execute(text(f'ALTER TABLE {table.name} DROP CONSTRAINT "{constraint}"'))
+        conn.execute(text(f"UPDATE {table.name} SET split = '{PUBLIC}' WHERE split IS NULL"))
+        conn.execute(text(f"ALTER TABLE {table.name} ADD PRIMARY KEY (submission_id, split, mlp_index)"))
+        return
+    old = f"{table.name}_before_splits"
+    copied = [f"COALESCE(split, '{PUBLIC}')" if c == '"split"' else c for c in columns]
+    conn.execute(text(f"ALTER TABLE {table.name} RENAME TO {old}"))
+    table.create(conn)
+    conn.execute(text(f"INSERT INTO {table.name} ({', '.join(columns)}) SELECT {', '.join(copied)} FROM {old}"))
+    conn.execute(text(f"DROP TABLE {old}"))
 
 
 def _write(url: str | None, work):
