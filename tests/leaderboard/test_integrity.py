@@ -207,3 +207,15 @@ def test_each_split_ranks_on_its_own_mlps_and_the_rerun_on_nominated_ones(sqlite
         integrity.require_split_access("private", organizer=False)
     integrity.require_split_access("private", organizer=True)
     assert store.count() == 4
+
+
+def test_a_round_without_submissions_or_per_mlp_results_gives_plain_boards(sqlite_store, tmp_path):
+    for split in ("public", "private", "rerun"):
+        assert integrity.organizer_board("v2-phase2", split).empty
+    row, _ = helpers.submission_row("bare", "t")
+    pd.DataFrame([row]).to_csv(tmp_path / "bare.csv", index=False)
+    helpers.si.import_files([tmp_path / "bare.csv"])
+    [only] = integrity.organizer_board("v1-warmup", "public").to_dict("records")
+    assert only["team"] == "t" and not only["residual"] and not only["overfit"] and not only["tied_next"]
+    assert np.isnan(only["fc_share"]) and only["failures"] == ""  # no per-MLP results, no C: nothing to flag
+    assert integrity.organizer_board("v1-warmup", "private").empty

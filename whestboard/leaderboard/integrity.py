@@ -82,7 +82,7 @@ def split_submissions(submissions: pd.DataFrame, summary: pd.DataFrame, split: s
         chosen = chosen[chosen["nominated"].astype(bool)]
     out = chosen.copy()
     for column in part.columns:
-        out[column] = out["submission_id"].map(part[column]).to_numpy()
+        out[column] = out["submission_id"].map(part[column]).astype(part[column].dtype)
     out["status"] = "graded"  # a split with per-MLP results was graded, whatever the public run did
     return out
 
