@@ -583,6 +583,7 @@ def _team_panel(team: str, round_tag: str, organizer: bool) -> dbc.Card:
         html.H6(f"Team {team}", className="mb-1"),
         html.Div(f"{len(history)} graded submissions; best {sci(best['adjusted_score'], 4)} ({best['submission_id']}, "
                  f"{best['round']}).", className="small"),
+        _per_mlp_share_line(mlps[mlps["submission_id"] == best["submission_id"]], best["round"]),
         html.Div(flags or "No flag on its best public submission.", className="small lb-team-flags",
                  id="lb-team-flags"),
         dcc.Graph(id="lb-history", figure=figs.history_figure(history, team=team), config=GRAPH_CONFIG),
@@ -591,6 +592,18 @@ def _team_panel(team: str, round_tag: str, organizer: bool) -> dbc.Card:
                  "No failed MLP among its per-MLP results.", className="small", id="lb-team-failures"),
     ]
     return dbc.Card(dbc.CardBody(body), id="lb-team-card")
+
+
+def _per_mlp_share_line(rows, round_tag: str) -> html.Div | None:
+    """F / C of the best submission's MLPs (lowest, median, highest) where residual time is priced."""
+    if get_round(round_tag).lambda_flops_per_second <= 0 or rows.empty:
+        return None
+    share = integrity.per_mlp_share(rows).dropna()
+    if share.empty:
+        return None
+    return html.Div(f"Instrumented share F / C of its best submission's {len(share)} MLPs: lowest "
+                    f"{share.min():.2g}, median {share.median():.2g}, highest {share.max():.2g}.",
+                    className="small", id="lb-team-share")
 
 
 @callback(

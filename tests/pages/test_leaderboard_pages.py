@@ -68,6 +68,15 @@ def _numbers(value) -> list[float]:
     return [float(value)] if isinstance(value, int | float) and not isinstance(value, bool) else []
 
 
+def _strings(value) -> list[str]:
+    """Every text anywhere in a response (as the page shows it, JSON escapes undone)."""
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _strings(v)]
+    if isinstance(value, list):
+        return [t for v in value for t in _strings(v)]
+    return [value] if isinstance(value, str) else []
+
+
 def _leaks(body, private: dict) -> list[float]:
     secret = [n for k, v in private.items() for n in (v if k.endswith("_mlps") else [v])]
     return [n for n in _numbers(body) for s in secret if n == pytest.approx(s, rel=1e-9)]
@@ -131,3 +140,16 @@ def test_the_team_panel_from_the_ranking_shows_history_without_private_numbers(s
     assert _leaks(body, private) == []
     assert "Team alpha" in text and "1 graded submissions" in text
     assert "alpha: score over time and best so far" in text
+
+
+def test_the_team_panel_gives_the_per_mlp_share_in_a_priced_round(served):
+    http, private = served
+    _, body = _call(http, [("lb-team-panel", "children")],
+                    [("lb-team", "value", "delta"), ("lb-revision", "data", 0), ("lb-token", "value", None)],
+                    [("lb-round", "data", "v1-warmup")])
+    share = 1e6 / 2e10  # every one of delta's public MLPs: F = 1e6, C = 2e10
+    shown = " ".join(_strings(body))
+    assert (f"Instrumented share F / C of its best submission's 10 MLPs: lowest {share:.2g}, median {share:.2g}, "
+            f"highest {share:.2g}.") in shown
+    assert "mostly residual time: F / C = 5e-05" in shown
+    assert "overfitting" not in shown and _leaks(body, private) == []
