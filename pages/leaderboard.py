@@ -1,6 +1,10 @@
 """Leaderboard: every graded submission of a round against the FLOPs it spent, rankings, timeline.
 
-``/leaderboard?round=TAG&team=NAME`` (plus ``y=score|mse`` and ``x=flops|compute``).
+``/leaderboard?round=TAG&team=NAME`` (plus ``y=score|mse``, ``x=flops|compute`` and ``split=public|private|rerun``).
+The organizer's integrity views (the private and rerun rankings, public against private, the
+overfitting flags) are computed on the server only for a request carrying the organizer token
+(``whestboard.leaderboard.auth``); without it a callback answers with the public split and no
+number computed from withheld MLPs.
 Changing the round follows a link (a new page render); highlighting a team
 only patches the highlight traces and rewrites the address in place with
 ``history.replaceState``, so 10,000 dots are not resent. Nothing on this page
@@ -26,7 +30,7 @@ from components.format import sci
 from server.api import EXPORT_PATH, MAX_UPLOAD_BYTES, MLP_EXPORT_PATH
 from server.cache import cache
 from whestboard.band import band_frame
-from whestboard.leaderboard import auth, ranking, store
+from whestboard.leaderboard import auth, integrity, ranking, store
 from whestboard.leaderboard import files as si
 from whestboard.rules.rounds import ALL_ROUNDS, get_round
 
@@ -84,9 +88,14 @@ def _default_round() -> str:
     return list(ALL_ROUNDS)[-1]
 
 
-def _query(round_tag: str, team: str | None, y: str, x: str) -> str:
+SPLIT_CHOICES = [{"label": "public", "value": "public"}, {"label": "private (organizer)", "value": "private"},
+                 {"label": "rerun of the nominated (organizer)", "value": "rerun"}]
+COLOUR_CHOICES = [{"label": "colour: flag", "value": "flag"}, {"label": "colour: F / C", "value": "share"}]
+
+
+def _query(round_tag: str, team: str | None, y: str, x: str, split: str = "public") -> str:
     params = {"round": round_tag, "team": team or None, "y": None if y == "score" else y,
-              "x": None if x == "flops" else x}
+              "x": None if x == "flops" else x, "split": None if split == "public" else split}
     return "?" + urlencode({k: v for k, v in params.items() if v})
 
 
@@ -96,13 +105,14 @@ def _query(round_tag: str, team: str | None, y: str, x: str) -> str:
 
 
 def layout(round: str | None = None, team: str | None = None, y: str | None = None,  # noqa: A002
-           x: str | None = None, **_query) -> html.Div:
+           x: str | None = None, split: str | None = None, **_query) -> html.Div:
     problem = None
     if round and round not in ALL_ROUNDS:
         problem = f"There is no round called {round!r}; showing {_default_round()}. Known rounds: {', '.join(ALL_ROUNDS)}."
     round_tag = round if round in ALL_ROUNDS else _default_round()
     y = y if y in figs.Y_METRICS else "score"
     x = x if x in figs.X_METRICS else "flops"
+    split = split if split in store.SPLITS else "public"
     return html.Div(
         [
             html.H2("Leaderboard"),
@@ -116,13 +126,22 @@ def layout(round: str | None = None, team: str | None = None, y: str | None = No
             html.Div(id="lb-summary", className="small text-muted mb-2"),
             dcc.Loading(dcc.Graph(id="lb-scatter", config=GRAPH_CONFIG, style={"height": "560px"}), delay_show=300),
             html.H4("Ranking", className="mt-4"),
+            dbc.Row([
+                dbc.Col(html.Label("Split", className="col-form-label-sm fw-semibold"), width="auto"),
+                dbc.Col(dbc.RadioItems(id="lb-split", options=SPLIT_CHOICES, value=split, inline=True),
+                        width="auto", className="small"),
+            ], className="g-2 align-items-center"),
             html.P(
-                "Each team's best graded submission. The interval is a 95% bootstrap over its MLPs; "
-                "“≈ leader” marks a team a paired sign-flip test on the MLPs both were scored on cannot tell "
-                "apart from the leader (p ≥ 0.05).",
+                "Each team's best graded submission on the chosen split's MLPs (the rerun: nominated submissions "
+                "only). The interval is a 95% bootstrap over its MLPs; “≈ leader” marks a team a paired "
+                "sign-flip test on the MLPs both were scored on cannot tell apart from the leader (p ≥ 0.05). "
+                "Click a team to open its history. The private and rerun splits need the organizer token "
+                "(under “Organizer” below).",
                 className="text-muted small",
             ),
+            html.Div(id="lb-split-note"),
             _ranking_grid(),
+            _integrity_section(),
             html.H4("Timeline", className="mt-4"),
             html.P(MCB_NOTE + " Rounds are shaded from their first to their last submission; baseline submissions "
                    "are placed at the time the sweep graded them.", className="text-muted small"),
@@ -176,6 +195,8 @@ RANKING_COLUMNS = [
      "headerTooltip": "Paired sign-flip test of the per-MLP score difference on the MLPs both were scored on."},
     {"field": "score_text", "headerName": "Score (95% CI)", "minWidth": 210, "flex": 1.5,
      "headerTooltip": "Mean adjusted score; interval from resampling its MLPs (bootstrap)."},
+    {"field": "flags", "headerName": "Flags", "minWidth": 320, "flex": 2, "tooltipField": "flags",
+     "headerTooltip": "Residual arbitrage, overfitting (organizer), failures by kind, ties with the next rank."},
     {"field": "vs_mc", "headerName": "x better than MC@B", "width": 150, "type": "numericColumn",
      "valueFormatter": {"function": "params.value == null ? '—' : d3.format('.3~g')(params.value) + 'x'"}},
     {"field": "final_layer_mse", "headerName": "Final-layer MSE", "width": 140, "type": "numericColumn",
@@ -190,7 +211,36 @@ RANKING_COLUMNS = [
     {"field": "n_mlps", "headerName": "MLPs", "width": 80, "type": "numericColumn"},
     {"field": "submission_id", "headerName": "Submission", "minWidth": 220, "flex": 1.5},
     {"field": "submitted", "headerName": "Submitted (UTC)", "width": 150},
+    # The compare link of a row (/compare?a=sub:<id>&b=sub:<leader id>) goes in this column: see _compare_cell.
+    {"field": "compare", "headerName": "Compare", "width": 110},
 ]
+
+
+def _integrity_section() -> html.Div:
+    """Flags, ties, the team panel and (organizer) public against private."""
+    return html.Div([
+        html.H5("Integrity", className="mt-3"),
+        html.Div(id="lb-ties", className="small mb-2"),
+        html.Div(id="lb-flags", className="small"),
+        html.P(
+            f"Flags: residual arbitrage when the instrumented share F / C < {integrity.RESIDUAL_SHARE_LIMIT:g} in a "
+            f"round that prices residual time; overfitting when a one-sided permutation test of private minus "
+            f"public mean score over the per-MLP scores gives p < {integrity.OVERFIT_ALPHA:g}, and FLOPs differ "
+            f"when their means on the halves differ by more than {integrity.FLOPS_MEAN_RATIO_LIMIT:g}x or their "
+            f"coefficients of variation by more than {integrity.FLOPS_CV_GAP_LIMIT:g}. Extra MLPs: how many more "
+            f"paired MLPs a test at 5% separates #1 from #2 with {integrity.TIE_POWER:.0%} power, from the "
+            "spread of their per-MLP differences.",
+            className="text-muted small",
+        ),
+        html.Div(id="lb-team-panel", className="mt-2"),
+        dbc.Row([
+            dbc.Col(html.H6("Public against private (organizer)", className="mb-0"), width="auto"),
+            dbc.Col(dbc.RadioItems(id="lb-colour", options=COLOUR_CHOICES, value="flag", inline=True),
+                    width="auto", className="small"),
+        ], className="g-2 align-items-center mt-3"),
+        html.Div(id="lb-pubpriv-note", className="small text-muted"),
+        dcc.Graph(id="lb-pubpriv", config=GRAPH_CONFIG, style={"height": "460px"}),
+    ])
 
 
 def _ranking_grid() -> dag.AgGrid:
@@ -233,12 +283,15 @@ def _organizer_panel() -> dbc.Accordion:
     )
     body = [
         dbc.Alert(notice, color="info" if enabled else "secondary", className="py-2 small", id="lb-org-notice"),
-        dbc.Input(id="lb-token", type="password", placeholder="organizer token", size="sm", className="mb-2",
-                  autoComplete="off"),
+        dbc.Input(id="lb-token", type="password", placeholder="organizer token (also opens the private views)",
+                  size="sm", className="mb-2", autoComplete="off", debounce=True),
         html.H6("Import"),
         dbc.Row([
             dbc.Col(dbc.Input(id="lb-import-team", placeholder="team (for whest run reports)", size="sm")),
             dbc.Col(dbc.Input(id="lb-import-id", placeholder="submission id (optional, one report)", size="sm")),
+            dbc.Col(dbc.Select(id="lb-import-split", options=[{"label": f"reports' split: {s}", "value": s}
+                                                                 for s in store.SPLITS],
+                               value="public", size="sm"), width=3),
         ], className="g-2 mb-2"),
         dcc.Upload(
             id="lb-upload", multiple=True, max_size=si_max_bytes(),
@@ -272,8 +325,7 @@ def si_max_bytes() -> int:
 # ---------------------------------------------------------------------------
 
 
-def _ranking_rows(round_tag: str) -> list[dict]:
-    table = ranking.round_ranking(round_tag)
+def _ranking_rows(table) -> list[dict]:
     rows = []
     for r in table.to_dict("records"):
         ci = (f" [{sci(r['ci_low'])}, {sci(r['ci_high'])}]"
@@ -288,8 +340,28 @@ def _ranking_rows(round_tag: str) -> list[dict]:
             else int(r["n_failed_mlps"]),
             "n_mlps": None if r["n_mlps"] is None or r["n_mlps"] != r["n_mlps"] else int(r["n_mlps"]),
             "submitted": r["submitted_at"].strftime("%Y-%m-%d %H:%M"),
+            "flags": _flags_text(r), "compare": _compare_cell(r),
         })
     return rows
+
+
+def _compare_cell(row: dict) -> str | None:
+    """The place for a link comparing this row's submission with another (the compare page's URL)."""
+    return None
+
+
+def _flags_text(row: dict) -> str:
+    """Every flag of a ranking row in words (organizer columns are absent from a public board)."""
+    parts = []
+    if row.get("residual"):
+        parts.append("⚠ " + row["residual_text"])
+    if row.get("overfit") or row.get("flops_differ"):
+        parts.append("⚠ overfitting signature: " + row["overfit_text"])
+    if row.get("failures"):
+        parts.append("failed MLPs: " + row["failures"])
+    if row.get("tied_next"):
+        parts.append(f"≈ next rank (paired p = {row['p_next']:.2g})")
+    return " · ".join(parts)
 
 
 def _finite(value):
@@ -341,29 +413,82 @@ def _summary(round_tag: str, points) -> list:
     Output("lb-ranking", "getRowStyle"),
     Output("lb-summary", "children"),
     Output("lb-team", "options"),
+    Output("lb-split-note", "children"),
+    Output("lb-flags", "children"),
+    Output("lb-ties", "children"),
     Input("lb-y", "value"),
     Input("lb-x", "value"),
     Input("lb-revision", "data"),
+    Input("lb-split", "value"),
+    Input("lb-token", "value"),
     State("lb-round", "data"),
     State("lb-team", "value"),
 )
-def _render_board(y_metric: str, x_metric: str, _revision, round_tag: str, team: str | None):
+def _render_board(y_metric: str, x_metric: str, _revision, split: str, token: str | None, round_tag: str,
+                  team: str | None):
     try:
-        return _board(y_metric, x_metric, round_tag, team)
+        return _board(y_metric, x_metric, round_tag, team, split or "public", auth.is_organizer(token))
     except (SQLAlchemyError, OSError) as exc:  # an unreachable store: say so instead of a traceback
         message = dbc.Alert(f"The submissions store cannot be read: {type(exc).__name__}: {exc}", color="danger")
-        return {}, None, [], _row_style(team), message, []
+        return {}, None, [], _row_style(team), message, [], None, None, None
 
 
-def _board(y_metric: str, x_metric: str, round_tag: str, team: str | None):
+def _board(y_metric: str, x_metric: str, round_tag: str, team: str | None, split: str, organizer: bool):
     points = _round_points(round_tag)
     fig = _scatter(round_tag, y_metric, x_metric, team, _data_version(round_tag))
     teams = sorted(points["team"].unique()) if not points.empty else []
     options = [{"label": t, "value": t} for t in teams]
     if team and team not in teams:
         options.append({"label": f"{team} (no submissions in {round_tag})", "value": team})
-    return (fig, len(fig["data"]) - 1, _ranking_rows(round_tag), _row_style(team), _summary(round_tag, points),
-            options)
+    table, note = _split_board(round_tag, split, organizer)
+    return (fig, len(fig["data"]) - 1, _ranking_rows(table), _row_style(team), _summary(round_tag, points),
+            options, note, _flags_list(table), _ties_text(table))
+
+
+def _split_board(round_tag: str, split: str, organizer: bool):
+    """The chosen split's board as this viewer may see it, and a note when the split was refused.
+
+    The organizer check happens here, on the server: without the token the private
+    and rerun splits are not computed for the response at all, and the public board
+    loses every column computed from withheld MLPs.
+    """
+    note = None
+    try:
+        integrity.require_split_access(split, organizer)
+    except PermissionError as exc:
+        note = dbc.Alert(f"{str(exc).capitalize()}: enter it under “Organizer” below. Showing the public split.",
+                         color="warning", className="py-2 small", id="lb-split-refused")
+        split = "public"
+    return integrity.viewer_board(round_tag, split, organizer=organizer), note
+
+
+def _flags_list(table) -> html.Ul | html.Div:
+    flagged = [r for r in table.to_dict("records") if r.get("residual") or r.get("overfit") or r.get("flops_differ")]
+    if not flagged:
+        return html.Div("No team is flagged on this split.", className="text-muted", id="lb-flag-none")
+    return html.Ul([html.Li([html.B(r["team"]), f" ({r['submission_id']}): ", _flags_text(r)],
+                            className="lb-flag") for r in flagged], className="mb-1", id="lb-flag-list")
+
+
+def _ties_text(table) -> str | None:
+    if len(table) < 2:
+        return None
+    ordered = table.sort_values("adjusted_score", kind="mergesort").to_dict("records")
+    tied = []
+    for upper, lower in zip(ordered[: integrity.TOP_NEIGHBOURS - 1], ordered[1:integrity.TOP_NEIGHBOURS],
+                            strict=False):
+        if upper["tied_next"]:
+            tied.append(f"{upper['team']} ≈ {lower['team']} (p = {upper['p_next']:.2g})")
+    top = ordered[0]
+    extra = top.get("extra_mlps")
+    parts = ["Neighbours at the top a paired test cannot tell apart: " + (", ".join(tied) if tied else "none") + "."]
+    if extra == extra and extra is not None:
+        parts.append(f" #1 {top['team']} against #2 {ordered[1]['team']}: "
+                     + (("the spread of their differences says their MLPs suffice, yet the paired test does not "
+                         "separate them." if top["tied_next"] else "already separated.") if extra == 0 else
+                        "never separated (their differences average to 0)." if extra == float("inf") else
+                        f"about {int(extra):,} extra MLPs from the same distribution would separate them."))
+    return "".join(parts)
 
 
 @callback(Output("lb-timeline", "figure"), Output("lb-timeline-index", "data"), Input("lb-revision", "data"),
@@ -421,7 +546,99 @@ def _highlight(team: str | None, round_tag: str, y_metric: str, x_metric: str, i
     if timeline_index is not None:
         timeline_patch = dash.Patch()
         timeline_patch["data"][timeline_index] = figs.timeline_highlight_trace(ranking.all_points(), team).to_plotly_json()
+        timeline_patch["data"][timeline_index - 1] = figs.timeline_best_trace(ranking.all_points(), team).to_plotly_json()
     return scatter_patch, timeline_patch, _row_style(team)
+
+
+@callback(
+    Output("lb-team-panel", "children"),
+    Input("lb-team", "value"),
+    Input("lb-revision", "data"),
+    Input("lb-token", "value"),
+    State("lb-round", "data"),
+)
+def _render_team_panel(team: str | None, _revision, token: str | None, round_tag: str):
+    """A team's history (score and best so far), its flags, and failed MLPs by kind per submission."""
+    if not team:
+        return html.Div("Choose a team (or click one in the ranking) to see its history.", className="text-muted small")
+    try:
+        return _team_panel(team, round_tag, auth.is_organizer(token))
+    except (SQLAlchemyError, OSError):  # the board's summary already says the store cannot be read
+        return None
+
+
+def _team_panel(team: str, round_tag: str, organizer: bool) -> dbc.Card:
+    points = ranking.all_points()
+    history = integrity.team_history(points, team)
+    if history.empty:
+        return dbc.Card(dbc.CardBody(f"{team} has no graded submission."), id="lb-team-card")
+    table, _ = _split_board(round_tag, "public", organizer)
+    own = table[table["team"] == team].to_dict("records")
+    flags = _flags_text(own[0]) if own else ""
+    mlps = store.mlp_frame(history["submission_id"].tolist(), splits=(store.PUBLIC,))
+    breakdown = integrity.failure_breakdown(mlps)
+    failures = [html.Li(f"{sid}: {integrity.breakdown_text(counts)}") for sid, counts in breakdown.items()]
+    best = history.loc[history["adjusted_score"].idxmin()]
+    body = [
+        html.H6(f"Team {team}", className="mb-1"),
+        html.Div(f"{len(history)} graded submissions; best {sci(best['adjusted_score'], 4)} ({best['submission_id']}, "
+                 f"{best['round']}).", className="small"),
+        _per_mlp_share_line(mlps[mlps["submission_id"] == best["submission_id"]], best["round"]),
+        html.Div(flags or "No flag on its best public submission.", className="small lb-team-flags",
+                 id="lb-team-flags"),
+        dcc.Graph(id="lb-history", figure=figs.history_figure(history, team=team), config=GRAPH_CONFIG),
+        html.Div([html.Div("Failed MLPs by kind:", className="small fw-semibold"),
+                  html.Ul(failures, className="small mb-0")] if failures else
+                 "No failed MLP among its per-MLP results.", className="small", id="lb-team-failures"),
+    ]
+    return dbc.Card(dbc.CardBody(body), id="lb-team-card")
+
+
+def _per_mlp_share_line(rows, round_tag: str) -> html.Div | None:
+    """F / C of the best submission's MLPs (lowest, median, highest) where residual time is priced."""
+    if get_round(round_tag).lambda_flops_per_second <= 0 or rows.empty:
+        return None
+    share = integrity.per_mlp_share(rows).dropna()
+    if share.empty:
+        return None
+    return html.Div(f"Instrumented share F / C of its best submission's {len(share)} MLPs: lowest "
+                    f"{share.min():.2g}, median {share.median():.2g}, highest {share.max():.2g}.",
+                    className="small", id="lb-team-share")
+
+
+@callback(
+    Output("lb-pubpriv", "figure"),
+    Output("lb-pubpriv-note", "children"),
+    Input("lb-colour", "value"),
+    Input("lb-token", "value"),
+    Input("lb-revision", "data"),
+    Input("lb-team", "value"),
+    State("lb-round", "data"),
+)
+def _render_public_private(colour: str, token: str | None, _revision, team: str | None, round_tag: str):
+    """Organizer only: the figure is built only after the server has checked the token."""
+    if not auth.is_organizer(token):
+        return figs.public_private_figure(None), \
+            "Shown with the organizer token (under “Organizer” below): it is built from the withheld MLPs."
+    try:
+        table = integrity.viewer_board(round_tag, "public", organizer=True)
+    except (SQLAlchemyError, OSError):
+        return {}, None
+    fig = figs.public_private_figure(table, colour_by=colour if colour in figs.COLOUR_CHOICES else "flag", team=team)
+    n_flagged = int((table["overfit"] | table["flops_differ"]).sum())
+    return fig, f"{n_flagged} of the teams with private results carry the overfitting signature."
+
+
+@callback(
+    Output("lb-team", "value", allow_duplicate=True),
+    Input("lb-ranking", "cellClicked"),
+    prevent_initial_call=True,
+)
+def _open_team_from_ranking(cell: dict | None):
+    """Clicking a team in the ranking chooses it: its history opens and its dots are highlighted."""
+    if not cell or cell.get("colId") != "team" or not cell.get("value"):
+        return no_update
+    return cell["value"]
 
 
 # The address follows the team and axes in place: replaceState, no navigation, nothing re-rendered.
@@ -429,13 +646,14 @@ def _highlight(team: str | None, round_tag: str, y_metric: str, x_metric: str, i
 # The round links are rewritten too, so switching round keeps the highlighted team.
 clientside_callback(
     """
-    function(team, y, x, round, linkIds) {
+    function(team, y, x, split, round, linkIds) {
         function query(r) {
             const params = new URLSearchParams();
             params.set('round', r);
             if (team) { params.set('team', team); }
             if (y && y !== 'score') { params.set('y', y); }
             if (x && x !== 'flops') { params.set('x', x); }
+            if (split && split !== 'public') { params.set('split', split); }
             return window.location.pathname + '?' + params.toString();
         }
         const target = query(round);
@@ -453,6 +671,7 @@ clientside_callback(
     Input("lb-team", "value"),
     Input("lb-y", "value"),
     Input("lb-x", "value"),
+    Input("lb-split", "value"),
     State("lb-round", "data"),
     State({"type": "lb-round-link", "round": ALL}, "id"),
 )
@@ -473,13 +692,14 @@ clientside_callback(
     State("lb-token", "value"),
     State("lb-import-team", "value"),
     State("lb-import-id", "value"),
+    State("lb-import-split", "value"),
     State("lb-edit-id", "value"),
     State("lb-edit-team", "value"),
     State("lb-edit-status", "value"),
     State("lb-revision", "data"),
     prevent_initial_call=True,
 )
-def _organizer_action(contents, _edit, _delete, filenames, token, team, sid, edit_id, edit_team, edit_status,
+def _organizer_action(contents, _edit, _delete, filenames, token, team, sid, split, edit_id, edit_team, edit_status,
                       revision):
     """Every organizer action checks the token here, on the server, before touching the store."""
     try:
@@ -488,7 +708,7 @@ def _organizer_action(contents, _edit, _delete, filenames, token, team, sid, edi
         return dbc.Alert(f"Refused: {exc}.", color="danger", className="py-2"), no_update
     try:
         if ctx.triggered_id == "lb-upload":
-            message = _import(contents, filenames, team, sid)
+            message = _import(contents, filenames, team, sid, split)
         elif ctx.triggered_id == "lb-delete":
             message = _delete(edit_id)
         else:
@@ -508,9 +728,10 @@ def _organizer_action(contents, _edit, _delete, filenames, token, team, sid, edi
     return dbc.Alert(message, color="success", className="py-2"), (revision or 0) + 1
 
 
-def _import(contents, filenames, team, sid) -> str:
+def _import(contents, filenames, team, sid, split=None) -> str:
     uploads = _uploads(contents, filenames)
-    report = si.import_uploads(uploads, team=(team or "").strip() or None, submission_id=(sid or "").strip() or None)
+    report = si.import_uploads(uploads, team=(team or "").strip() or None, submission_id=(sid or "").strip() or None,
+                               split=split or None)
     return f"Imported {', '.join(filenames)}: {report.summary()}."
 
 

@@ -9,7 +9,8 @@ core functions with the same check (pages/leaderboard.py).
     PATCH  /api/submissions/<id>       JSON {"team": ..., "status": ..., "submitted_at": ..., "estimator": ...}
     DELETE /api/submissions/<id>
     GET    /api/submissions.csv        every submission, import schema (public, streamed, formulas escaped)
-    GET    /api/submissions/per_mlp.csv
+    GET    /api/submissions/per_mlp.csv  public split only; every split with the organizer token
+    GET    /api/leaderboard/<round>?split=public|private|rerun   a split's ranking (private, rerun: organizer)
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from flask import Blueprint, Flask, Response, jsonify, request
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from whestboard.leaderboard import auth, store
+from whestboard.leaderboard import auth, integrity, store
 from whestboard.leaderboard import files as si
+from whestboard.rules.rounds import ALL_ROUNDS
 
 #: One import request, all its files together (the page's upload limit too).
 MAX_UPLOAD_BYTES = si.MAX_FILE_BYTES
@@ -80,6 +82,7 @@ def import_submissions():
             submission_id=form.get("submission_id") or None,
             round_tag=form.get("round") or None,
             flopscope_version=form.get("flopscope_version") or None,
+            split=form.get("split") or None,
         )
     except si.ImportRejected as exc:
         return jsonify(exc.log.as_json()), 400
@@ -141,7 +144,36 @@ def export_submissions():
 
 @blueprint.get(MLP_EXPORT_PATH)
 def export_mlp_results():
-    return _streamed_csv(si.iter_mlp_results_csv(), "whestboard-submissions.per_mlp.csv")
+    """Public: the public split's MLPs. With the organizer's bearer token: every split (private, rerun too)."""
+    splits = None if viewer_is_organizer() else (store.PUBLIC,)
+    return _streamed_csv(si.iter_mlp_results_csv(splits=splits), "whestboard-submissions.per_mlp.csv")
+
+
+def viewer_is_organizer() -> bool:
+    """Whether this request carries the organizer token (what private and rerun results need)."""
+    return auth.is_organizer(auth.bearer_token(request.headers.get("Authorization")))
+
+
+@blueprint.get("/api/leaderboard/<round_tag>")
+def leaderboard_split(round_tag: str):
+    """A round's ranking of one split with its integrity flags; private and rerun need the organizer token.
+
+    Without the token only the public split is served, and without any column computed
+    from withheld MLPs (``integrity.public_columns``): the check is here, on the server.
+    """
+    split = request.args.get("split", store.PUBLIC)
+    if round_tag not in ALL_ROUNDS:
+        return jsonify({"ok": False, "error": f"no round {round_tag!r}; known rounds: {', '.join(ALL_ROUNDS)}"}), 404
+    if split not in store.SPLITS:
+        return jsonify({"ok": False, "error": f"split must be one of {', '.join(store.SPLITS)}"}), 400
+    try:
+        table = integrity.viewer_board(round_tag, split, organizer=viewer_is_organizer())
+    except PermissionError as exc:
+        return jsonify({"ok": False, "error": f"{exc}: send Authorization: Bearer TOKEN"}), 403
+    except SQLAlchemyError as exc:
+        log.error("leaderboard read failed: %s: %s", type(exc).__name__, exc)
+        return jsonify({"ok": False, "error": f"the submissions store cannot be read ({type(exc).__name__})"}), 503
+    return jsonify({"ok": True, "round": round_tag, "split": split, "rows": integrity.json_records(table)})
 
 
 def _streamed_csv(pieces, filename: str) -> Response:

@@ -7,8 +7,9 @@
 * ``timeline_figure``: every submission by time against "x better than
   sampling" (MC@B / score), with the 1x parity line and rounds as shaded spans.
 
-Both put the highlighted team in the LAST trace, so the page can re-highlight
-with a small ``Patch`` instead of resending every dot.
+Both put the highlighted team in the LAST trace (the timeline its best-so-far step
+line just before it), so the page can re-highlight with a small ``Patch`` instead of
+resending every dot.
 """
 
 from __future__ import annotations
@@ -320,6 +321,7 @@ def timeline_figure(points: pd.DataFrame, *, team: str | None = None, round_orde
     fig.add_hline(y=1.0, line=dict(color="#333", dash="dash", width=1.2),
                   annotation_text="1x: as good as Monte Carlo at the budget", annotation_position="bottom right",
                   annotation_font_size=11)
+    fig.add_trace(timeline_best_trace(graded, team))
     fig.add_trace(timeline_highlight_trace(graded, team))
     fig.update_layout(
         title=dict(text="Field against sampling over time (MC@B / score, higher is better)", x=0.01, font=dict(size=15)),
@@ -340,9 +342,115 @@ def _timeline_trace(rows: pd.DataFrame, *, name: str, marker: dict, showlegend: 
                         marker=marker, customdata=custom, hovertemplate=TIMELINE_HOVER, showlegend=showlegend)
 
 
+def timeline_best_trace(points: pd.DataFrame, team: str | None) -> go.Scatter:
+    """The team's best so far (highest MC@B / score) as a step line per round; empty without a team."""
+    graded = timeline_points(points)
+    rows = graded[graded["team"] == team] if team else graded.iloc[0:0]
+    xs: list = []
+    ys: list = []
+    for _tag, grp in rows.sort_values("submitted_at", kind="mergesort").groupby("round", sort=False):
+        xs += [*pd.to_datetime(grp["submitted_at"], utc=True).map(_plotly_time), None]
+        ys += [*_round_sig(grp["vs_mc"].cummax().to_numpy()).tolist(), None]
+    return go.Scatter(x=xs[:-1], y=ys[:-1], mode="lines", line=dict(color=HIGHLIGHT, shape="hv", width=1.5),
+                      name=f"team: {team}, best so far" if team else "best so far", showlegend=bool(team),
+                      hoverinfo="skip", connectgaps=False)
+
+
 def timeline_highlight_trace(points: pd.DataFrame, team: str | None) -> go.Scattergl:
     graded = timeline_points(points)
     rows = graded[graded["team"] == team] if team else graded.iloc[0:0]
     return _timeline_trace(rows, name=f"team: {team}" if team else "highlighted team",
                            marker=dict(color=HIGHLIGHT, size=11, line=dict(color="white", width=1.5)),
                            showlegend=bool(team))
+
+
+# ---------------------------------------------------------------------------
+# integrity: public against private, a team's history
+# ---------------------------------------------------------------------------
+
+FLAGGED = "#d62728"
+HONEST = "rgba(31, 119, 180, 0.8)"
+COLOUR_CHOICES = ("flag", "share")
+PUBPRIV_HOVER = ("<b>%{customdata[0]}</b><br>%{customdata[1]}<br>public %{x:.4g} · private %{y:.4g}<br>"
+                 "private / public %{customdata[2]:.3g} (p = %{customdata[3]:.2g})<br>F / C %{customdata[4]}<br>"
+                 "%{customdata[5]}<extra></extra>")
+
+
+PUBPRIV_COLUMNS = ("team", "submission_id", "adjusted_score", "private_score", "private_ratio", "overfit_p",
+                   "overfit", "flops_differ", "overfit_text", "fc_share")
+
+
+def public_private_figure(table: pd.DataFrame | None, *, colour_by: str = "flag",
+                          team: str | None = None) -> go.Figure:
+    """Each team's public score against its private one (log-log) with y = x; flagged teams stand out.
+
+    ``table`` is an integrity board (``integrity.board``) with ``public`` aggregates as
+    ``adjusted_score`` and the organizer's columns. ``colour_by="share"`` colours by the
+    instrumented share F / C (log scale) instead of the overfitting flag.
+    """
+    if table is None or "private_score" not in table:  # no private results to show (or not to this viewer)
+        table = pd.DataFrame({c: pd.Series(dtype=object if c in ("team", "submission_id", "overfit_text") else float)
+                              for c in PUBPRIV_COLUMNS})
+    rows = table[np.isfinite(table["private_score"].astype(float)) & (table["private_score"].astype(float) > 0)
+                 & (table["adjusted_score"].astype(float) > 0)]
+    x, y = rows["adjusted_score"].to_numpy(float), rows["private_score"].to_numpy(float)
+    fig = go.Figure()
+    both = np.concatenate([x, y])
+    low, high = (float(np.log10(both.min())) - 0.3, float(np.log10(both.max())) + 0.3) if both.size else (-8.0, -2.0)
+    fig.add_trace(go.Scatter(x=[10**low, 10**high], y=[10**low, 10**high], mode="lines", name="private = public",
+                             line=dict(color="#555", dash="dash", width=1), hoverinfo="skip"))
+    share = rows["fc_share"].astype(float)
+    custom = np.array([[t, sid, r, p, "—" if s != s else f"{s:.2g}", text or "not flagged"]
+                       for t, sid, r, p, s, text in zip(rows["team"], rows["submission_id"], rows["private_ratio"],
+                                                        rows["overfit_p"], share, rows["overfit_text"], strict=True)],
+                      dtype=object).reshape(len(rows), 6)
+    flagged = rows["overfit"].astype(bool).to_numpy() | rows["flops_differ"].astype(bool).to_numpy()
+    x = x.astype(float)
+    if colour_by == "share":
+        finite = share.where(share > 0)
+        fig.add_trace(go.Scatter(
+            x=x.tolist(), y=y.tolist(), mode="markers", name="teams (colour: F / C)", customdata=custom.tolist(),
+            hovertemplate=PUBPRIV_HOVER,
+            marker=dict(size=10, color=np.log10(finite.to_numpy(float)).tolist(), colorscale="Viridis", cmin=-5, cmax=0,
+                        colorbar=dict(title="log10 F / C", thickness=12), symbol=np.where(flagged, "x", "circle"),
+                        line=dict(color="white", width=0.5)),
+        ))
+    else:
+        for mask, name, colour, symbol in ((~flagged, "teams", HONEST, "circle"),
+                                           (flagged, "flagged: overfitting signature", FLAGGED, "x")):
+            fig.add_trace(go.Scatter(x=x[mask].tolist(), y=y[mask].tolist(), mode="markers", name=name,
+                                     customdata=custom[mask].tolist(),
+                                     hovertemplate=PUBPRIV_HOVER, marker=dict(size=10, color=colour, symbol=symbol)))
+    chosen = rows["team"] == team if team else np.zeros(len(rows), bool)
+    fig.add_trace(go.Scatter(x=x[chosen].tolist(), y=y[chosen].tolist(), mode="markers", name=f"team: {team}" if team else "team",
+                             showlegend=bool(team), hoverinfo="skip",
+                             marker=dict(size=16, color="rgba(0,0,0,0)", line=dict(color=HIGHLIGHT, width=2.5))))
+    fig.update_layout(
+        title=dict(text=f"Public against private score, {len(rows)} teams (above the line: worse on the withheld MLPs)",
+                   x=0.01, font=dict(size=15)),
+        xaxis=dict(type="log", title="public score (lower is better)", range=[low, high], exponentformat="power"),
+        yaxis=dict(type="log", title="private score", range=[low, high], exponentformat="power"),
+        height=460, margin=dict(l=70, r=20, t=50, b=60), legend=dict(orientation="h", y=-0.18, x=0),
+        hovermode="closest",
+    )
+    return fig
+
+
+def history_figure(history: pd.DataFrame, *, team: str) -> go.Figure:
+    """A team's submissions by time and its best-so-far score as a step line, one colour per round."""
+    fig = go.Figure()
+    for i, (tag, rows) in enumerate(history.groupby("round", sort=False)):
+        colour = ROUND_MARKERS[i % len(ROUND_MARKERS)]
+        times = pd.to_datetime(rows["submitted_at"], utc=True).map(_plotly_time).to_numpy()
+        fig.add_trace(go.Scatter(x=times, y=rows["adjusted_score"], mode="markers", name=f"{tag}: submissions",
+                                 marker=dict(color=colour, size=8), customdata=rows["submission_id"],
+                                 hovertemplate="%{customdata}<br>%{x}<br>score %{y:.4g}<extra></extra>"))
+        fig.add_trace(go.Scatter(x=times, y=rows["best_so_far"], mode="lines", line=dict(color=colour, shape="hv"),
+                                 name=f"{tag}: best so far", hoverinfo="skip"))
+    fig.update_layout(
+        title=dict(text=f"{team}: score over time and best so far", x=0.01, font=dict(size=14)),
+        xaxis=dict(title="submitted (UTC)", type="date"),
+        yaxis=dict(type="log", title="score (lower is better)", exponentformat="power"),
+        height=340, margin=dict(l=70, r=20, t=45, b=50), legend=dict(orientation="h", y=-0.25, x=0),
+    )
+    return fig

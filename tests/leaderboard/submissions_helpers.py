@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests import prod_support
+from whestboard.leaderboard import files as si
 from whestboard.store import database as db
 
 
@@ -107,3 +108,48 @@ def write_csvs(folder: Path, rows: list[tuple[dict, list[dict]]], stem: str = "s
     if len(mlps):
         mlps.to_csv(folder / f"{stem}.per_mlp.csv", index=False)
     return path
+
+
+def split_board_files(folder) -> tuple[Path, dict]:
+    """Files of four teams in v1-warmup with public and private MLPs; beta is nominated and was rerun.
+
+    delta overfits and arbitrages residual time: 10 MLPs a half, private scores 10.3x its public
+    ones, 1e6 FLOPs on every MLP at a charged cost of 2e10 (F / C = 5e-5). Returns the
+    submissions file and the private and rerun scores, which no response without the
+    organizer token may hold.
+    """
+    entries = []
+    for sid, team, public, private, nominated in (
+        ("a-1", "alpha", (1e-6, 2e-6, 3e-6, 4e-6), (9.1e-6,) * 4, False),
+        ("b-1", "beta", (2e-6, 3e-6, 4e-6, 5e-6), (2.21e-6, 3.31e-6, 4.41e-6, 5.51e-6), True),
+        ("c-1", "gamma", (5e-6, 6e-6, 7e-6, 8e-6), (1.3e-6,) * 4, False),
+    ):
+        row, mlps = submission_row(sid, team, scores=public, flops=(1e9,) * 4, failed=(False,) * 4,
+                                   nominated=nominated)
+        mlps += [{"submission_id": sid, "mlp_index": i, "final_layer_mse": s * 10, "adjusted_score": s,
+                  "flops_used": 1e9, "split": "private"} for i, s in enumerate(private)]
+        if nominated:
+            mlps += [{"submission_id": sid, "mlp_index": i, "final_layer_mse": 1e-5, "adjusted_score": 7.7e-7,
+                      "split": "rerun", "failed": i == 0, "failure": "time" if i == 0 else None}
+                     for i in range(4)]
+        entries.append((row, mlps))
+    delta_public = [8e-6 + 1e-6 * i for i in range(10)]
+    row, mlps = submission_row("d-1", "delta", scores=delta_public, flops=(1e6,) * 10, failed=(False,) * 10,
+                               mean_effective_compute=2e10)
+    for m in mlps:
+        m["effective_compute"] = 2e10
+    mlps += [{"submission_id": "d-1", "mlp_index": 10 + i, "final_layer_mse": 1e-4, "adjusted_score": 10.3 * s,
+              "flops_used": 1e6, "effective_compute": 2e10, "split": "private"} for i, s in enumerate(delta_public)]
+    entries.append((row, mlps))
+    private = {"alpha_private": 9.1e-6, "beta_private": 3.86e-6, "gamma_private": 1.3e-6, "beta_rerun": 7.7e-7,
+               "delta_private": 10.3 * sum(delta_public) / 10,
+               "beta_private_mlps": (2.21e-6, 3.31e-6, 4.41e-6, 5.51e-6),
+               "delta_private_mlps": tuple(10.3 * s for s in delta_public)}
+    return write_csvs(folder, entries), private
+
+
+def split_board(folder) -> dict:
+    """``split_board_files``, imported into the configured store; returns the private scores."""
+    path, private = split_board_files(folder)
+    si.import_files([path])
+    return private

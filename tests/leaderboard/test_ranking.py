@@ -128,3 +128,16 @@ def test_mc_reference_uses_the_variance_of_the_scored_mlps(sqlite_store, tmp_pat
     assert ref.loc["own", "mc_basis"] == "own MLPs" and ref.loc["fallback", "mc_basis"] == "round dataset"
     sql = store.mlp_variance_summary()
     assert sql["permlp"] == pytest.approx(0.2)
+
+
+def test_bootstrap_intervals_of_a_matrix_equal_each_rows_own_interval():
+    rng = np.random.default_rng(12)
+    matrix = rng.lognormal(-10, 1.0, size=(7, 30))
+    matrix[2, 5:] = np.nan  # fewer known MLPs
+    matrix[4, :] = np.nan  # none
+    matrix[5, 1:] = np.nan  # one
+    got = ranking.bootstrap_intervals(matrix)
+    for i, row in enumerate(matrix):
+        known = row[~np.isnan(row)]
+        expected = ranking.bootstrap_interval(known) if known.size else (np.nan, np.nan)
+        np.testing.assert_allclose(got[i], expected, rtol=1e-12)

@@ -214,3 +214,45 @@ def test_command_line_refuses_hostile_files_without_a_traceback(tmp_path):
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "at least 1,00" in refused.stderr and len(refused.stderr) < 20_000
     assert "… and " in refused.stderr and "(all problems by field: submission_id " in refused.stderr
+
+
+# ---------------------------------------------------------------------------
+# a whole report assigned to a split
+# ---------------------------------------------------------------------------
+
+
+def test_a_private_report_adds_its_mlps_to_the_submission_it_names(sqlite_store, run_report, tmp_path):
+    from whestboard.rules.failures import judge
+
+    si.import_files([run_report], team="gamma", submission_id="g-1")
+    board = store.get("g-1")
+    with pytest.raises(si.ImportRejected, match="a private report adds results to a submission: pass --id"):
+        si.import_files([run_report], team="gamma", split="private")
+    with pytest.raises(si.ImportRejected, match="split is 'hidden'; write one of public, private, rerun"):
+        si.import_files([run_report], submission_id="g-1", split="hidden")
+    with pytest.raises(si.ImportRejected, match="'nobody', which is neither in this import nor stored"):
+        si.import_files([run_report], submission_id="nobody", split="private")
+
+    # one MLP of the withheld run went over budget: its kind comes from the one failure vocabulary
+    failing = _mutated(run_report, tmp_path, _set("results.per_mlp.1.budget_exhausted", True))
+    entry = json.loads(failing.read_text())["results"]["per_mlp"][1]
+    assert si.import_files([failing], submission_id="g-1", split="private").updated == ["g-1"]
+    assert si.import_files([failing], submission_id="g-1", split="private").unchanged == ["g-1"]
+    assert store.get("g-1") == board  # the board's numbers are the public ones, untouched
+    rows = store.mlp_frame(["g-1"]).set_index(["split", "mlp_index"])
+    assert rows.index.get_level_values("split").value_counts().to_dict() == {"public": 2, "private": 2}
+    private = rows.loc["private"]
+    report = json.loads(run_report.read_text())
+    assert private["adjusted_score"].tolist() == [e["adjusted_final_layer_score"] for e in report["results"]["per_mlp"]]
+    assert private["failed"].tolist() == [False, True]
+    assert private["failure"].tolist()[1] == judge(entry)[0] == "budget"
+    assert store.count() == 1
+
+
+def test_command_line_assigns_a_split_to_a_report(run_report, tmp_path):
+    env = dict(os.environ, WHESTBOARD_DATABASE_URL=f"sqlite:///{tmp_path / 'cli.sqlite'}",
+               WHESTBOARD_STATE_DIR=str(tmp_path / "state"))
+    assert _cli("import", str(run_report), "--team", "gamma", "--id", "g-1", env=env).returncode == 0
+    done = _cli("import", str(run_report), "--id", "g-1", "--split", "rerun", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "0 added, 1 updated, 0 unchanged), 2 per-MLP results (rerun 2)" in done.stdout

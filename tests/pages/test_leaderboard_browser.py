@@ -11,6 +11,7 @@ import requests
 
 from tests.browser_helpers import wait_for_dash
 from tests.conftest import checked_page, serve_app
+from tests.leaderboard import submissions_helpers as helpers
 from tests.leaderboard.submissions_helpers import submission_row
 from whestboard.leaderboard import ranking
 from whestboard.rules.rounds import ALL_ROUNDS
@@ -68,6 +69,7 @@ def test_highlighting_a_team_marks_its_dots_and_row_and_goes_in_the_address(page
     assert scatter[-1] == [f"team: {team}", int((graded["team"] == team).sum())]
     timeline = page.evaluate(PLOT_DATA, "#lb-timeline")
     assert timeline[-1][0] == f"team: {team}" and timeline[-1][1] > 0
+    assert timeline[-2][0] == f"team: {team}, best so far" and timeline[-2][1] >= timeline[-1][1]
     row = page.locator("#lb-ranking .ag-center-cols-container .ag-row", has_text=team)
     assert "rgb(253, 226, 226)" in (row.get_attribute("style") or "")
 
@@ -164,3 +166,57 @@ def test_the_download_button_saves_the_neutralised_export(organizer_page, tmp_pa
     table = pd.read_csv(saved, dtype=str, keep_default_na=False).set_index("submission_id")
     assert table.loc["'=1+2", "team"] == "'@team" and table.loc["'=1+2", "estimator"] == "'-5"
     assert saved.read_text() == requests.get(organizer_page.base_url + "/api/submissions.csv", timeout=30).text
+
+
+def _first_row(page) -> str:
+    return page.locator("#lb-ranking .ag-center-cols-container .ag-row[row-index='0']").inner_text()
+
+
+def test_organizer_switches_splits_opens_a_team_history_and_reads_the_flags(organizer_page, tmp_path):
+    page = organizer_page
+    path, _private = helpers.split_board_files(tmp_path / "board")
+    files = [("files", (p.name, p.read_bytes())) for p in (path, path.with_name(path.stem + ".per_mlp.csv"))]
+    imported = requests.post(page.base_url + "/api/submissions/import", files=files, timeout=60,
+                             headers={"Authorization": f"Bearer {ORGANIZER_TOKEN}"})
+    assert imported.status_code == 200, imported.text
+    _open(page, "?round=v1-warmup")
+    flags = page.locator("#lb-flags").inner_text()
+    assert "delta (d-1): ⚠ mostly residual time: F / C = 5e-05 (< 0.5), 0.2 s of residual time per MLP, " \
+           "F identical on every MLP" in flags
+    assert "overfitting" not in flags  # computed from the withheld MLPs: not without the token
+    assert "Shown with the organizer token" in page.locator("#lb-pubpriv-note").inner_text()
+
+    page.get_by_label("private (organizer)").check()
+    page.wait_for_selector("#lb-split-refused")
+    assert "The private split is shown only with the organizer token" in page.locator("#lb-split-note").inner_text()
+
+    page.click("#lb-organizer .accordion-button")
+    page.fill("#lb-token", ORGANIZER_TOKEN)
+    page.press("#lb-token", "Enter")
+    page.wait_for_function("() => !document.querySelector('#lb-split-refused')")
+    page.wait_for_function("() => (document.querySelector(\"#lb-ranking .ag-row[row-index='0']\") || {}).innerText"
+                           "?.includes('gamma')")
+    wait_for_dash(page)
+    assert parse_qs(urlparse(page.url).query)["split"] == ["private"]
+    assert "delta (d-1): ⚠ mostly residual time" in page.locator("#lb-flags").inner_text()
+    assert "⚠ overfitting signature: private score 10.3x the public one" in page.locator("#lb-flags").inner_text()
+    page.wait_for_function("() => document.querySelector('#lb-pubpriv .js-plotly-plot')?.data?.length > 2")
+    traces = dict(page.evaluate(PLOT_DATA, "#lb-pubpriv"))
+    assert traces["flagged: overfitting signature"] == 1 and traces["teams"] == 3
+
+    page.get_by_label("rerun of the nominated (organizer)").check()
+    page.wait_for_function("() => document.querySelectorAll('#lb-ranking .ag-center-cols-container .ag-row')"
+                           ".length === 1")
+    wait_for_dash(page)
+    assert "beta" in _first_row(page) and "failed MLPs: 1 time" in _first_row(page)
+
+    page.locator("#lb-ranking .ag-center-cols-container .ag-row[row-index='0'] [col-id='team']").click()
+    page.wait_for_selector("#lb-team-card #lb-history .main-svg")
+    wait_for_dash(page)
+    card = page.locator("#lb-team-card").inner_text()
+    assert "Team beta" in card and "1 graded submissions" in card
+    names = [name for name, _ in page.evaluate(PLOT_DATA, "#lb-history")]
+    assert names == ["v1-warmup: submissions", "v1-warmup: best so far"]
+    assert parse_qs(urlparse(page.url).query)["team"] == ["beta"]
+    assert page.evaluate(PLOT_DATA, "#lb-timeline")[-2] == ["team: beta, best so far", 1]  # one submission
+

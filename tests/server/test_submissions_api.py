@@ -11,7 +11,7 @@ from flask import Flask
 from server import api as organizer_api
 from tests.leaderboard import submissions_helpers as helpers
 from tests.leaderboard.submissions_helpers import submission_row, write_csvs
-from whestboard.leaderboard import auth, store
+from whestboard.leaderboard import auth, integrity, store
 from whestboard.leaderboard import files as si
 
 sqlite_store = helpers.sqlite_store
@@ -219,3 +219,69 @@ def test_the_public_export_neutralises_formulas(seeded, tmp_path):
     again = _post_files(seeded, ("all.csv", text.encode()))
     assert again.status_code == 200 and again.get_json()["updated"] == [] and again.get_json()["inserted"] == []
     _unchanged(before)
+
+
+# ---------------------------------------------------------------------------
+# private and rerun results: only with the organizer token
+# ---------------------------------------------------------------------------
+
+
+def _numbers(value) -> list[float]:
+    """Every number anywhere in a JSON value."""
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in _numbers(v)]
+    if isinstance(value, list):
+        return [n for v in value for n in _numbers(v)]
+    return [float(value)] if isinstance(value, int | float) and not isinstance(value, bool) else []
+
+
+def _private_numbers(values: dict) -> list[float]:
+    return [n for k, v in values.items() for n in (v if k.endswith("_mlps") else [v])]
+
+
+def test_private_and_rerun_rankings_need_the_token(client, tmp_path):
+    private = helpers.split_board(tmp_path)
+    for split in ("private", "rerun"):
+        for headers in ({}, {"Authorization": "Bearer wrong"}):
+            response = client.get(f"/api/leaderboard/v1-warmup?split={split}", headers=headers)
+            assert response.status_code == 403
+            assert response.get_json()["error"] == (f"the {split} split is shown only with the organizer token: "
+                                                    "send Authorization: Bearer TOKEN")
+    public = client.get("/api/leaderboard/v1-warmup")
+    assert public.status_code == 200
+    rows = public.get_json()["rows"]
+    assert [r["team"] for r in rows] == ["alpha", "beta", "gamma", "delta"]
+    assert not set(rows[0]) & set(integrity.ORGANIZER_COLUMNS)
+    leaked = [n for n in _numbers(public.get_json()) for p in _private_numbers(private) if n == pytest.approx(p)]
+    assert leaked == []
+    organizer = client.get("/api/leaderboard/v1-warmup?split=private", headers=ORGANIZER).get_json()["rows"]
+    assert {r["team"]: r["adjusted_score"] for r in organizer}["alpha"] == pytest.approx(private["alpha_private"])
+    rerun = client.get("/api/leaderboard/v1-warmup?split=rerun", headers=ORGANIZER).get_json()["rows"]
+    assert [(r["team"], r["failures"]) for r in rerun] == [("beta", "1 time")]
+    assert client.get("/api/leaderboard/v1-warmup?split=hidden").status_code == 400
+    assert client.get("/api/leaderboard/v9").status_code == 404
+
+
+def test_the_public_per_mlp_export_holds_only_public_mlps(client, tmp_path):
+    private = helpers.split_board(tmp_path)
+    public = pd.read_csv(io.StringIO(client.get("/api/submissions/per_mlp.csv").get_data(as_text=True)))
+    assert set(public["split"]) == {"public"} and len(public) == 22
+    assert not any(v == pytest.approx(p) for v in public["adjusted_score"] for p in _private_numbers(private))
+    wrong = client.get("/api/submissions/per_mlp.csv", headers={"Authorization": "Bearer wrong"})
+    assert set(pd.read_csv(io.StringIO(wrong.get_data(as_text=True)))["split"]) == {"public"}
+    full = pd.read_csv(io.StringIO(client.get("/api/submissions/per_mlp.csv", headers=ORGANIZER)
+                                   .get_data(as_text=True)))
+    assert full.groupby("split").size().to_dict() == {"private": 22, "public": 22, "rerun": 4}
+
+
+def test_a_report_imported_through_the_api_can_name_its_split(client, tmp_path):
+    helpers.split_board(tmp_path)
+    rows = pd.DataFrame([{"submission_id": "a-1", "mlp_index": i, "final_layer_mse": 1e-5, "adjusted_score": 1e-6,
+                          "split": "rerun"} for i in range(2)])
+    response = client.post("/api/submissions/import", headers=ORGANIZER, content_type="multipart/form-data",
+                           data={"files": [(io.BytesIO(rows.to_csv(index=False).encode()), "rerun.per_mlp.csv")]})
+    assert response.status_code == 200 and response.get_json()["updated"] == ["a-1"]
+    bad = client.post("/api/submissions/import", headers=ORGANIZER, content_type="multipart/form-data",
+                      data={"files": [(io.BytesIO(b"{}"), "r.json")], "split": "secret"})
+    assert bad.status_code == 400 and bad.get_json()["problems"] == [
+        "split is 'secret'; write one of public, private, rerun"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from pathlib import Path
 
 from whestboard.leaderboard import files as si
@@ -25,19 +26,23 @@ def add_import_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--round", dest="round_tag", help="round of the run reports (default: from their MLP shape)")
     p.add_argument("--flopscope-version", help="flopscope version the run reports were metered under "
                    "(reports do not record it)")
+    p.add_argument("--split", choices=store.SPLITS, default=None,
+                   help="split of the run reports' MLPs (default public); a private or rerun report adds its "
+                        "results to the submission --id names")
     p.add_argument("--dry-run", action="store_true", help="validate only; write nothing")
 
 
 def run_import(args: argparse.Namespace) -> int:
 
     batch = si.load(args.files, team=args.team, submission_id=args.submission_id, round_tag=args.round_tag,
-                    flopscope_version=args.flopscope_version)
+                    flopscope_version=args.flopscope_version, split=args.split)
     for name in batch.files:
         print(f"read {name}", file=sys.stderr)
     if batch.problems:
         raise si.ImportRejected(batch.problems)
     if args.dry_run:
-        print(f"valid: {len(batch.submissions)} submissions, {len(batch.mlp_results)} per-MLP results (dry run)")
+        print(f"valid: {len(batch.submissions)} submissions, {len(batch.mlp_results)} per-MLP results "
+              f"{_by_split(batch)}(dry run)")
         return 0
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -48,8 +53,16 @@ def run_import(args: argparse.Namespace) -> int:
               "nothing was imported", file=sys.stderr)
         return 1
     print(f"imported {len(batch.submissions)} submissions ({report.summary()}), "
-          f"{len(batch.mlp_results)} per-MLP results")
+          f"{len(batch.mlp_results)} per-MLP results {_by_split(batch)}".rstrip())
     return 0
+
+
+def _by_split(batch: si.Batch) -> str:
+    """``(public 50, private 50) `` when the per-MLP results are of several splits or not public."""
+    counts = Counter(r.split for r in batch.mlp_results)
+    if not counts or set(counts) == {store.PUBLIC}:
+        return ""
+    return "(" + ", ".join(f"{split} {counts[split]}" for split in store.SPLITS if counts[split]) + ") "
 
 
 def add_export_arguments(p: argparse.ArgumentParser) -> None:

@@ -41,7 +41,7 @@ from whestboard.leaderboard.store import (
     Submission,
     UpsertReport,
 )
-from whestboard.rules.failures import is_failed
+from whestboard.rules.failures import VERDICTS, is_failed, judge
 from whestboard.rules.rounds import ALL_ROUNDS, get_round, round_for_shape
 
 REQUIRED_SUBMISSION_COLUMNS = ("submission_id", "team", "round", "submitted_at", "status", "whestbench_version")
@@ -157,6 +157,8 @@ class Batch:
     files: list[str] = field(default_factory=list)
     # where each submission came from, for cross-check messages
     origin: dict[str, str] = field(default_factory=dict)
+    # submissions not in the batch whose private or rerun results it adds (they must be stored)
+    attached: set[str] = field(default_factory=set)
 
     def keep(self, record: Submission | MLPResult, where: str) -> None:
         """Hold a valid record, unless the batch is refused already: a refused import keeps no rows in memory."""
@@ -177,6 +179,7 @@ class Batch:
         self.submissions.clear()
         self.mlp_results.clear()
         self.origin.clear()
+        self.attached.clear()
 
 
 @dataclass(frozen=True)
@@ -309,6 +312,28 @@ def _boolean(value: Any, name: str):
     if text in _FALSE:
         return False, None
     return None, f"{name} is {_shown(value)}; write true or false"
+
+
+#: The failure kinds a per-MLP row may name: the one failure vocabulary's verdicts (whestboard.rules.failures).
+FAILURE_KINDS = tuple(v for v in VERDICTS if v != "ok")
+
+
+def _choice(value: Any, name: str, choices: Sequence[str], default: str | None):
+    """A value from a fixed list (case-insensitive); blank gives ``default``."""
+    if _blank(value):
+        return default, None
+    text = str(value).strip().lower() if not isinstance(value, dict | list) else None
+    if text in choices:
+        return sys.intern(text), None
+    return None, f"{name} is {_shown(value)}; write one of {', '.join(choices)}"
+
+
+def _split(value: Any, name: str):
+    return _choice(value, name, store.SPLITS, store.PUBLIC)
+
+
+def _failure(value: Any, name: str):
+    return _choice(value, name, FAILURE_KINDS, None)
 
 
 def parse_time(value: Any) -> datetime:
@@ -466,6 +491,7 @@ def parse_submission_row(row: dict) -> tuple[Submission | None, _RowProblems]:
         "dataset": take(_text, "dataset", required=False),
         "estimator": take(_text, "estimator", required=False),
         "source": take(_text, "source", required=False),
+        "nominated": take(_boolean, "nominated"),
     }
     n_failed, n_mlps = values["n_failed_mlps"], values["n_mlps"]
     if n_failed is not None and n_mlps is not None and n_failed > n_mlps:
@@ -494,7 +520,12 @@ def parse_mlp_row(row: dict) -> tuple[MLPResult | None, _RowProblems]:
         multiplier=take(_number, "multiplier", required=False, minimum=0.1 - 1e-12),
         avg_variance=take(_number, "avg_variance", required=False, strict=True),
         failed=take(_boolean, "failed"),
+        split=take(_split, "split"),
+        failure=take(_failure, "failure"),
     )
+    if result["failure"] is not None and result["failed"] is False:
+        problems.note("failure", f"failure is {result['failure']!r} but failed is false; mark the MLP failed "
+                                 "or leave failure empty")
     if problems:
         return None, problems
     return MLPResult(**result), problems
@@ -668,17 +699,26 @@ def parse_run_report(
     submission_id: str | None = None,
     round_tag: str | None = None,
     flopscope_version: str | None = None,
+    split: str | None = None,
 ) -> tuple[Submission | None, list[MLPResult], list[str]]:
     """A ``whest run --json`` report as one submission with its per-MLP results.
 
     Its values pass through the same row parsers as a CSV's (``parse_submission_row``,
     ``parse_mlp_row``), so a report can store nothing a table could not. At most
-    MAX_COUNTED_PROBLEMS problems are returned.
+    MAX_COUNTED_PROBLEMS problems are returned. A report of the private or rerun
+    ``split`` adds per-MLP results to the submission ``submission_id`` names (in the
+    same import or stored) and no submission row: a submission's own numbers are
+    its public board's, so a withheld suite can never show through them.
     """
     results, config, per_mlp, problems = _report_parts(report, name)
     if problems:
         return None, [], problems
-    if _blank(team):
+    split = split or store.PUBLIC
+    if split != store.PUBLIC:
+        if _blank(submission_id):
+            problems.append(f"{name}: a {split} report adds results to a submission: pass --id with the "
+                            "submission_id of its public results (page: the submission id field)")
+    elif _blank(team):
         problems.append(f"{name}: a whest run report does not name its team; pass --team NAME (or fill Team on the page)")
     for value, key in ((team, "team"), (submission_id, "submission_id")):
         problem = None if _blank(value) else _text(value, key, required=False)[1]
@@ -706,7 +746,7 @@ def parse_run_report(
             "submission_id": sid, "mlp_index": e.get("mlp_index"), "mlp_name": e.get("mlp_name"),
             "final_layer_mse": e.get("final_layer_mse"), "adjusted_score": e.get("adjusted_final_layer_score"),
             "flops_used": e.get("flops_used") or 0, "effective_compute": e.get("effective_compute") or 0.0,
-            "failed": failed,
+            "failed": failed, "split": split, "failure": judge(e)[0] if failed else None,
         })
         problems += [f"{name} results.per_mlp[{position}]: {p}" for p in mlp_problems]
         if len(problems) >= MAX_COUNTED_PROBLEMS:
@@ -716,6 +756,8 @@ def parse_run_report(
             mlps.append(replace(mlp, multiplier=multiplier))
     if problems:
         return None, [], problems
+    if split != store.PUBLIC:
+        return None, mlps, []
     dataset = config.get("dataset") if isinstance(config.get("dataset"), dict) else {}
     # A Whestboard run report carries both versions; `whest run --json` only whestbench's.
     versions = report.get("versions") if isinstance(report.get("versions"), dict) else {}
@@ -752,9 +794,16 @@ def build_batch(
     submission_id: str | None = None,
     round_tag: str | None = None,
     flopscope_version: str | None = None,
+    split: str | None = None,
 ) -> Batch:
-    """Parse and cross-check every file; ``batch.problems`` holds everything wrong (bounded)."""
+    """Parse and cross-check every file; ``batch.problems`` holds everything wrong (bounded).
+
+    ``split`` is the split of every ``whest run --json`` report of the import (default public).
+    """
     batch = Batch(files=[u.name for u in uploads])
+    if split is not None and split not in store.SPLITS:
+        batch.refuse(f"split is {_shown(split)}; write one of {', '.join(store.SPLITS)}", "split")
+        return batch
     reports = [u for u in uploads if Path(u.name).suffix.lower() == ".json"]
     if submission_id and len(reports) > 1:
         batch.refuse("--id names one submission but several run reports were given; import them one at a time")
@@ -765,7 +814,7 @@ def build_batch(
                          f"{MAX_FILE_BYTES // 2**20} MiB per file, so split it")
         elif suffix == ".json":
             _add_report(batch, upload, team=team, submission_id=submission_id, round_tag=round_tag,
-                        flopscope_version=flopscope_version)
+                        flopscope_version=flopscope_version, split=split)
         elif suffix in TABLE_SUFFIXES:
             _add_table(batch, upload)
         else:
@@ -824,8 +873,8 @@ def _add_report(batch: Batch, upload: Upload, **options) -> None:
         batch.refuse(message, "run report")
     if sub is not None:
         batch.keep(sub, upload.name)
-        for mlp in mlps:
-            batch.keep(mlp, upload.name)
+    for mlp in mlps:
+        batch.keep(mlp, upload.name)
 
 
 def _cross_check(batch: Batch) -> None:
@@ -837,20 +886,26 @@ def _cross_check(batch: Batch) -> None:
                          "its own id", "duplicate id")
     subs = {s.submission_id: s for s in batch.submissions}
     grouped: dict[str, list[MLPResult]] = {}
-    keys: set[tuple[str, int]] = set()
+    keys: set[tuple[str, str, int]] = set()
     for res in batch.mlp_results:
-        if (res.submission_id, res.mlp_index) in keys:
-            problems.add(f"per-MLP results list MLP {res.mlp_index} of {_shown(res.submission_id)} twice",
+        key = (res.submission_id, res.split, res.mlp_index)
+        if key in keys:
+            where = "" if res.split == store.PUBLIC else f" ({res.split} split)"
+            problems.add(f"per-MLP results list MLP {res.mlp_index} of {_shown(res.submission_id)}{where} twice",
                          "duplicate MLP")
-        keys.add((res.submission_id, res.mlp_index))
+        keys.add(key)
         grouped.setdefault(res.submission_id, []).append(res)
     for sid, results in grouped.items():
+        public = [r for r in results if r.split == store.PUBLIC]
         if sid not in subs:
-            problems.add(f"per-MLP results name submission_id {_shown(sid)}, which is not in this import's "
-                         "submissions file", "unknown submission_id")
+            if public:  # the submission's aggregates are checked against its public MLPs
+                problems.add(f"per-MLP results name submission_id {_shown(sid)}, which is not in this import's "
+                             "submissions file", "unknown submission_id")
+            else:  # a private or rerun suite for a stored submission: commit checks it is stored
+                batch.attached.add(sid)
             continue
         where = batch.origin.get(sid, sid)
-        for p in aggregate_problems(subs[sid], results):
+        for p in aggregate_problems(subs[sid], public) if public else []:
             problems.add(f"{where} (submission_id {_shown(sid)}): {p}", "aggregates")
     if problems:
         batch.drop_records()
@@ -910,8 +965,13 @@ def commit(batch: Batch, *, url: str | None = None) -> UpsertReport:
     """Write a clean batch (all or nothing); raise ImportRejected listing the problems otherwise."""
     if batch.problems:
         raise ImportRejected(batch.problems)
-    if not batch.submissions:
+    if not batch.submissions and not batch.attached:
         raise ImportRejected(["no submissions found in " + (", ".join(batch.files) or "the input")])
+    missing = sorted(batch.attached - store.stored_ids(sorted(batch.attached), url=url))
+    if missing:
+        raise ImportRejected(ProblemLog(
+            (f"per-MLP results of the private or rerun split name submission_id {_shown(sid)}, which is neither "
+             "in this import nor stored; import its submission first" for sid in missing), "unknown submission_id"))
     return store.upsert(batch.submissions, batch.mlp_results, url=url)
 
 
@@ -944,9 +1004,13 @@ def iter_submissions_csv(*, url: str | None = None) -> Iterator[str]:
         yield csv_text(df, SUBMISSION_TEXT_LIMITS, header=number == 0)
 
 
-def iter_mlp_results_csv(*, url: str | None = None) -> Iterator[str]:
-    """Every per-MLP result as CSV text, streamed like ``iter_submissions_csv``."""
-    for number, df in enumerate(store.iter_mlp_frames(EXPORT_CHUNK_ROWS, url=url)):
+def iter_mlp_results_csv(*, splits: Sequence[str] | None = None, url: str | None = None) -> Iterator[str]:
+    """Every per-MLP result (of ``splits``; None: all) as CSV text, streamed like ``iter_submissions_csv``.
+
+    The public download passes ``splits=("public",)``: withheld and rerun results leave the
+    server only for the organizer.
+    """
+    for number, df in enumerate(store.iter_mlp_frames(EXPORT_CHUNK_ROWS, splits=splits, url=url)):
         yield csv_text(df, MLP_TEXT_LIMITS, header=number == 0)
 
 

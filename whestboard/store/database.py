@@ -83,14 +83,20 @@ def _add_missing_columns(eng: Engine, table) -> None:
             continue
         kind = column.type.compile(dialect=eng.dialect)
         default = column.default.arg if column.default is not None and not callable(column.default.arg) else None
-        clause = f" DEFAULT {int(default) if isinstance(default, bool | int) else repr(default)}" \
-            if default is not None else ""
+        clause = f" DEFAULT {_sql_literal(default)}" if default is not None else ""
         try:
             with eng.begin() as conn:
                 conn.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}{clause}'))
         except exc.SQLAlchemyError:
             if column.name not in {c["name"] for c in inspect(eng).get_columns(table.name)}:
                 raise
+
+
+def _sql_literal(value) -> str:
+    """A column default as SQL both SQLite and PostgreSQL accept (PostgreSQL refuses 0 for a boolean)."""
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    return str(int(value)) if isinstance(value, int) else repr(value)
 
 
 @contextmanager

@@ -1,0 +1,155 @@
+"""The leaderboard's callbacks over HTTP (no browser): private and rerun numbers only with the organizer token."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import pytest
+
+from tests.leaderboard import submissions_helpers as helpers
+
+TOKEN = "page-organizer-token"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """The app on a store holding a board with private and rerun results, and the organizer token set."""
+    folder = tmp_path_factory.mktemp("lb-pages")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WHESTBOARD_DATABASE_URL", f"sqlite:///{folder / 'store.sqlite'}")
+        mp.setenv("WHESTBOARD_STATE_DIR", str(folder / "state"))
+        mp.setenv("WHESTBOARD_ORGANIZER_TOKEN", TOKEN)
+        import app
+
+        dash_app = app.the_app()
+        http = dash_app.server.test_client()
+        http.get("/")
+        http.callback_map = dash_app.callback_map
+        private = helpers.split_board(folder / "files")
+        yield http, private
+
+
+def _call(http, outputs, inputs, state=(), output_key=None):
+    """One callback as the renderer posts it; the answer's JSON text and body."""
+    out = "...".join(f"{i}.{p}" for i, p in outputs)
+    payload = {"output": output_key or (f"..{out}.." if len(outputs) > 1 else out),
+               "outputs": [{"id": i, "property": p} for i, p in outputs] if len(outputs) > 1
+               else {"id": outputs[0][0], "property": outputs[0][1]},
+               "inputs": [{"id": i, "property": p, "value": v} for i, p, v in inputs],
+               "state": [{"id": i, "property": p, "value": v} for i, p, v in state],
+               "changedPropIds": [f"{inputs[0][0]}.{inputs[0][1]}"]}
+    response = http.post("/_dash-update-component", json=payload)
+    assert response.status_code == 200, response.data[:500]
+    return response.get_data(as_text=True), response.get_json()["response"]
+
+
+BOARD_OUTPUTS = [("lb-scatter", "figure"), ("lb-highlight-index", "data"), ("lb-ranking", "rowData"),
+                 ("lb-ranking", "getRowStyle"), ("lb-summary", "children"), ("lb-team", "options"),
+                 ("lb-split-note", "children"), ("lb-flags", "children"), ("lb-ties", "children")]
+
+
+def _board(http, split: str, token: str | None):
+    return _call(http, BOARD_OUTPUTS, [("lb-y", "value", "score"), ("lb-x", "value", "flops"),
+                                       ("lb-revision", "data", 0), ("lb-split", "value", split),
+                                       ("lb-token", "value", token)],
+                 [("lb-round", "data", "v1-warmup"), ("lb-team", "value", None)])
+
+
+def _numbers(value) -> list[float]:
+    """Every number anywhere in a response, typed arrays (plotly's base64 ``bdata``) decoded too."""
+    if isinstance(value, dict) and "bdata" in value and "dtype" in value:
+        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"])).astype(float).tolist()
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in _numbers(v)]
+    if isinstance(value, list):
+        return [n for v in value for n in _numbers(v)]
+    return [float(value)] if isinstance(value, int | float) and not isinstance(value, bool) else []
+
+
+def _strings(value) -> list[str]:
+    """Every text anywhere in a response (as the page shows it, JSON escapes undone)."""
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _strings(v)]
+    if isinstance(value, list):
+        return [t for v in value for t in _strings(v)]
+    return [value] if isinstance(value, str) else []
+
+
+def _leaks(body, private: dict) -> list[float]:
+    secret = [n for k, v in private.items() for n in (v if k.endswith("_mlps") else [v])]
+    return [n for n in _numbers(body) for s in secret if n == pytest.approx(s, rel=1e-9)]
+
+
+@pytest.mark.parametrize("token", [None, "", "wrong"])
+@pytest.mark.parametrize("split", ["public", "private", "rerun"])
+def test_the_board_callback_holds_no_private_number_without_the_token(served, split, token):
+    http, private = served
+    text, body = _board(http, split, token)
+    assert _leaks(body, private) == []
+    teams = [r["team"] for r in body["lb-ranking"]["rowData"] if not r["team"].startswith("baseline: ")]
+    assert teams == ["alpha", "beta", "gamma", "delta"]  # the public ranking (the shipped baselines rank too)
+    if split != "public":
+        assert f"The {split} split is shown only with the organizer token" in json.dumps(body["lb-split-note"])
+
+
+def test_with_the_token_the_private_and_rerun_rankings_are_served(served):
+    http, private = served
+    _, body = _board(http, "private", TOKEN)
+    rows = body["lb-ranking"]["rowData"]
+    assert [r["team"] for r in rows] == ["gamma", "beta", "alpha", "delta"]
+    assert {r["team"]: r["adjusted_score"] for r in rows}["alpha"] == pytest.approx(private["alpha_private"])
+    assert body["lb-split-note"]["children"] is None
+    _, rerun = _board(http, "rerun", TOKEN)
+    [row] = rerun["lb-ranking"]["rowData"]
+    assert row["team"] == "beta" and row["adjusted_score"] == pytest.approx(private["beta_rerun"])
+    assert "failed MLPs: 1 time" in row["flags"]
+
+
+PUBPRIV = [("lb-pubpriv", "figure"), ("lb-pubpriv-note", "children")]
+
+
+def _pubpriv(http, token):
+    return _call(http, PUBPRIV, [("lb-colour", "value", "flag"), ("lb-token", "value", token),
+                                 ("lb-revision", "data", 0), ("lb-team", "value", None)],
+                 [("lb-round", "data", "v1-warmup")])
+
+
+def test_public_against_private_is_built_only_for_the_organizer(served):
+    http, private = served
+    _, body = _pubpriv(http, "wrong")
+    assert _leaks(body, private) == []
+    assert "Shown with the organizer token" in body["lb-pubpriv-note"]["children"]
+    _, body = _pubpriv(http, TOKEN)
+    points = [t for t in body["lb-pubpriv"]["figure"]["data"] if t.get("mode") == "markers" and t.get("x")]
+    ys = sorted(y for t in points for y in _numbers(t["y"]))
+    assert ys == pytest.approx(sorted([private[f"{t}_private"] for t in ("alpha", "beta", "gamma", "delta")]))
+
+
+def test_the_team_panel_from_the_ranking_shows_history_without_private_numbers(served):
+    http, private = served
+    key = next(k for k in http.callback_map if k.startswith("lb-team.value@"))  # an allow_duplicate output
+    _, clicked = _call(http, [("lb-team", "value")], [("lb-ranking", "cellClicked",
+                                                       {"colId": "team", "value": "alpha", "rowIndex": 0})],
+                       output_key=key)
+    assert clicked["lb-team"]["value"] == "alpha"
+    text, body = _call(http, [("lb-team-panel", "children")],
+                       [("lb-team", "value", "alpha"), ("lb-revision", "data", 0), ("lb-token", "value", None)],
+                       [("lb-round", "data", "v1-warmup")])
+    assert _leaks(body, private) == []
+    assert "Team alpha" in text and "1 graded submissions" in text
+    assert "alpha: score over time and best so far" in text
+
+
+def test_the_team_panel_gives_the_per_mlp_share_in_a_priced_round(served):
+    http, private = served
+    _, body = _call(http, [("lb-team-panel", "children")],
+                    [("lb-team", "value", "delta"), ("lb-revision", "data", 0), ("lb-token", "value", None)],
+                    [("lb-round", "data", "v1-warmup")])
+    share = 1e6 / 2e10  # every one of delta's public MLPs: F = 1e6, C = 2e10
+    shown = " ".join(_strings(body))
+    assert (f"Instrumented share F / C of its best submission's 10 MLPs: lowest {share:.2g}, median {share:.2g}, "
+            f"highest {share:.2g}.") in shown
+    assert "mostly residual time: F / C = 5e-05" in shown
+    assert "overfitting" not in shown and _leaks(body, private) == []
