@@ -170,6 +170,29 @@ def test_submissions_with_per_mlp_results_pair_by_dataset_and_index(dataset, two
         load_side("sub:team-y-1")
 
 
+def test_a_submission_is_paired_on_its_public_suite_only(dataset, two_runs):
+    """Private and rerun results are the organizer's: they never enter a comparison, and the same MLP index
+    in two splits must not be mixed into one suite."""
+    mean_run, _ = two_runs
+    per_mlp = mean_run.report["results"]["per_mlp"]
+    made = datetime(2026, 11, 2, tzinfo=UTC)
+    both = Submission("team-z-1", "team z", "v1-warmup", made, "graded", "0.16.2", dataset=dataset.info.key)
+    hidden = Submission("team-w-1", "team w", "v1-warmup", made, "graded", "0.16.2", dataset=dataset.info.key)
+    public = [MLPResult("team-z-1", e["mlp_index"], e["final_layer_mse"], e["adjusted_final_layer_score"])
+              for e in per_mlp[:3]]
+    private = [MLPResult(sid, e["mlp_index"], e["final_layer_mse"] * 100, e["adjusted_final_layer_score"] * 100,
+                         split="private") for sid in ("team-z-1", "team-w-1") for e in per_mlp[:5]]
+    store.upsert([both, hidden], public + private)
+    side = load_side("sub:team-z-1")
+    assert sorted(side.entries) == [e["mlp_index"] for e in per_mlp[:3]]
+    out = verdict(side, load_side(f"run:{mean_run.run_id}"))
+    assert out["n_shared"] == 3 and out["score"]["ratio"] == pytest.approx(1.0)
+    listed = {c["id"] for c in candidates(load_side(f"run:{mean_run.run_id}"))}
+    assert "sub:team-z-1" in listed and "sub:team-w-1" not in listed
+    with pytest.raises(CompareError, match="no per-MLP results"):
+        load_side("sub:team-w-1")
+
+
 @pytest.mark.parametrize(("side_id", "message"), [
     ("nonsense", "run:<run id>"),
     ("run:feedface", "no run 'feedface'"),

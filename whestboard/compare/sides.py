@@ -35,6 +35,8 @@ ID_HELP = "run:<run id>, sub:<submission id> or base:<dataset key>:<mean|cov>"
 MAX_REPORT_BYTES = 64 * 1024 * 1024
 #: The lists a page offers are cut to this many entries of each kind (newest first).
 MAX_LISTED = 300
+#: Which per-MLP results of a submission are paired: the public suite (private and rerun are the organizer's).
+PAIRED_SPLITS = (submissions.PUBLIC,)
 
 
 class CompareError(ValueError):
@@ -133,7 +135,9 @@ def _submission_side(submission_id: str) -> Side:
     sub = submissions.get(submission_id)
     if sub is None:
         raise CompareError(f"no submission {submission_id!r}: see the leaderboard for submission ids")
-    frame = submissions.mlp_frame([submission_id])
+    # The public split only: private and rerun results are the organizer's (the leaderboard's rule), and
+    # one split is one suite, so an MLP index names one result.
+    frame = submissions.mlp_frame([submission_id], splits=PAIRED_SPLITS)
     if frame.empty:
         raise CompareError(f"submission {submission_id!r} carries no per-MLP results, so it cannot be paired; "
                            "import its per-MLP file (see docs/leaderboard.md)")
@@ -238,13 +242,14 @@ def _submission_candidates(dataset: str | None, wanted: set[int] | None) -> list
     """Submissions with per-MLP results; filtered in SQL, so a store of 10,000 never comes back whole."""
     subs, rows = submissions.SubmissionRow.__table__, submissions.SubmissionMLPRow.__table__
     query = (select(subs.c.id, subs.c.team, subs.c.estimator, subs.c.dataset, subs.c.n_mlps)
-             .where(subs.c.id.in_(select(rows.c.submission_id).distinct()))
+             .where(subs.c.id.in_(select(rows.c.submission_id).where(rows.c.split.in_(PAIRED_SPLITS)).distinct()))
              .order_by(subs.c.submitted_at.desc(), subs.c.id).limit(MAX_LISTED))
     if dataset is not None:
         query = query.where(subs.c.dataset == dataset)
     if wanted is not None:
         query = query.where(subs.c.id.in_(select(rows.c.submission_id)
-                                          .where(rows.c.mlp_index.in_(sorted(wanted)[:5000]))))
+                                          .where(rows.c.split.in_(PAIRED_SPLITS),
+                                                 rows.c.mlp_index.in_(sorted(wanted)[:5000]))))
     with db.session() as s:
         found = s.execute(query).all()
     return [{"id": f"sub:{sid}", "kind": "submission", "dataset": ds_key, "n_mlps": n,

@@ -9,7 +9,17 @@ scoring of one generated MLP. May import: ``whestboard.sandbox``,
 ``whestboard.data``, ``whestboard.jobs``, ``whestboard.rules``, ``whestboard.store``, ``whestboard.config``.
 """
 
-from whestboard.scoring import estimators, inputs, playground, report, rulebook, runs, runstore, sandboxed, uploads
+from whestboard.scoring import (
+           estimators,
+           inputs,
+           playground,
+           report,
+           rulebook,
+           runs,
+           runstore,
+           sandboxed,
+           uploads,
+)
 from whestboard.scoring.estimators import BUILTIN_KINDS, resolve_estimator
 from whestboard.scoring.handle import EstimatorHandle
 from whestboard.scoring.inputs import RunError, parse_budget, parse_mlp_selection, quoted, select_mlps
