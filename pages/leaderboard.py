@@ -25,6 +25,7 @@ import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
 from sqlalchemy.exc import SQLAlchemyError
 
+from components.compare_panels import compare_url
 from components.figures import leaderboard as figs
 from components.format import sci
 from server.api import EXPORT_PATH, MAX_UPLOAD_BYTES, MLP_EXPORT_PATH
@@ -211,8 +212,9 @@ RANKING_COLUMNS = [
     {"field": "n_mlps", "headerName": "MLPs", "width": 80, "type": "numericColumn"},
     {"field": "submission_id", "headerName": "Submission", "minWidth": 220, "flex": 1.5},
     {"field": "submitted", "headerName": "Submitted (UTC)", "width": 150},
-    # The compare link of a row (/compare?a=sub:<id>&b=sub:<leader id>) goes in this column: see _compare_cell.
-    {"field": "compare", "headerName": "Compare", "width": 110},
+    # A markdown link per row: the paired comparison of its submission with the leader's (see _compare_cell).
+    {"field": "compare", "headerName": "Compare", "width": 130, "cellRenderer": "markdown",
+     "headerTooltip": "paired comparison with the #1 submission on the MLPs both were scored on (public suite)"},
 ]
 
 
@@ -327,7 +329,9 @@ def si_max_bytes() -> int:
 
 def _ranking_rows(table) -> list[dict]:
     rows = []
-    for r in table.to_dict("records"):
+    records = table.to_dict("records")
+    leader = min(records, key=lambda r: r["rank"])["submission_id"] if records else None
+    for r in records:
         ci = (f" [{sci(r['ci_low'])}, {sci(r['ci_high'])}]"
               if r["ci_low"] == r["ci_low"] and r["ci_low"] is not None else " (no per-MLP results)")
         rows.append({
@@ -340,14 +344,20 @@ def _ranking_rows(table) -> list[dict]:
             else int(r["n_failed_mlps"]),
             "n_mlps": None if r["n_mlps"] is None or r["n_mlps"] != r["n_mlps"] else int(r["n_mlps"]),
             "submitted": r["submitted_at"].strftime("%Y-%m-%d %H:%M"),
-            "flags": _flags_text(r), "compare": _compare_cell(r),
+            "flags": _flags_text(r), "compare": _compare_cell(r, leader),
         })
     return rows
 
 
-def _compare_cell(row: dict) -> str | None:
-    """The place for a link comparing this row's submission with another (the compare page's URL)."""
-    return None
+def _compare_cell(row: dict, leader: str | None) -> str | None:
+    """A markdown link to the paired comparison of this row's submission with the leader's; None when the
+    submission has no per-MLP results (nothing to pair)."""
+    if not (row["ci_low"] == row["ci_low"] and row["ci_low"] is not None):
+        return None
+    own = f"sub:{row['submission_id']}"
+    if row["submission_id"] == leader:
+        return f"[compare]({compare_url(own)})"
+    return f"[vs #1]({compare_url(own, f'sub:{leader}')})"
 
 
 def _flags_text(row: dict) -> str:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+from urllib.parse import parse_qs, urlparse
 
 import numpy as np
 import pytest
 
 from tests.leaderboard import submissions_helpers as helpers
+from whestboard.compare import load_side, verdict
 
 TOKEN = "page-organizer-token"
 
@@ -105,6 +108,23 @@ def test_with_the_token_the_private_and_rerun_rankings_are_served(served):
     [row] = rerun["lb-ranking"]["rowData"]
     assert row["team"] == "beta" and row["adjusted_score"] == pytest.approx(private["beta_rerun"])
     assert "failed MLPs: 1 time" in row["flags"]
+
+
+def test_each_ranking_row_links_to_its_paired_comparison_with_the_leader(served):
+    http, _ = served
+    _, body = _board(http, "public", None)
+    rows = body["lb-ranking"]["rowData"]
+    leader = next(r for r in rows if r["rank"] == 1)["submission_id"]
+    linked = [r for r in rows if r["compare"]]
+    assert len(linked) >= 4
+    for row in linked:
+        href = re.fullmatch(r"\[[^\]]+\]\((\S+)\)", row["compare"]).group(1)
+        query = parse_qs(urlparse(href).query)
+        assert urlparse(href).path == "/compare" and query["a"] == [f"sub:{row['submission_id']}"]
+        assert query.get("b") == (None if row["submission_id"] == leader else [f"sub:{leader}"])
+    other = next(r for r in linked if r["submission_id"] != leader)
+    paired = verdict(load_side(f"sub:{other['submission_id']}"), load_side(f"sub:{leader}"))
+    assert paired["n_shared"] > 0  # the link opens a comparison, not an error
 
 
 PUBPRIV = [("lb-pubpriv", "figure"), ("lb-pubpriv-note", "children")]
