@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.upstream import make_official
+from tests.upstream import assert_same_per_mlp, make_official, untimed
 from whestboard.cli import main
 
-TIMING = {"wall_time_s", "flopscope_backend_time_s", "flopscope_overhead_time_s", "residual_wall_time_s"}
 WHEST = Path(sys.executable).with_name("whest")
 BUDGET = 5_000_000
 pytestmark = pytest.mark.usefixtures("private_state")
@@ -66,18 +65,6 @@ def score_json(capsys, *args: str, status: int = 0) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def untimed(breakdown: dict | None) -> dict | None:
-    if breakdown is None:
-        return None
-    return {
-        "flop_budget": breakdown["flop_budget"],
-        "flops_used": breakdown["flops_used"],
-        "flops_remaining": breakdown["flops_remaining"],
-        "ops": {(ns, op): (info["flop_cost"], info["calls"]) for ns, bucket in breakdown["by_namespace"].items()
-                for op, info in bucket["operations"].items()},
-    }
-
-
 def test_score_json_matches_whest_run_on_every_field_both_report(capsys, official, estimator_file, whest_report):
     ours = score_json(capsys, "--dataset", str(official), "--estimator", str(estimator_file), "--budget", str(BUDGET),
                       status=1)
@@ -90,18 +77,7 @@ def test_score_json_matches_whest_run_on_every_field_both_report(capsys, officia
 
     mine, upstream = ours["results"], theirs["results"]
     assert len(mine["per_mlp"]) == len(upstream["per_mlp"]) == 3
-    compared = 0
-    for a, b in zip(mine["per_mlp"], upstream["per_mlp"], strict=True):
-        assert set(b) <= set(a), set(b) - set(a)
-        for field, value in b.items():
-            if field in TIMING or field == "traceback":
-                continue
-            if field == "breakdowns":
-                assert untimed(a[field]["estimator"]) == untimed(value["estimator"])
-            else:
-                assert a[field] == value, field
-            compared += 1
-        assert (a["traceback"] is None) == (b["traceback"] is None)
+    compared = assert_same_per_mlp(ours, theirs)
     assert compared > 40
     assert mine["per_mlp"][1]["error_code"] == "PREDICT_ERROR"
 

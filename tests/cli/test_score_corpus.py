@@ -21,8 +21,7 @@ from pathlib import Path
 import pytest
 from whestbench.packaging import package_submission
 
-from tests.cli.test_score_cli import TIMING, untimed
-from tests.upstream import make_official
+from tests.upstream import assert_same_per_mlp, make_official
 from whestboard.cli import main
 
 WHEST = Path(sys.executable).with_name("whest")
@@ -140,22 +139,6 @@ def score_json(capsys, *args: str) -> tuple[int, dict, str]:
     status = main(["score", *args, "--json"])
     captured = capsys.readouterr()
     return status, json.loads(captured.out), captured.err
-
-
-def assert_same_per_mlp(ours: dict, theirs: dict, fields: tuple[str, ...] | None = None) -> int:
-    """Every per-MLP field whest reports, equal (timings aside); returns how many were compared."""
-    compared = 0
-    assert len(ours["results"]["per_mlp"]) == len(theirs["results"]["per_mlp"]) == 3
-    for a, b in zip(ours["results"]["per_mlp"], theirs["results"]["per_mlp"], strict=True):
-        for field, value in b.items():
-            if field in TIMING or field == "traceback" or (fields is not None and field not in fields):
-                continue
-            if field == "breakdowns":
-                assert untimed(a[field]["estimator"]) == untimed(value["estimator"])
-            else:
-                assert a[field] == value, field
-            compared += 1
-    return compared
 
 
 @pytest.mark.parametrize("name", ["data-folder", "package"])

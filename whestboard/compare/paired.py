@@ -24,35 +24,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from statistics import NormalDist
 
 import numpy as np
 
-from whestboard.leaderboard.ranking import ALPHA, BOOTSTRAP_DRAWS, SEED, bootstrap_interval, sign_flip_p_value
+from whestboard.leaderboard.ranking import (
+    BOOTSTRAP_DRAWS,
+    SEED,
+    bootstrap_interval,
+    mlps_needed,
+    sign_flip_p_value,
+)
 
-#: The power a "MLPs needed" test is sized for.
-POWER = 0.8
 #: The size of a public suite, shown beside "MLPs needed".
 PUBLIC_SUITE_MLPS = 50
 
 LIMIT_NOISE = "reference noise"
 LIMIT_SPREAD = "MLP-to-MLP spread"
-
-
-def mlps_needed(differences: np.ndarray, *, alpha: float = ALPHA, power: float = POWER) -> float:
-    """MLPs a two-sided ``1 - alpha`` test needs to resolve the observed mean difference with ``power``.
-
-    ``inf`` when the mean difference is zero (nothing to resolve), ``nan`` with fewer than 2 MLPs
-    (no spread to size from). Fractional: a caller rounds up where it shows a count.
-    """
-    d = np.asarray(differences, dtype=np.float64)
-    if d.size < 2:
-        return float("nan")
-    mean, sd = float(d.mean()), float(d.std(ddof=1))
-    if mean == 0.0:
-        return float("inf")
-    z = NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
-    return (z * sd / abs(mean)) ** 2
 
 
 @dataclass(frozen=True)

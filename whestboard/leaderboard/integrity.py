@@ -31,7 +31,6 @@ import warnings
 from collections import Counter
 from datetime import datetime
 from functools import lru_cache
-from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
@@ -53,7 +52,7 @@ RESIDUAL_SHARE_LIMIT = 0.5
 #: Ties: neighbours tested at the top of a ranking, and the extra-MLP estimate's test level and power.
 TOP_NEIGHBOURS = 5
 TIE_ALPHA = ranking.ALPHA
-TIE_POWER = 0.8
+TIE_POWER = ranking.POWER
 SEED = ranking.SEED
 #: A failed MLP whose kind the file did not record.
 UNRECORDED = "unrecorded"
@@ -330,13 +329,10 @@ def extra_mlps_to_separate(differences: np.ndarray, *, alpha: float = TIE_ALPHA,
     """
     d = np.asarray(differences, dtype=float)
     d = d[np.isfinite(d)]
-    if d.size < 2:
-        return float("nan")
-    mu, sigma = float(d.mean()), float(d.std(ddof=1))
-    if mu == 0.0:
-        return float("inf")
-    z = NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
-    needed = max(math.ceil((z * sigma / abs(mu)) ** 2), math.ceil(math.log2(2 / alpha)))
+    total = ranking.mlps_needed(d, alpha=alpha, power=power)
+    if not math.isfinite(total):
+        return total
+    needed = max(math.ceil(total), math.ceil(math.log2(2 / alpha)))
     return float(max(0, needed - d.size))
 
 

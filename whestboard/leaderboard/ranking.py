@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
@@ -30,6 +31,8 @@ from whestboard.rules.rounds import ALL_ROUNDS, get_round
 
 CONFIDENCE = 0.95
 ALPHA = 1.0 - CONFIDENCE
+#: The power a sample size is computed for: a test at ALPHA that rejects a real difference 4 times in 5.
+POWER = 0.8
 BOOTSTRAP_DRAWS = 4000
 PERMUTATION_DRAWS = 10000
 EXACT_PERMUTATION_MAX_N = 16
@@ -99,6 +102,25 @@ class PairedComparison:
     @property
     def indistinguishable(self) -> bool:
         return self.n_shared > 0 and self.p_value >= ALPHA
+
+
+def mlps_needed(differences: np.ndarray, *, alpha: float = ALPHA, power: float = POWER) -> float:
+    """MLPs a paired two-sided ``1 - alpha`` test needs to resolve the observed mean difference with ``power``.
+
+    With n MLPs the test rejects with probability ``power`` when sqrt(n) |mu| / sigma = z(1 - alpha/2) +
+    z(power), mu and sigma being the mean and standard deviation of the per-MLP differences seen so far:
+    n = ((z(1 - alpha/2) + z(power)) sigma / |mu|)^2. Fractional (a caller rounds up where it shows a
+    count); ``inf`` when the differences average to zero, ``nan`` with fewer than 2 finite ones.
+    """
+    d = np.asarray(differences, dtype=np.float64)
+    d = d[np.isfinite(d)]
+    if d.size < 2:
+        return float("nan")
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    if mean == 0.0:
+        return float("inf")
+    z = NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
+    return (z * sd / abs(mean)) ** 2
 
 
 def sign_flip_p_value(differences: np.ndarray, *, draws: int = PERMUTATION_DRAWS, seed: int = SEED) -> float:
