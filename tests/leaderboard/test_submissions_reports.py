@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 import pandas as pd
@@ -13,11 +16,11 @@ import pytest
 
 from tests.leaderboard import submissions_helpers as helpers
 from tests.leaderboard.submissions_helpers import submission_row, write_csvs
+from whestboard.cli import main
 from whestboard.leaderboard import files as si
 from whestboard.leaderboard import store
 
 sqlite_store = helpers.sqlite_store
-REPO = Path(__file__).resolve().parents[2]
 WHEST = Path(sys.executable).with_name("whest")
 
 ESTIMATOR = '''
@@ -90,8 +93,24 @@ def test_run_report_needs_a_team_and_the_rounds_rules(sqlite_store, run_report, 
 
 
 def _cli(*args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "whestboard", *args], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=120)
+    """``python -m whestboard ARGS`` under ``env``, run in this process (each CLI process would spend two
+    seconds importing whestbench); an exception escaping the CLI is a traceback on stderr, exit 1, as it
+    would be in its own process."""
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        for name in {*os.environ, *env}:
+            if name not in env:
+                mp.delenv(name)
+            elif os.environ.get(name) != env[name]:
+                mp.setenv(name, env[name])
+        try:
+            status = main(list(args))
+        except SystemExit as exc:
+            status = exc.code if isinstance(exc.code, int) else 1
+        except Exception:  # noqa: BLE001 - what the interpreter would print
+            traceback.print_exc()
+            status = 1
+    return subprocess.CompletedProcess(["whestboard", *args], status, out.getvalue(), err.getvalue())
 
 
 def test_command_line_import_and_export(tmp_path):
