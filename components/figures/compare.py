@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 
 import numpy as np
 import plotly.graph_objects as go
@@ -111,9 +112,13 @@ def noise_figure(verdict: dict) -> go.Figure:
     noise = verdict["noise"]
     fig = go.Figure()
     if not noise.get("available"):
-        fig.add_annotation(text=noise.get("reason", ""), showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
-        fig.update_layout(**LAYOUT)
+        # No bars to draw: the reason, wrapped to the panel, on a blank canvas (no axes to misread).
+        reason = "<br>".join(textwrap.wrap(noise.get("reason", ""), 70))
+        fig.add_annotation(text=reason, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
+        fig.update_layout(**LAYOUT, title="What limits the interval: not available")
         fig.update_layout(height=220)
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
         return fig
     parts = [("reference noise", noise["reference"]), ("MLP-to-MLP spread", noise["spread"]),
              ("total", noise["total"])]

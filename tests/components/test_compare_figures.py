@@ -49,7 +49,8 @@ def test_interval_and_noise_figures_draw_the_verdicts_numbers(foreign_template):
     assert "MLP-to-MLP spread" in bars.layout.title.text
     assert bars.layout.template.layout.paper_bgcolor == foreign_template  # no template of its own
     missing = figs.noise_figure(_verdict([1.0, 2.0], [2.0, 3.0], [1, 1]))
-    assert "stored predictions" in missing.layout.annotations[0].text
+    assert "stored predictions" in missing.layout.annotations[0].text.replace("<br>", " ")
+    assert not missing.layout.xaxis.visible and not missing.layout.yaxis.visible
 
 
 def test_anatomy_figures_draw_shares_bins_and_heatmap():
