@@ -194,6 +194,9 @@ RANKING_COLUMNS = [
     {"field": "team", "headerName": "Team", "minWidth": 250, "flex": 2},
     {"field": "vs_leader", "headerName": "vs leader", "minWidth": 240, "flex": 1,
      "headerTooltip": "Paired sign-flip test of the per-MLP score difference on the MLPs both were scored on."},
+    # A markdown link per row: the paired comparison of its submission with the leader's (see _compare_cell).
+    {"field": "compare", "headerName": "Compare", "width": 130, "cellRenderer": "markdown",
+     "headerTooltip": "paired comparison with the #1 submission on the MLPs both were scored on (public suite)"},
     {"field": "score_text", "headerName": "Score (95% CI)", "minWidth": 210, "flex": 1.5,
      "headerTooltip": "Mean adjusted score; interval from resampling its MLPs (bootstrap)."},
     {"field": "flags", "headerName": "Flags", "minWidth": 320, "flex": 2, "tooltipField": "flags",
@@ -212,9 +215,6 @@ RANKING_COLUMNS = [
     {"field": "n_mlps", "headerName": "MLPs", "width": 80, "type": "numericColumn"},
     {"field": "submission_id", "headerName": "Submission", "minWidth": 220, "flex": 1.5},
     {"field": "submitted", "headerName": "Submitted (UTC)", "width": 150},
-    # A markdown link per row: the paired comparison of its submission with the leader's (see _compare_cell).
-    {"field": "compare", "headerName": "Compare", "width": 130, "cellRenderer": "markdown",
-     "headerTooltip": "paired comparison with the #1 submission on the MLPs both were scored on (public suite)"},
 ]
 
 

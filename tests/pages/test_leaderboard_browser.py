@@ -53,6 +53,19 @@ def test_board_for_each_round_shows_scatter_ranking_and_timeline(page):
         assert "Field against sampling" in page.locator("#lb-timeline .gtitle").text_content()
 
 
+def test_a_ranking_rows_compare_link_opens_its_paired_verdict_with_the_leader(page):
+    _open(page, "?round=v1-warmup")
+    rows = page.locator("#lb-ranking .ag-center-cols-container .ag-row")
+    if rows.count() < 2:
+        pytest.skip("fewer than two ranked submissions for v1-warmup")
+    second = page.locator("#lb-ranking .ag-center-cols-container .ag-row[row-index='1']")
+    second.get_by_role("link", name="vs #1").click()
+    page.wait_for_url("**/compare?a=sub*&b=sub*")
+    wait_for_dash(page)
+    page.wait_for_selector("#compare-verdict-panel")
+    assert "Paired on" in page.inner_text("#compare-sides")
+
+
 def test_highlighting_a_team_marks_its_dots_and_row_and_goes_in_the_address(page):
     served = _served(page.base_url)
     graded = served[(served["round"] == "v1-warmup") & (served["status"] == "graded")]
