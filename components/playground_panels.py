@@ -42,6 +42,20 @@ def mc_position(n: int) -> int:
     return min(range(len(MC_CHOICES)), key=lambda i: abs(MC_CHOICES[i] - n))
 
 
+def mc_samples(position: int | None, link_samples: int | None, default: int) -> int:
+    """The Monte Carlo sample count the controls ask for.
+
+    A link may name a count between the slider's stops (``mc=500``): it holds for as long as the slider
+    stays on the stop it was drawn at, so a shared link reproduces its numbers; moving the slider
+    picks a stop.
+    """
+    if position is None:
+        return link_samples or default
+    if link_samples and mc_position(link_samples) == int(position):
+        return int(link_samples)
+    return MC_CHOICES[int(position)]
+
+
 def _label(text: str, target: str) -> dbc.Label:
     return dbc.Label(text, html_for=target, className="small fw-semibold mb-1")
 

@@ -53,12 +53,12 @@ def _uploads_on() -> bool:
     return settings.uploads_allowed(under_gunicorn=under_gunicorn)
 
 
-def _params(width, depth, seed, samples, mc_position, round_tag, uploads) -> dict:
+def _params(width, depth, seed, samples, mc_position, round_tag, uploads, mc_link=None) -> dict:
     """The controls, checked by the core's parsers (GeneratedMLPError names the field to fix)."""
     shape = generated.parse_shape(width, depth, seed)
     n = (generated.default_samples(shape.width, shape.depth) if samples in (None, "", panels.AUTO)
          else generated.parse_samples(samples))
-    mc = panels.MC_CHOICES[int(mc_position)] if mc_position is not None else DEFAULT_MC_SAMPLES
+    mc = panels.mc_samples(mc_position, mc_link, DEFAULT_MC_SAMPLES)
     return {"width": shape.width, "depth": shape.depth, "seed": str(shape.seed), "samples": n,
             "samples_choice": samples if samples not in (None, "") else panels.AUTO, "mc": mc,
             "round": round_tag if round_tag not in (None, "", panels.AUTO) else None,
@@ -126,6 +126,7 @@ def layout(width=None, depth=None, seed=None, samples=None, mc=None, round=None,
         html.Div([dbc.Alert(p, color="warning", className="py-2 small") for p in problems], id="pg-link-error"),
         panels.controls(values["width"], values["depth"], values["seed"], values["samples"], values["mc"],
                         values["round"]),
+        dcc.Store(id="pg-mc-link", data=values["mc"]),  # the link's exact count, which may fall between stops
         dcc.Store(id="pg-params"),
         dcc.Store(id="pg-job-request"),
         dcc.Store(id="pg-job-done"),
@@ -197,9 +198,9 @@ dash.clientside_callback(
 )
 
 
-@callback(Output("pg-mc-readout", "children"), Input("pg-mc", "value"))
-def _mc_readout(position):
-    n = panels.MC_CHOICES[int(position)] if position is not None else DEFAULT_MC_SAMPLES
+@callback(Output("pg-mc-readout", "children"), Input("pg-mc", "value"), State("pg-mc-link", "data"))
+def _mc_readout(position, mc_link=None):
+    n = panels.mc_samples(position, mc_link, DEFAULT_MC_SAMPLES)
     return f"{n:,} samples per prediction"
 
 
@@ -229,12 +230,13 @@ def _upload_options(uploads):
     Input("pg-mc", "value"),
     Input("pg-round", "value"),
     Input("pg-uploads", "value"),
+    State("pg-mc-link", "data"),
     prevent_initial_call="initial_duplicate",
 )
-def _plan(width, depth, seed, samples, mc_position, round_tag, uploads):
+def _plan(width, depth, seed, samples, mc_position, round_tag, uploads, mc_link=None):
     """Check the controls; draw at once when quick (or cached), else hand the work to a background job."""
     try:
-        params = _params(width, depth, seed, samples, mc_position, round_tag, uploads)
+        params = _params(width, depth, seed, samples, mc_position, round_tag, uploads, mc_link)
         shape, n, specs, rulebook = _inputs(params)
         result = ready(shape, n, specs, rulebook)
         if result is None and not params["uploads"] and not generated.needs_background(shape, n, params["mc"]):

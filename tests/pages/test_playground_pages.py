@@ -68,3 +68,18 @@ def test_a_large_shape_is_handed_to_the_background(page):
     outputs = page._plan(1024, 16, "3", "auto", 4, "auto", [])
     assert outputs[3] == {"params": outputs[2]} and outputs[1].id == "pg-waiting"
     assert generated.cached_truth(generated.parse_shape(1024, 16, 3), 10_000) is None  # nothing sampled here
+
+
+def test_a_links_sample_count_between_the_sliders_stops_is_kept(page):
+    values, problems = page._from_link("8", "4", "3", None, "500", None)
+    assert values["mc"] == 500 and not problems
+    at = page.panels.mc_position(500)
+    assert page.panels.MC_CHOICES[at] != 500  # between the stops: the slider alone could not say it
+    params = page._params(8, 4, "3", "auto", at, "auto", [], values["mc"])
+    assert params["mc"] == 500 and "mc=500" in page._search(params)
+    assert page._mc_readout(at, 500) == "500 samples per prediction"
+    search, rendered = page._plan(8, 4, "3", "auto", at, "auto", [], 500)[:2]
+    assert "mc=500" in search and "Monte Carlo, 500 samples" in json.dumps(rendered.to_plotly_json(),
+                                                                            cls=plotly.utils.PlotlyJSONEncoder)
+    moved = page._params(8, 4, "3", "auto", at + 1, "auto", [], values["mc"])
+    assert moved["mc"] == page.panels.MC_CHOICES[at + 1]  # the slider moved: its stop holds
