@@ -34,6 +34,7 @@ from whestboard.band import band_frame
 from whestboard.leaderboard import auth, integrity, ranking, store
 from whestboard.leaderboard import files as si
 from whestboard.rules.rounds import ALL_ROUNDS, get_round
+from whestboard.store.values import finite
 
 dash.register_page(__name__, path="/leaderboard", name="Leaderboard", order=4, title="Leaderboard · Whestboard")
 
@@ -337,9 +338,9 @@ def _ranking_rows(table) -> list[dict]:
         rows.append({
             "rank": int(r["rank"]), "team": r["team"], "submission_id": r["submission_id"],
             "score_text": sci(r["adjusted_score"], 4) + ci, "adjusted_score": r["adjusted_score"],
-            "vs_leader": _verdict_text(r), "vs_mc": _finite(r["vs_mc"]),
-            "final_layer_mse": _finite(r["final_layer_mse"]), "mean_flops_used": _finite(r["mean_flops_used"]),
-            "mean_multiplier": _finite(r["mean_multiplier"]),
+            "vs_leader": _verdict_text(r), "vs_mc": finite(r["vs_mc"]),
+            "final_layer_mse": finite(r["final_layer_mse"]), "mean_flops_used": finite(r["mean_flops_used"]),
+            "mean_multiplier": finite(r["mean_multiplier"]),
             "n_failed_mlps": None if r["n_failed_mlps"] is None or r["n_failed_mlps"] != r["n_failed_mlps"]
             else int(r["n_failed_mlps"]),
             "n_mlps": None if r["n_mlps"] is None or r["n_mlps"] != r["n_mlps"] else int(r["n_mlps"]),
@@ -372,14 +373,6 @@ def _flags_text(row: dict) -> str:
     if row.get("tied_next"):
         parts.append(f"≈ next rank (paired p = {row['p_next']:.2g})")
     return " · ".join(parts)
-
-
-def _finite(value):
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return value if value == value and abs(value) != float("inf") else None
 
 
 def _verdict_text(row: dict) -> str:

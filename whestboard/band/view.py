@@ -13,7 +13,6 @@ import hashlib
 import math
 import threading
 from dataclasses import dataclass, field
-from typing import Any
 
 import pandas as pd
 
@@ -34,6 +33,7 @@ from whestboard.band.measure import (
 from whestboard.band.store import Band, band_fingerprint, load_band, recompute_command
 from whestboard.data import registry
 from whestboard.scoring import runstore
+from whestboard.store.values import finite
 
 
 @dataclass(frozen=True)
@@ -184,14 +184,6 @@ def _list_runs(round_tag: str | None) -> list[dict]:
         return []
 
 
-def _finite(value: Any) -> float | None:
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
-
-
 class _Variances:
     """sigma^2 of any subset of a served dataset's MLPs (final layer; all layers from the band)."""
 
@@ -218,10 +210,10 @@ def _run_point(row: dict, variances: dict[str, _Variances], fallback: _Variances
     basis = source or fallback
     sigma2 = {m: basis.mean(indices if source is not None else basis.indices(m), m) for m in METRICS}
     floor = {m: (v / basis.reference_samples if v is not None else None) for m, v in sigma2.items()}
-    stored_floor = _finite(row.get("noise_floor"))
+    stored_floor = finite(row.get("noise_floor"))
     if stored_floor is not None:
         floor["final"] = stored_floor
-    effective = _finite(row.get("mean_effective_compute")) or _finite(row.get("mean_flops_used")) or 0.0
+    effective = finite(row.get("mean_effective_compute")) or finite(row.get("mean_flops_used")) or 0.0
     return RunPoint(
         run_id=str(row.get("run_id")),
         label=str(row.get("estimator_label") or row.get("estimator_kind") or "?"),
@@ -231,10 +223,10 @@ def _run_point(row: dict, variances: dict[str, _Variances], fallback: _Variances
         dataset_key=str(row.get("dataset_key") or ""),
         created_at=str(row.get("created_at") or ""),
         flops=effective,
-        flops_used=_finite(row.get("mean_flops_used")) or 0.0,
-        mse={"final": _finite(row.get("final_layer_mse")), "all": _finite(row.get("all_layers_mse"))},
-        adjusted_score=_finite(row.get("adjusted_score")),
-        mean_multiplier=_finite(row.get("mean_multiplier")) or 1.0,
+        flops_used=finite(row.get("mean_flops_used")) or 0.0,
+        mse={"final": finite(row.get("final_layer_mse")), "all": finite(row.get("all_layers_mse"))},
+        adjusted_score=finite(row.get("adjusted_score")),
+        mean_multiplier=finite(row.get("mean_multiplier")) or 1.0,
         n_mlps=int(row.get("n_mlps") or len(indices)),
         n_failed=int(row.get("n_failed") or 0),
         sigma2=sigma2,

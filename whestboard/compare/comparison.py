@@ -4,7 +4,6 @@ error anatomy. Plain dicts of numbers, so the CLI and the page read the very sam
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,23 +20,11 @@ from whestboard.compare.sides import CompareError, Side, shared_indices
 from whestboard.data import registry
 from whestboard.data.datasets import open_dataset
 from whestboard.data.weights_cache import BoundedCache
+from whestboard.store.values import json_safe
 
 SCHEMA = "whestboard.compare/1"
 #: Neuron classes of a final layer are two bool vectors per MLP: thousands fit in little memory.
 CLASS_CACHE: BoundedCache[tuple[np.ndarray, np.ndarray]] = BoundedCache(max_size=20_000)
-
-
-def _json_number(x):
-    if isinstance(x, (float, np.floating)):
-        x = float(x)
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {k: _json_number(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_number(v) for v in x]
-    if isinstance(x, np.integer):
-        return int(x)
-    return x
 
 
 def verdict(a: Side, b: Side) -> dict:
@@ -72,7 +59,7 @@ def verdict(a: Side, b: Side) -> dict:
             "avg_variance": variance.tolist(),
         },
     }
-    return _json_number(out)
+    return json_safe(out)
 
 
 def _noise(a: Side, b: Side, shared: list[int], variance: np.ndarray, mean_difference: float) -> dict:
@@ -170,7 +157,7 @@ def anatomy_of(inputs: AnatomyInputs) -> dict:
         out["per_layer_mse_b"] = sweep.per_layer_b.tolist()
         out["shares_b"] = anatomy.class_shares(sq_b, inputs.dead, inputs.always_on).as_dict()
         out["shares_difference"] = anatomy.class_shares(sq_a - sq_b, inputs.dead, inputs.always_on).as_dict()
-    return _json_number(out)
+    return json_safe(out)
 
 
 def heatmap_of(inputs: AnatomyInputs, mlp_index: int) -> anatomy.ErrorHeatmap:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import uuid
 from datetime import UTC, datetime
 
@@ -20,6 +19,7 @@ from sqlalchemy import BigInteger, DateTime, Float, Integer, LargeBinary, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from whestboard.store import database as db
+from whestboard.store.values import finite, json_safe
 
 SOURCES = ("lab", "cli", "upload", "sweep")
 
@@ -57,27 +57,6 @@ class RunRecord(db.Base):
     predictions: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
 
 
-def _finite(x) -> float | None:
-    try:
-        value = float(x)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _json_safe(value):
-    """Reports hold inf/NaN (the grader's empty-suite values); store them as null, not invalid JSON."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, np.generic):
-        return _json_safe(value.item())
-    return value
-
-
 def _pack_predictions(predictions: dict[int, np.ndarray] | None) -> bytes | None:
     if not predictions:
         return None
@@ -113,13 +92,13 @@ def _summary_columns(report: dict) -> dict:
         "n_mlps": len(per_mlp),
         "mean_flops_used": (sum(flops) / len(flops)) if flops else 0.0,
         "mean_effective_compute": float(results.get("mean_effective_compute", 0.0)),
-        "final_layer_mse": _finite(results.get("final_layer_mse")),
-        "all_layers_mse": _finite(results.get("all_layers_mse")),
-        "adjusted_score": _finite(results.get("adjusted_final_layer_score")),
+        "final_layer_mse": finite(results.get("final_layer_mse")),
+        "all_layers_mse": finite(results.get("all_layers_mse")),
+        "adjusted_score": finite(results.get("adjusted_final_layer_score")),
         "mean_multiplier": float(results.get("mean_score_multiplier", 1.0)),
         "n_failed": int(results.get("n_failed_mlps", 0)),
-        "per_layer_mse": json.dumps(_json_safe(list(results.get("per_layer_mse") or []))),
-        "noise_floor": _finite((report.get("noise") or {}).get("noise_floor")),
+        "per_layer_mse": json.dumps(json_safe(list(results.get("per_layer_mse") or []))),
+        "noise_floor": finite((report.get("noise") or {}).get("noise_floor")),
         "whestbench_version": versions.get("whestbench_version", ""),
         "flopscope_version": versions.get("flopscope_version", ""),
     }
@@ -135,7 +114,7 @@ def record_run(report: dict, *, predictions: dict[int, np.ndarray] | None = None
         run_id=run_id,
         created_at=created_at,
         cache_key=report.get("cache_key"),
-        report=json.dumps(_json_safe(report)),
+        report=json.dumps(json_safe(report)),
         predictions=_pack_predictions(predictions),
         **_summary_columns(report),
     )

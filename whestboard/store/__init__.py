@@ -3,11 +3,12 @@
 Owns: the SQLAlchemy engine and sessions (SQLite in the state folder, or
 ``WHESTBOARD_DATABASE_URL``), the declarative ``Base`` every stored table is
 declared on (by the package that owns the table), connections that never cross
-a fork, and the one atomic-write helper. May import: ``whestboard.config``,
+a fork, the one atomic-write helper, and numbers made JSON-safe (``values``). May import: ``whestboard.config``,
 ``whestboard.logs``. Imported by every package that stores something.
 """
 
-from whestboard.store import atomic
+from whestboard.store import atomic, values
 from whestboard.store.database import Base, engine, reset_engines, session
+from whestboard.store.values import finite, json_safe
 
-__all__ = ["Base", "atomic", "engine", "reset_engines", "session"]
+__all__ = ["Base", "atomic", "engine", "finite", "json_safe", "reset_engines", "session", "values"]

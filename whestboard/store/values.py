@@ -1,0 +1,35 @@
+"""Numbers as JSON and a table can hold them: NaN and infinities become None, numpy scalars plain Python.
+
+Reports hold inf/NaN (the grader's values for an empty suite), and numpy scalars reach every dict the
+core builds; JSON has neither, so whatever is stored, served or printed goes through these.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+
+def finite(value: Any) -> float | None:
+    """``value`` as a float when it is a finite number, else None (text, None, NaN, infinities)."""
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float (nested in dicts, lists, tuples) as None and numpy scalars as
+    Python numbers; tuples become lists, as JSON would make them."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.generic):
+        return json_safe(value.item())
+    return value
