@@ -333,8 +333,7 @@ def _ranking_rows(table) -> list[dict]:
     records = table.to_dict("records")
     leader = min(records, key=lambda r: r["rank"])["submission_id"] if records else None
     for r in records:
-        ci = (f" [{sci(r['ci_low'])}, {sci(r['ci_high'])}]"
-              if r["ci_low"] == r["ci_low"] and r["ci_low"] is not None else " (no per-MLP results)")
+        ci = f" [{sci(r['ci_low'])}, {sci(r['ci_high'])}]" if _has_per_mlp(r) else " (no per-MLP results)"
         rows.append({
             "rank": int(r["rank"]), "team": r["team"], "submission_id": r["submission_id"],
             "score_text": sci(r["adjusted_score"], 4) + ci, "adjusted_score": r["adjusted_score"],
@@ -350,10 +349,16 @@ def _ranking_rows(table) -> list[dict]:
     return rows
 
 
+def _has_per_mlp(row: dict) -> bool:
+    """Whether a ranking row came with per-MLP results (only then has it an interval, and a pairing)."""
+    low = row["ci_low"]
+    return low is not None and low == low  # NaN: no interval
+
+
 def _compare_cell(row: dict, leader: str | None) -> str | None:
     """A markdown link to the paired comparison of this row's submission with the leader's; None when the
     submission has no per-MLP results (nothing to pair)."""
-    if not (row["ci_low"] == row["ci_low"] and row["ci_low"] is not None):
+    if not _has_per_mlp(row):
         return None
     own = f"sub:{row['submission_id']}"
     if row["submission_id"] == leader:
