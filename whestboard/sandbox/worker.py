@@ -40,6 +40,7 @@ from whestboard.sandbox.protocol import FrameReader, ProtocolError, read_blockin
 
 MAX_TRACEBACK_CHARS = 16_000
 PARENT_PID: int | None = None  # whoever started us; we die with it
+NUMPY = None  # the worker's numpy, taken before participant code runs (which may alias the name)
 
 
 def _preload() -> float:
@@ -47,13 +48,15 @@ def _preload() -> float:
     started = time.perf_counter()
     import flopscope  # noqa: F401
     import flopscope.numpy  # noqa: F401
-    import numpy  # noqa: F401
+    import numpy
     import whestbench  # noqa: F401  (participants write ``from whestbench import BaseEstimator``)
     import whestbench.estimators  # noqa: F401  (the reference baselines many submissions build on)
     import whestbench.loader  # noqa: F401
     import whestbench.scoring  # noqa: F401
     import whestbench.subprocess_worker  # noqa: F401
 
+    global NUMPY
+    NUMPY = numpy
     return time.perf_counter() - started
 
 
@@ -185,12 +188,13 @@ class Worker:
         self.wall_time_limit_s = request.get("wall_time_limit_s")
         environment = request.get("environment")
         submission_dir = self.submission_dir = os.path.realpath(request["context"]["submission_dir"])
-        if environment:
-            imports.install(GraderEnvironment.from_dict(environment), submission_dir)
+        rule = imports.install(GraderEnvironment.from_dict(environment), submission_dir) if environment else None
         try:
             started = time.perf_counter()
             self.estimator = self._load(request)
             load_s = time.perf_counter() - started
+            if rule is not None:
+                rule.reclaim()  # the worker's numpy back in sys.modules, whatever the module's code put there
         except BaseException as exc:  # noqa: BLE001 - every failure is reported, never raised
             self.reply({**_error("load", exc, writable=self.writable, submission_dir=submission_dir),
                         "confinement": confinement.as_dict()})
@@ -266,7 +270,7 @@ class Worker:
                 arr = materialise_predictions(predictions, depth=mlp.depth, width=mlp.width)
                 del predictions
             arr = validate_predictions(arr, depth=mlp.depth, width=mlp.width)
-            out = sys.modules["numpy"].ascontiguousarray(arr, dtype="float32")
+            out = NUMPY.ascontiguousarray(arr, dtype="float32")
             self.reply({"status": "ok", "shape": list(out.shape), **stats()}, out.tobytes())
         except flops.BudgetExhaustedError:
             self.reply({"status": "budget_exhausted", "error_message": "FLOP budget exceeded.", **stats()})
