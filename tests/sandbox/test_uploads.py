@@ -152,20 +152,70 @@ def _old_schema(members: dict[str, bytes]) -> None:
     members["manifest.json"] = json.dumps(manifest).encode()
 
 
+def _empty_files_list(members: dict[str, bytes]) -> None:
+    manifest = json.loads(members["manifest.json"])
+    manifest["files"] = []
+    members["manifest.json"] = json.dumps(manifest).encode()
+
+
+def _validate_package(data: bytes, tmp_path: Path):
+    """whestbench's own verdict on the archive: the oracle."""
+    from whestbench.validation import validate_package
+
+    path = tmp_path / "oracle.tar.gz"
+    path.write_bytes(data)
+    return validate_package(path)
+
+
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"change": _tamper}, "sha256 mismatch for 'helper.py'"),
-        ({"extra": {"smuggled.py": b"x = 1\n"}}, "not listed in manifest.json: smuggled.py"),
-        ({"drop": ["manifest.json"]}, "no manifest.json"),
-        ({"drop": ["helper.py"]}, "lists 'helper.py' but the archive does not contain it"),
-        ({"change": _no_entrypoint}, "no solution.py"),
-        ({"change": _old_schema}, "not supported"),
-    ],
+    "kwargs",
+    [{"change": _tamper}, {"drop": ["manifest.json"]}, {"drop": ["helper.py"]}, {"change": _no_entrypoint},
+     {"change": _old_schema}],
+    ids=["sha256-mismatch", "no-manifest", "listed-file-missing", "no-entrypoint-file", "old-schema"],
 )
-def test_archives_that_disagree_with_their_manifest_are_refused(packaged, store, kwargs, message):
+def test_archives_whestbench_refuses_are_refused_with_its_message(packaged, store, tmp_path, kwargs):
+    data = rebuild(packaged, **kwargs)
+    verdict = _validate_package(data, tmp_path)
+    assert not verdict.ok
+    with pytest.raises(UploadError) as refused:
+        uploads.ingest(data, "submission.tar.gz", store=store)
+    for issue in verdict.issues:
+        assert f"[{issue.code}] {issue.message}" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"extra": {"README.md": b"# my estimator\n", "docs/notes.txt": b"unlisted\n", "alt.py": b"X = 2\n"}},
+     {"change": _empty_files_list}],
+    ids=["unlisted-readme-and-extras", "empty-files-list"],
+)
+def test_archives_whestbench_accepts_are_accepted_and_ship_every_file(packaged, store, tmp_path, kwargs):
+    data = rebuild(packaged, **kwargs)
+    assert _validate_package(data, tmp_path).ok
+    upload = uploads.ingest(data, "submission.tar.gz", store=store)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        expected = sorted(m.name for m in tar.getmembers() if m.name != "manifest.json")
+    assert sorted(f.name for f in upload.files) == expected  # the grader unpacks them all beside the entry
+    assert (upload.submission.root / "helper.py").read_text() == "ZERO = 0.0\n"
+
+
+@pytest.mark.parametrize(
+    ("members", "message"),
+    [({"x": b"a file", "x/y": b"in a folder x"}, "'x' is a file, but 'x/y' needs a folder"),
+     ({".": b"dot"}, "'.' has an invalid name")],
+    ids=["file-and-folder", "dot"],
+)
+def test_archive_members_no_disk_can_hold_are_refused_with_a_sentence(store, members, message):
+    files = {"estimator.py": ESTIMATOR.encode(), **members}
     with pytest.raises(UploadError, match=message):
-        uploads.ingest(rebuild(packaged, **kwargs), "submission.tar.gz", store=store)
+        uploads.ingest(tarball({**files, "manifest.json": manifest_for(files)}),
+                       "submission.tar.gz", store=store)
+    assert not store.exists() or not any(store.iterdir())
+
+
+def test_a_picked_file_named_dot_is_refused_with_a_sentence(store):
+    with pytest.raises(UploadError, match="picked file '.' has an invalid name"):
+        uploads.ingest_several([("estimator.py", ESTIMATOR.encode()), (".", b"x")], store=store)
 
 
 def _special(kind: bytes, name: str = "evil", linkname: str = "/etc/passwd") -> tarfile.TarInfo:

@@ -13,12 +13,11 @@ before a byte of it is unpacked to disk:
 2. for a ``.py``: UTF-8 and syntactically valid Python (``compile`` only);
 3. for a tarball: streamed through a decompression cap (a gzip bomb stops at
    50 MiB + tar overhead), every member a regular file (no symlinks, hard
-   links or devices) with a relative, ``..``-free name, at most 50 files;
-   then ``manifest.json`` as ``whestbench.packaging.build_manifest`` writes it:
-   schema 1.0 / api 2.0, ``entrypoint.module`` present, every ``files[]``
-   entry in the archive with a matching sha256, and no unlisted file; finally
-   whestbench's own ``validate_package`` on the (now bounded) archive, so the
-   verdict can never be laxer than the grader's.
+   links or devices) with a relative, ``..``-free name, at most 50 files, and
+   no name that is a file and another member's folder (``x`` and ``x/y``);
+   then the manifest as whestbench judges it: its own ``validate_package`` on
+   the (now bounded) archive, with its messages, so the verdict is exactly
+   the grader's validator's (files it does not list, a README, are valid).
 
 A valid upload is stored once per content hash under the state folder
 (``uploads/<sha256>/``) with a small ``upload.json``; runs refer to it by that
@@ -45,8 +44,6 @@ from whestboard.sandbox.host import SubmissionFiles
 
 MANIFEST = "manifest.json"
 TAR_OVERHEAD_BYTES = 1 << 20  # headers and padding of up to 51 members, generously
-SUPPORTED_SCHEMA = "1.0"
-SUPPORTED_API = "2.0"
 
 
 class UploadError(ValueError):
@@ -181,14 +178,14 @@ class _CappedReader(io.RawIOBase):
         return len(data)
 
 
-def _safe_member_name(name: str) -> str:
+def _safe_member_name(name: str, what: str = "archive member") -> str:
     path = PurePosixPath(name)
-    if not name or "\x00" in name or "\\" in name:
-        raise UploadError(f"archive member {name!r} has an invalid name")
+    if not name or "\x00" in name or "\\" in name or str(path) == ".":
+        raise UploadError(f"{what} {name!r} has an invalid name; give it a file name")
     if path.is_absolute():
-        raise UploadError(f"archive member {name!r} is an absolute path; only relative paths are allowed")
+        raise UploadError(f"{what} {name!r} is an absolute path; only relative paths are allowed")
     if ".." in path.parts:
-        raise UploadError(f"archive member {name!r} climbs out of the archive with '..'")
+        raise UploadError(f"{what} {name!r} climbs out of the archive with '..'")
     return str(path)
 
 
@@ -219,63 +216,35 @@ def _read_members(data: bytes) -> dict[str, bytes]:
                 members[name] = handle.read() if handle is not None else b""
     except (tarfile.TarError, OSError, EOFError, gzip.BadGzipFile) as exc:
         raise UploadError(f"not a readable .tar.gz archive ({exc}); build it with `whest package`") from None
+    refuse_file_folder_clashes(members, "archive member")
     return members
 
 
-def _check_manifest(members: dict[str, bytes]) -> tuple[str, str | None]:
-    """The archive against its manifest; returns ``(entry file, class name)``."""
-    if MANIFEST not in members:
-        raise UploadError("the archive has no manifest.json; build it with `whest package --estimator <folder>`")
-    try:
-        manifest = json.loads(members[MANIFEST])
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UploadError(f"manifest.json is not valid JSON ({exc}); rebuild with `whest package`") from None
-    if not isinstance(manifest, dict):
-        raise UploadError("manifest.json must be a JSON object; rebuild with `whest package`")
-    if manifest.get("schema_version") != SUPPORTED_SCHEMA or manifest.get("api_version") != SUPPORTED_API:
-        raise UploadError(f"manifest schema/api version {manifest.get('schema_version')!r}/"
-                          f"{manifest.get('api_version')!r} is not supported (expected "
-                          f"{SUPPORTED_SCHEMA}/{SUPPORTED_API}); rebuild with this whestbench's `whest package`")
-    entrypoint = manifest.get("entrypoint") if isinstance(manifest.get("entrypoint"), dict) else {}
-    module = entrypoint.get("module")
-    if not module or not isinstance(module, str):
-        raise UploadError("manifest.json has no entrypoint.module")
-    entry = f"{module}.py"
-    if entry not in members:
-        raise UploadError(f"manifest declares entrypoint module {module!r} but the archive has no {entry}")
-    listed = _check_listed_files(manifest, members)
-    unlisted = sorted(set(members) - listed - {MANIFEST})
-    if unlisted:
-        raise UploadError(f"files not listed in manifest.json: {', '.join(unlisted[:5])}; rebuild with `whest package`")
+def refuse_file_folder_clashes(names, what: str) -> None:
+    """Refuse a name that is a file and also the folder of another (``x`` and ``x/y``): no disk holds both."""
+    present = set(names)
+    for name in sorted(present):
+        for parent in PurePosixPath(name).parents:
+            if str(parent) in present:
+                raise UploadError(f"{what} {str(parent)!r} is a file, but {name!r} needs a folder of that name; "
+                                  "a submission cannot hold both — rename one")
+
+
+def _check_manifest(data: bytes, members: dict[str, bytes]) -> tuple[str, str | None]:
+    """The archive against its manifest, as whestbench judges it; returns ``(entry file, class name)``.
+
+    The verdict is ``whestbench.validation.validate_package``'s, with its messages: what it accepts
+    is accepted (files beside the ones the manifest lists, a README, an empty ``files[]``), what it
+    refuses is refused. Only the safety checks of :func:`_read_members` come first.
+    """
+    _upstream_validation(data)
+    entrypoint = json.loads(members[MANIFEST])["entrypoint"]
+    entry = _safe_member_name(f"{entrypoint['module']}.py")
+    if entry not in members:  # whestbench found it under a name that is not a plain relative path
+        raise UploadError(f"manifest declares entrypoint module {entrypoint['module']!r}; the archive has no "
+                          f"{entry} at a plain relative path; rebuild with `whest package`")
     class_name = entrypoint.get("class")
     return entry, class_name if isinstance(class_name, str) and class_name else None
-
-
-def _check_listed_files(manifest: dict, members: dict[str, bytes]) -> set[str]:
-    files = manifest.get("files")
-    if not isinstance(files, list) or not files:
-        raise UploadError("manifest.json has no files[] list")
-    if len(files) > MAX_SUBMISSION_FILES:
-        raise UploadError(f"manifest lists {len(files)} files, over whestbench's {MAX_SUBMISSION_FILES}-file cap")
-    listed: set[str] = set()
-    total = 0
-    for item in files:
-        name = item.get("name") if isinstance(item, dict) else None
-        if not isinstance(name, str) or not name:
-            raise UploadError(f"manifest files[] has an entry without a name: {item!r}")
-        name = _safe_member_name(name)
-        if name not in members:
-            raise UploadError(f"manifest lists {name!r} but the archive does not contain it")
-        actual = sha256_hex(members[name])
-        if item.get("sha256") != actual:
-            raise UploadError(f"sha256 mismatch for {name!r}: manifest says {item.get('sha256')}, the bytes hash to "
-                              f"{actual}; the file changed after packaging — re-run `whest package`")
-        total += len(members[name])
-        listed.add(name)
-    if total > MAX_SUBMISSION_BYTES:
-        raise UploadError(f"the submission is {total / 2**20:.1f} MiB, over whestbench's "
-                          f"{MAX_SUBMISSION_BYTES / 2**20:.0f} MiB cap")
-    return listed
 
 
 def _upstream_validation(data: bytes) -> None:
@@ -287,8 +256,9 @@ def _upstream_validation(data: bytes) -> None:
         path.write_bytes(data)
         result = validate_package(path)
     if not result.ok:
-        issue = result.issues[0]
-        raise UploadError(f"whestbench rejects the archive: [{issue.code}] {issue.message}")
+        problems = "; ".join(f"[{issue.code}] {issue.message}" for issue in result.issues[:5])
+        more = f" (and {len(result.issues) - 5} more)" if len(result.issues) > 5 else ""
+        raise UploadError(f"whestbench rejects the archive: {problems}{more}")
 
 
 # --- entry point ------------------------------------------------------------------------------------
@@ -325,9 +295,8 @@ def validate(data: bytes, filename: str) -> tuple[str, dict[str, bytes], str, st
         check_python_source(data, Path(filename).name)
         return kind, {"estimator.py": data}, "estimator.py", None
     members = _read_members(data)
-    entry, class_name = _check_manifest(members)
+    entry, class_name = _check_manifest(data, members)
     check_python_source(members[entry], entry)
-    _upstream_validation(data)
     files = {name: body for name, body in members.items() if name != MANIFEST}
     return kind, files, entry, class_name
 
@@ -417,7 +386,7 @@ def ingest_several(named: list[tuple[str, bytes]], *, store: Path | None = None)
     if len(named) > MAX_SUBMISSION_FILES:
         raise UploadError(f"{len(named)} files, over whestbench's {MAX_SUBMISSION_FILES}-file cap")
     check_size(sum(len(body) for _, body in named))
-    names = [PurePosixPath(_safe_member_name(name)).name for name, _ in named]
+    names = [PurePosixPath(_safe_member_name(name, "picked file")).name for name, _ in named]
     if len(set(names)) != len(names):
         raise UploadError("two of the files have the same name; pick each file once")
     if FOLDER_ENTRY not in names:
