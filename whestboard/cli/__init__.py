@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 
 # name -> (module, one-line help)
@@ -29,8 +30,21 @@ class UserError(Exception):
     """An error caused by the user's input; printed without a traceback."""
 
 
+class UsageError(UserError):
+    """The command line itself is wrong (argparse's complaint), raised instead of exiting."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(f"{parser.prog}: {message}")
+        self.parser, self.message = parser, message
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # noqa: D102 - argparse's hook, raised so --json can answer in JSON
+        raise UsageError(self, message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m whestboard", description=__doc__.split("\n")[0])
+    parser = _Parser(prog="python -m whestboard", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in COMMANDS.items():
         module = importlib.import_module(module_name)
@@ -40,15 +54,53 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _print_json_error(code: str, message: str, stage: str) -> None:
+    from whestboard.rules.failures import cli_error
+
+    print(json.dumps(cli_error(code, message, stage), indent=2))
+
+
+def _input_code(exc: BaseException) -> str:
+    """whest's own code for a refused package; INPUT_ERROR for any other input a user can fix."""
+    from whestboard.rules.failures import INPUT_ERROR
+    from whestboard.sandbox.ingest import UploadError
+
+    return "PACKAGING_VALIDATION_ERROR" if isinstance(exc, UploadError) else INPUT_ERROR
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; with ``--json`` every failure, at any stage, is one ``{"ok": false, ...}`` object."""
+    from whestboard.rules.failures import INTERNAL_ERROR, USAGE_ERROR
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    wants_json = "--json" in argv
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        if wants_json:
+            _print_json_error(USAGE_ERROR, str(exc), "arguments")
+        else:
+            exc.parser.print_usage(sys.stderr)
+            print(f"{exc.parser.prog}: error: {exc.message}", file=sys.stderr)
+        return 2
+    wants_json = bool(getattr(args, "json", False))
     try:
         return int(args._module.run(args) or 0)
     except (UserError, ValueError, KeyError, FileNotFoundError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"error: {message}", file=sys.stderr)
+        if wants_json:
+            _print_json_error(_input_code(exc), str(message), args.command)
+        else:
+            print(f"error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        if wants_json:
+            _print_json_error(INTERNAL_ERROR, "interrupted; re-run the same command to resume", args.command)
         print("interrupted; re-run the same command to resume", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 - with --json a script still gets one object; without, the traceback
+        if not wants_json:
+            raise
+        _print_json_error(INTERNAL_ERROR, f"{type(exc).__name__}: {exc}", args.command)
+        return 1

@@ -107,7 +107,18 @@ ERROR_HINTS = {
                    "submission (upload the folder or a `whest package` tarball).",
     "SETUP_TIMEOUT": "setup() must return within the setup timeout: load precomputed data, don't compute it.",
     "PACKAGING_VALIDATION_ERROR": "Fix the submission as the message says, then package it again with `whest package`.",
+    "USAGE_ERROR": "Fix the command line as the message says (`--help` lists every option).",
+    "INPUT_ERROR": "Fix the input the message names (a path, a dataset key, an id, a value), then run again.",
+    "INTERNAL_ERROR": "Whestboard itself failed; the message says where. Run again, and report it if it repeats.",
 }
+
+#: Codes of failures that are not the estimator's: the command line, its inputs, or Whestboard itself.
+USAGE_ERROR, INPUT_ERROR, INTERNAL_ERROR = "USAGE_ERROR", "INPUT_ERROR", "INTERNAL_ERROR"
+
+
+def cli_error(code: str, message: str, stage: str = "cli") -> dict:
+    """One failure of a command as ``--json`` prints it: ``{"ok": false, "error": {...}}``, with a hint."""
+    return {"ok": False, "error": {"stage": stage, "code": code, "message": message, "hint": error_hint(code)}}
 
 
 def whest_error(exc: BaseException, stage: str) -> dict:
