@@ -99,6 +99,8 @@ def verdict_panel(verdict: dict) -> html.Div:
         ], className="g-3 mb-2"),
         dbc.Alert(noise["sentence"] if noise.get("available") else noise["reason"],
                   color="info" if noise.get("available") else "secondary", className="small py-2", id="compare-noise"),
+        dbc.Alert(verdict["blas"]["sentence"], color="warning", className="small py-2", id="compare-blas")
+        if (verdict.get("blas") or {}).get("same") is False else None,
         html.P(("Reference noise: sigma_i^2 taken as each MLP's avg_variance over N_ref = "
                 f"{noise['n_reference_samples']:,} samples (the reference stores no per-neuron variance)."
                 if noise.get("available") else ""), className="text-muted small"),

@@ -220,3 +220,22 @@ def test_a_run_against_an_embedded_baseline_pairs_on_its_mlps():
     np.testing.assert_allclose(anatomy["per_layer_mse_b"], np.mean([b.entries[i]["per_layer_mse"] for i in range(3)],
                                                                    axis=0))
     np.testing.assert_allclose(anatomy["per_layer_mse_a"], anatomy["per_layer_mse_b"], rtol=1e-5)
+
+
+def test_runs_from_different_blas_set_ups_say_so(dataset, two_runs, tmp_path):
+    """Two runs of this machine share one BLAS set-up; a report from another kernel is named as different."""
+    mean_run, cov_run = two_runs
+    a, b = load_side(f"run:{mean_run.run_id}"), load_side(f"run:{cov_run.run_id}")
+    assert a.environment == mean_run.report["environment"] and a.environment["blas"]
+    assert verdict(a, b)["blas"]["same"] is True
+    elsewhere = whest_shaped(cov_run.report)
+    other_kernel = {**cov_run.report["environment"], "kernel_env": {"OPENBLAS_CORETYPE": "Prescott"},
+                    "blas": [{**lib, "kernel": "Katmai"} for lib in cov_run.report["environment"]["blas"]]}
+    elsewhere["whestboard"]["environment"] = other_kernel
+    path = tmp_path / "elsewhere.json"
+    path.write_text(json.dumps(elsewhere))
+    out = verdict(a, load_report_file(path))
+    assert out["blas"]["same"] is False and "Katmai" in out["blas"]["sentence"]
+    assert out["score"] == verdict(a, b)["score"]  # the verdict's numbers are untouched; the note is beside them
+    b.environment = None
+    assert verdict(a, b)["blas"]["same"] is None

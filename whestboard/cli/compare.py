@@ -46,6 +46,8 @@ def _print_human(out: dict) -> None:
     _print_stat("final-layer MSE", out["final_layer_mse"])
     noise = out["noise"]
     print(noise["sentence"] if noise["available"] else noise["reason"])
+    if out.get("blas", {}).get("same") is False:
+        print(out["blas"]["sentence"])
     anatomy = out.get("anatomy")
     if anatomy:
         shares = anatomy["shares_a"]["shares"]

@@ -24,6 +24,7 @@ from whestboard.data import registry
 from whestboard.data.datasets import open_dataset
 from whestboard.rules.environment import environment_for
 from whestboard.rules.failures import error_hint, whest_error
+from whestboard.rules.versions import describe_blas
 from whestboard.sandbox.host import whest_error_of
 from whestboard.sandbox.ingest import SourceSyntaxError
 from whestboard.scoring import inputs, rulebook_for, runs
@@ -92,6 +93,7 @@ def _print_human(outcome) -> None:
         verdict = "—" if not ratio else (f"{ratio:.3g}x better than sampling" if ratio >= 1
                                          else f"{1 / ratio:.3g}x worse than sampling")
         print(f"MC@B {sci(mc['mc_at_budget'])} (score of spending B on Monte Carlo): {verdict}")
+    print(f"BLAS: {describe_blas(report.get('environment'))}")
     print(f"run {report['run_id'] or '(not recorded)'}")
 
 

@@ -20,6 +20,7 @@ from whestboard.compare.sides import CompareError, Side, shared_indices
 from whestboard.data import registry
 from whestboard.data.datasets import open_dataset
 from whestboard.data.weights_cache import BoundedCache
+from whestboard.rules.versions import blas_setup, describe_blas
 from whestboard.store.values import json_safe
 
 SCHEMA = "whestboard.compare/1"
@@ -51,6 +52,7 @@ def verdict(a: Side, b: Side) -> dict:
         "score": scores.as_dict(),
         "final_layer_mse": mses.as_dict(),
         "noise": _noise(a, b, shared, variance, mses.mean_difference),
+        "blas": blas_comparison(a, b),
         "per_mlp": {
             "mlp_index": shared,
             "mlp_name": [a.entries[i]["mlp_name"] or b.entries[i]["mlp_name"] for i in shared],
@@ -60,6 +62,18 @@ def verdict(a: Side, b: Side) -> dict:
         },
     }
     return json_safe(out)
+
+
+def blas_comparison(a: Side, b: Side) -> dict:
+    """Whether A and B ran under one BLAS set-up (library, version, kernel): float32 bits differ across them."""
+    setup_a, setup_b = blas_setup(a.environment), blas_setup(b.environment)
+    if setup_a is None or setup_b is None:
+        return {"same": None, "sentence": "BLAS set-up not recorded for both sides."}
+    if setup_a == setup_b:
+        return {"same": True, "sentence": f"Both ran under {describe_blas(a.environment)}."}
+    return {"same": False, "sentence": f"Different BLAS set-ups: A {describe_blas(a.environment)}, B "
+                                       f"{describe_blas(b.environment)}; float32 results differ in their last "
+                                       "digits across kernels, apart from the estimators."}
 
 
 def _noise(a: Side, b: Side, shared: list[int], variance: np.ndarray, mean_difference: float) -> dict:

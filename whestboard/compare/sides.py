@@ -56,6 +56,7 @@ class Side:
     entries: dict[int, dict]  # mlp_index -> {final_layer_mse, adjusted_score, avg_variance, mlp_name, ...}
     predictions: dict[int, np.ndarray] = field(default_factory=dict)  # mlp_index -> (depth, width)
     dataset_path: str | None = None  # where a run's dataset was read from, for one the app does not serve
+    environment: dict | None = None  # the BLAS the run was computed with (rules.versions), when recorded
 
     def describe(self) -> dict:
         return {"id": self.side_id, "label": self.label, "kind": self.kind, "dataset": self.dataset_key,
@@ -128,7 +129,7 @@ def _run_side(run_id: str) -> Side:
     label = f"{estimator.get('label') or 'run'} · {(report.get('source') or 'run')} {run_id[:8]}"
     return Side(f"run:{run_id}", label, "run", dataset.get("key"), (report.get("rulebook") or {}).get("round_tag"),
                 dataset.get("n_samples"), _entries((report.get("results") or {}).get("per_mlp")),
-                runstore.get_run_predictions(run_id), dataset.get("path"))
+                runstore.get_run_predictions(run_id), dataset.get("path"), report.get("environment"))
 
 
 def _submission_side(submission_id: str) -> Side:
@@ -182,7 +183,8 @@ def load_report_file(path: str | Path) -> Side:
     predictions = runstore.get_run_predictions(run_id) if isinstance(run_id, str) and run_id else {}
     return Side(f"file:{path}", f"{estimator.get('label') or path.name} · {path.name}", "report",
                 dataset.get("key"), (extras.get("rulebook") or {}).get("round_tag"), dataset.get("n_samples"),
-                entries, predictions, dataset.get("path"))
+                entries, predictions, dataset.get("path"),
+                extras.get("environment") if isinstance(extras.get("environment"), dict) else None)
 
 
 def shared_indices(a: Side, b: Side) -> list[int]:

@@ -17,3 +17,44 @@ def library_versions() -> dict[str, str]:
         "flopscope_version": version("flopscope"),
         "numpy_version": version("numpy"),
     }
+
+
+#: Variables that choose OpenBLAS's kernel: a float32 result moves in its last bits with them.
+BLAS_KERNEL_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+def blas_environment(environ: dict[str, str] | None = None) -> dict:
+    """The BLAS a result was computed with: library, version, kernel (OpenBLAS coretype), threads.
+
+    Two runs agree bit for bit only under the same library and kernel; the kernel variables
+    (``OPENBLAS_CORETYPE``, ``OPENBLAS_L2_SIZE``) are recorded because they pin it.
+    """
+    import os
+
+    from threadpoolctl import threadpool_info
+
+    environ = os.environ if environ is None else environ
+    libraries = [{"library": info.get("internal_api"), "version": info.get("version"),
+                  "kernel": info.get("architecture"), "threads": info.get("num_threads"),
+                  "threading_layer": info.get("threading_layer")}
+                 for info in threadpool_info() if info.get("user_api") == "blas"]
+    return {"blas": libraries, "kernel_env": {name: environ[name] for name in BLAS_KERNEL_ENV if name in environ}}
+
+
+def blas_setup(environment: dict | None) -> tuple | None:
+    """What must match for two runs to agree bit for bit: (library, version, kernel) of each BLAS, and the
+    kernel variables; None when a report predates the record."""
+    if not environment or "blas" not in environment:
+        return None
+    return (tuple((b.get("library"), b.get("version"), b.get("kernel")) for b in environment["blas"]),
+            tuple(sorted((environment.get("kernel_env") or {}).items())))
+
+
+def describe_blas(environment: dict | None) -> str:
+    """One line for a report: ``openblas 0.3.31 (kernel Haswell, 1 thread)``."""
+    if not environment or not environment.get("blas"):
+        return "BLAS not recorded"
+    parts = [f"{b['library']} {b['version']} (kernel {b['kernel']}, {b['threads']} thread"
+             f"{'' if b['threads'] == 1 else 's'})" for b in environment["blas"]]
+    kernel_env = environment.get("kernel_env") or {}
+    return ", ".join(parts) + ("; " + " ".join(f"{k}={v}" for k, v in kernel_env.items()) if kernel_env else "")

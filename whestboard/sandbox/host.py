@@ -59,6 +59,7 @@ from whestbench.sdk import BaseEstimator, SetupContext
 from whestboard import config
 from whestboard.jobs.liveness import pid_alive
 from whestboard.rules.environment import GraderEnvironment, environment_for
+from whestboard.rules.versions import BLAS_KERNEL_ENV
 from whestboard.sandbox.protocol import FrameReader, FrameTimeout, ProtocolError, send
 
 REPO_ROOT = config.REPO_ROOT
@@ -218,6 +219,8 @@ def _sandbox_env(workdir: Path) -> dict[str, str]:
            "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
            "ARROW_DEFAULT_MEMORY_POOL": "system", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
     env.update({name: "1" for name in THREAD_ENV})
+    # The kernel OpenBLAS runs is chosen by these: without them float32 results leave `whest run`'s bits.
+    env.update({name: os.environ[name] for name in BLAS_KERNEL_ENV if name in os.environ})
     return env
 
 
@@ -490,6 +493,7 @@ class StartInfo:
     import_s: float = 0.0
     warm: bool = False
     confinement: dict = field(default_factory=dict)
+    environment: dict | None = None  # the worker's BLAS: library, kernel, threads (rules.versions)
 
 
 class SandboxedEstimator(BaseEstimator):
@@ -567,7 +571,8 @@ class SandboxedEstimator(BaseEstimator):
             raise self._reply_error("setup", reply)
         self.started = StartInfo(class_name=reply.get("class_name", ""), load_s=reply.get("load_s", 0.0),
                                  setup_s=reply.get("setup_s", 0.0), import_s=hello.get("import_s", 0.0),
-                                 warm=warm, confinement=reply.get("confinement", {}))
+                                 warm=warm, confinement=reply.get("confinement", {}),
+                                 environment=hello.get("environment"))
         return self.started
 
     def _copy_submission(self, worker: WorkerProcess) -> None:

@@ -60,6 +60,16 @@ def _preload() -> float:
     return time.perf_counter() - started
 
 
+def _blas() -> dict | None:
+    """The worker's own BLAS (library, kernel, threads), read while it is still unconfined."""
+    from whestboard.rules.versions import blas_environment
+
+    try:
+        return blas_environment()
+    except Exception:  # noqa: BLE001 - a record, never a reason not to start
+        return None
+
+
 def _tail(text: str | None, limit: int = MAX_TRACEBACK_CHARS) -> str | None:
     if text is None or len(text) <= limit:
         return text
@@ -353,7 +363,7 @@ def main(in_fd: int, out_fd: int) -> int:
     die_with_parent(PARENT_PID)
     import_s = _preload()
     worker = Worker(out_fd)
-    worker.reply({"status": "hello", "pid": os.getpid(), "import_s": import_s})
+    worker.reply({"status": "hello", "pid": os.getpid(), "import_s": import_s, "environment": _blas()})
     reader = FrameReader(in_fd)
     while True:
         try:

@@ -12,12 +12,12 @@ from whestboard.rules import library_versions
 
 SCHEMA_VERSION = "1.1"
 EXTRA_FIELDS = ("run_id", "dataset", "mlp_indices", "estimator", "rulebook", "noise", "mc_reference", "versions",
-                "cache_key", "complete")
+                "environment", "cache_key", "complete")
 
 
 def whest_shaped(report: dict, *, cached: bool = False) -> dict:
     """The report as ``whest run --json`` lays it out, plus a ``whestboard`` section."""
-    extras = {k: report[k] for k in EXTRA_FIELDS}
+    extras = {k: report.get(k) for k in EXTRA_FIELDS}  # a stored report may predate a field (environment)
     extras["cached"] = cached
     return {
         "schema_version": SCHEMA_VERSION,

@@ -39,6 +39,7 @@ from whestboard.jobs import contention
 from whestboard.rules import library_versions, sampling_mse
 from whestboard.rules.billing import aggregate_budget_breakdowns, metered_mc_flops_per_sample
 from whestboard.rules.failures import FAILURE_FLAGS, FALLBACK, is_failed, judge
+from whestboard.rules.versions import blas_environment
 from whestboard.scoring import runstore
 from whestboard.scoring.handle import EstimatorHandle
 from whestboard.scoring.inputs import RunError, check_budget, select_mlps
@@ -362,8 +363,12 @@ def mc_reference(per_mlp: list[dict], rulebook: Rulebook, width: int, depth: int
 
 
 def build_report(request: RunRequest, per_mlp: list[dict], *, key: str, started: float,
-                 finished: float, cancelled: bool = False) -> dict:
-    """The run as stored and served: grader-shaped ``results`` plus Whestboard's context."""
+                 finished: float, cancelled: bool = False, environment: dict | None = None) -> dict:
+    """The run as stored and served: grader-shaped ``results`` plus Whestboard's context.
+
+    ``environment`` is the BLAS predict ran with (the sandbox worker's own, for a participant's code);
+    this process's when not given.
+    """
     info = request.dataset.info
     rb = request.rulebook
     results = aggregate_results(per_mlp, flop_budget=rb.flop_budget, depth=info.depth)
@@ -403,6 +408,7 @@ def build_report(request: RunRequest, per_mlp: list[dict], *, key: str, started:
         "mc_reference": mc_reference(per_mlp, rb, info.width, info.depth, results["final_layer_mse"],
                                      results["adjusted_final_layer_score"]),
         "machine": contention.summarize(per_mlp),
+        "environment": environment or blas_environment(),
         "versions": versions,
         "run_config": {
             "n_mlps": len(request.indices),
@@ -470,8 +476,10 @@ def execute(
                 on_progress(len(per_mlp), len(request.indices), entry)
     finally:
         _stop_estimator(estimator)
+    started_info = getattr(estimator, "started", None)
     report = build_report(request, per_mlp, key=key or cache_key(request), started=started,
-                          finished=time.time(), cancelled=cancelled)
+                          finished=time.time(), cancelled=cancelled,
+                          environment=getattr(started_info, "environment", None))
     return RunOutcome(report, predictions, cancelled=cancelled)
 
 
