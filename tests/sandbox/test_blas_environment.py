@@ -50,3 +50,46 @@ def test_a_forced_kernel_is_what_the_record_says_in_a_fresh_process(tmp_path):
         assert forced["blas"][0]["kernel"] != blas_environment({})["blas"][0]["kernel"]
         assert forced["blas"][0]["threads"] == 1  # the sandbox's one thread
     assert blas_setup(forced) != blas_setup(blas_environment({}))
+
+
+THREADPOOL_ESTIMATOR = '''
+import os
+
+import threadpoolctl
+from whestbench.estimators import MeanPropagationEstimator
+
+
+class Estimator(MeanPropagationEstimator):
+    def setup(self, context):
+        blas = [i for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+        print("blas", [(i["internal_api"], i["num_threads"]) for i in blas])
+        for other in ("/proc/1/status", f"/proc/{os.getppid()}/environ", "/proc/self/root/etc/hostname"):
+            try:
+                open(other).read(1)
+                print("READ", other)
+            except OSError:
+                pass
+
+    def predict(self, mlp, budget):
+        with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
+            return super().predict(mlp, budget)
+'''
+
+
+def test_threadpool_info_works_inside_the_sandbox_and_other_processes_stay_hidden(tmp_path):
+    """Real estimators pin their threads with threadpoolctl; it reads the worker's own /proc/self/maps."""
+    from whestboard.rules.rounds import get_round
+    from whestboard.sandbox import host as sandbox
+    from whestboard.sandbox.contract import check_contract
+    from whestboard.sandbox.host import SandboxLimits, SubmissionFiles
+
+    (tmp_path / "estimator.py").write_text(THREADPOOL_ESTIMATOR)
+    try:
+        report = check_contract(SubmissionFiles(root=tmp_path), get_round("v1-warmup"),
+                                SandboxLimits(memory_mb=2048, grace_s=2.0), width=16, depth=2)
+    finally:
+        sandbox.prewarm()
+    assert report.ok, report.steps
+    expected = [(i["internal_api"], 1) for i in threadpool_info() if i["user_api"] == "blas"]
+    assert f"blas {expected}" in report.output  # the sandbox's one BLAS thread
+    assert "READ" not in report.output

@@ -22,7 +22,8 @@ what Linux offers (root is not required):
   installation read-only, the submission and the weights hand-over folder
   read-only, the fresh working folder read-write. The app's data, its state
   folder (database, caches), home folders and ``/proc`` of other processes
-  are unreachable. TCP bind/connect is denied (ABI >= 4); signals and abstract
+  are unreachable (its own ``/proc/<pid>``, read-only, and ``/proc/cpuinfo`` are
+  readable: threadpoolctl finds the BLAS through ``/proc/self/maps``). TCP bind/connect is denied (ABI >= 4); signals and abstract
   unix sockets outside the sandbox are scoped away (ABI >= 6);
 * **seccomp** – fork/vfork/execve and ``clone`` of a new process kill the
   worker on the spot (SIGSYS, reported as a "fork attempt"); new threads,
@@ -519,7 +520,11 @@ class Confinement:
 
 
 _SYSTEM_READ_ONLY = ("/usr/lib", "/usr/local/lib", "/lib", "/lib64", "/usr/share/zoneinfo", "/etc/ld.so.cache",
-                     "/etc/localtime", "/dev/urandom", "/dev/random")
+                     "/etc/localtime", "/dev/urandom", "/dev/random",
+                     # The worker's own /proc entry (resolved to /proc/<pid> when the rule is added) and the
+                     # CPU list: threadpoolctl reads /proc/self/maps to find the BLAS, as in the grader's
+                     # container; other processes' entries stay out of reach.
+                     "/proc/self", "/proc/cpuinfo")
 PRIVATE_TMP_OFF = "turned off by the sandbox limits (private_tmp='off')"
 
 
