@@ -132,3 +132,36 @@ def test_honest_phase2_code_scores_under_the_phase2_rule_as_whest_run_scores_it(
     assert status == whest_status == 0, ours.get("error") or [e.get("traceback") for e in ours["results"]["per_mlp"]]
     assert ours["whestboard"]["grader_environment"]["restricted"]
     assert assert_same_per_mlp(ours, theirs) > 36
+    if name == "numpy-internals":  # what predict printed comes back, as `check` shows it
+        output = ours["whestboard"]["estimator_output"]
+        assert output["text"].count("layer 1: float32 (16, 16)") == 3 and not output["truncated"]
+
+
+LOUD = """
+    import sys
+
+    from whestbench.estimators import MeanPropagationEstimator
+
+
+    class Estimator(MeanPropagationEstimator):
+        def predict(self, mlp, budget):
+            print("start of predict")
+            sys.stderr.write("x" * 200_000 + "\\n")
+            print("end of predict")
+            return super().predict(mlp, budget)
+    """
+
+
+def test_score_shows_what_the_estimator_printed_bounded_in_text_and_json(capsys, official, tmp_path):
+    (tmp_path / "estimator.py").write_text(textwrap.dedent(LOUD).lstrip())
+    args = ["score", "--dataset", str(official), "--estimator", str(tmp_path), "--round", "v2-phase2",
+            "--budget", str(BUDGET), "--mlps", "0"]
+    capsys.readouterr()
+    assert main([*args, "--json"]) == 0
+    output = json.loads(capsys.readouterr().out)["whestboard"]["estimator_output"]
+    assert output["truncated"] and output["bytes"] > 200_000 and len(output["text"]) < 70_000
+    assert output["text"].startswith("start of predict") and output["text"].rstrip().endswith("end of predict")
+    assert "bytes of output omitted" in output["text"]
+    assert main(args) == 0  # served from the run store: the output was recorded with the run
+    text = capsys.readouterr().out
+    assert "estimator output (first and last part of" in text and "end of predict" in text

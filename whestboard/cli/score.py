@@ -94,6 +94,10 @@ def _print_human(outcome) -> None:
                                          else f"{1 / ratio:.3g}x worse than sampling")
         print(f"MC@B {sci(mc['mc_at_budget'])} (score of spending B on Monte Carlo): {verdict}")
     print(f"BLAS: {describe_blas(report.get('environment'))}")
+    output = report.get("estimator_output") or {}
+    if output.get("text", "").strip():
+        print("estimator output" + (f" (first and last part of {output['bytes']:,} bytes)" if output["truncated"]
+                                    else "") + ":\n" + output["text"].rstrip())
     print(f"run {report['run_id'] or '(not recorded)'}")
 
 

@@ -12,7 +12,7 @@ from whestboard.rules import library_versions
 
 SCHEMA_VERSION = "1.1"
 EXTRA_FIELDS = ("run_id", "dataset", "mlp_indices", "estimator", "rulebook", "noise", "mc_reference", "versions",
-                "environment", "cache_key", "complete")
+                "environment", "estimator_output", "cache_key", "complete")
 
 
 def whest_shaped(report: dict, *, cached: bool = False) -> dict:

@@ -334,6 +334,14 @@ def score_one(handle: EstimatorHandle, case: MLPCase, rulebook: Rulebook) -> tup
         _stop_estimator(estimator)
 
 
+def captured_output(estimator: Any) -> dict | None:
+    """What a sandboxed estimator printed (stdout and stderr, bounded as the sandbox keeps it); None in-process."""
+    capture = getattr(estimator, "output", None)
+    if capture is None or not callable(getattr(capture, "text", None)):
+        return None
+    return {"text": capture.text(), "bytes": int(capture.total), "truncated": bool(capture.truncated)}
+
+
 def _stop_estimator(estimator: Any) -> None:
     for name in ("teardown", "close"):
         hook = getattr(estimator, name, None)
@@ -480,6 +488,7 @@ def execute(
     report = build_report(request, per_mlp, key=key or cache_key(request), started=started,
                           finished=time.time(), cancelled=cancelled,
                           environment=getattr(started_info, "environment", None))
+    report["estimator_output"] = captured_output(estimator)
     return RunOutcome(report, predictions, cancelled=cancelled)
 
 
