@@ -35,7 +35,11 @@ from whestboard.scoring.sandboxed import is_file_spec, sandboxed_handle
 
 BUILTIN_KINDS = ("mean", "cov", "combined")
 ALIASES = {"covariance": "cov", "mean-propagation": "mean", "cov-propagation": "cov"}
-SPEC_HELP = "mean | cov | combined | mc:N (samples) | mc:0.5B (fraction of the budget) | PATH.py | PATH.tar.gz"
+SPEC_HELP = ("mean | cov | combined (whestbench's baselines; also covariance, mean-propagation, cov-propagation) | "
+             "mc:N (Monte Carlo, N samples) | mc:0.5B (a fraction of the budget) | PATH.py (the file alone, as "
+             "`whest package --estimator FILE` ships it) | DIR (a folder with estimator.py, as `whest package "
+             "--estimator DIR` ships it) | PATH.tar.gz or PATH.tgz (the archive `whest package` writes) | "
+             "upload:SHA256 (an upload already stored)")
 
 
 # ---------------------------------------------------------------------------
