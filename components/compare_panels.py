@@ -13,6 +13,7 @@ import dash_bootstrap_components as dbc
 from dash import html
 
 from components.format import sci
+from whestboard.compare.paired import too_few_sentence
 
 COMPARE_PATH = "/compare"
 #: Under this many shared MLPs a percentile bootstrap interval is too narrow to trust.
@@ -56,6 +57,8 @@ def _needed(value) -> str:
 
 
 def _sentence(stat: dict, name: str) -> str:
+    if not stat.get("verdict_possible", True):
+        return too_few_sentence(stat, name)
     low, high = stat["ci_low"], stat["ci_high"]
     if low is not None and high is not None and high < 0:
         return f"A's {name} is lower (better): the 95% interval of A - B lies below 0."
@@ -69,7 +72,8 @@ def stat_card(stat: dict, title: str, name: str, n_available: int, public: int, 
     rows = [
         ("mean A", sci(stat["mean_a"], 4)), ("mean B", sci(stat["mean_b"], 4)),
         ("mean A - B", sci(stat["mean_difference"], 4)),
-        ("95% interval", f"[{sci(stat['ci_low'], 4)}, {sci(stat['ci_high'], 4)}]"),
+        ("95% interval", f"[{sci(stat['ci_low'], 4)}, {sci(stat['ci_high'], 4)}]" if stat.get("verdict_possible", True)
+         else f"none on {stat['n']} MLP(s) (at least {stat['fewest_mlps_for_a_verdict']} needed)"),
         ("A / B (geometric mean)", f"{sci(stat['ratio'], 4)} [{sci(stat['ratio_low'], 4)}, {sci(stat['ratio_high'], 4)}]"),
         ("A wins / loses / ties", f"{stat['wins']} / {stat['losses']} / {stat['ties']}"),
         ("sign-flip p", sci(stat["p_value"], 4)),

@@ -239,3 +239,33 @@ def test_runs_from_different_blas_set_ups_say_so(dataset, two_runs, tmp_path):
     assert out["score"] == verdict(a, b)["score"]  # the verdict's numbers are untouched; the note is beside them
     b.environment = None
     assert verdict(a, b)["blas"]["same"] is None
+
+
+def test_the_fewest_mlps_for_a_verdict_is_where_the_sign_flip_test_can_first_reject():
+    from whestboard.compare.paired import FEWEST_MLPS_FOR_A_VERDICT
+    from whestboard.leaderboard.ranking import ALPHA, sign_flip_p_value
+
+    n = FEWEST_MLPS_FOR_A_VERDICT
+    clear = np.arange(1.0, n + 1)  # every difference the same sign: the strongest evidence n MLPs can give
+    assert sign_flip_p_value(clear) < ALPHA <= sign_flip_p_value(clear[:-1])
+
+
+def test_a_comparison_on_too_few_mlps_says_so_instead_of_a_verdict(dataset, capsys):
+    from components.compare_panels import verdict_panel
+    from whestboard.cli import main
+
+    mean_run, cov_run = _run(dataset, "mean", "0:2"), _run(dataset, "cov", "0:2")
+    out = verdict(load_side(f"run:{mean_run.run_id}"), load_side(f"run:{cov_run.run_id}"))
+    for stat in (out["score"], out["final_layer_mse"]):
+        assert stat["verdict"] == "too few MLPs" and not stat["resolved"] and not stat["verdict_possible"]
+        assert stat["fewest_mlps_for_a_verdict"] == 6 and stat["mlps_to_ask_for"] >= 6
+    capsys.readouterr()
+    assert main(["compare", f"run:{mean_run.run_id}", f"run:{cov_run.run_id}"]) == 0
+    text = capsys.readouterr().out
+    assert "No verdict on score: 2 shared MLP(s)" in text and "at least 6" in text
+    assert "lower (better)" not in text and "[95%" not in text
+    page = str(verdict_panel(out))
+    assert "No verdict on score" in page and "lower (better)" not in page
+    six = verdict(load_side(f"run:{_run(dataset, 'mean', '0:6').run_id}"),
+                  load_side(f"run:{_run(dataset, 'cov', '0:6').run_id}"))
+    assert six["score"]["verdict_possible"] and six["score"]["verdict"] != "too few MLPs"

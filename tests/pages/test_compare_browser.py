@@ -15,7 +15,7 @@ from tests.browser_helpers import wait_for_dash
 from tests.conftest import REPO, checked_page, serve_app
 
 DATASET = "v1-warmup"
-MLPS = "0:4"
+MLPS = "0:6"  # the fewest MLPs a paired verdict can rest on (whestboard.compare.paired)
 
 
 def _cli(state, *argv) -> str:
@@ -34,7 +34,7 @@ def _pick(page, dropdown: str, run_id: str) -> None:
 
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory):
-    """A server whose run store holds mean and covariance propagation on the same four MLPs."""
+    """A server whose run store holds mean and covariance propagation on the same six MLPs."""
     state = tmp_path_factory.mktemp("compare-state")
     run_ids = [json.loads(_cli(state, "score", "--dataset", DATASET, "--estimator", kind, "--mlps", MLPS,
                                "--json"))["whestboard"]["run_id"] for kind in ("mean", "cov")]
@@ -63,7 +63,7 @@ def test_pick_two_runs_read_the_verdict_and_open_the_anatomy(browser, scored):
             assert page.inner_text(f"#{card}-2") == sci(stat["mean_difference"], 4)
             assert page.inner_text(f"#{card}-3") == f"[{sci(stat['ci_low'], 4)}, {sci(stat['ci_high'], 4)}]"
             assert page.inner_text(f"#{card}-6") == sci(stat["p_value"], 4)
-        assert "Paired on 4 shared MLP(s)" in page.inner_text("#compare-sides")
+        assert "Paired on 6 shared MLP(s)" in page.inner_text("#compare-sides")
         assert expected["noise"]["limited_by"] in page.inner_text("#compare-noise")
         page.wait_for_selector("#compare-scatter .main-svg")
         page.wait_for_selector("#compare-intervals .main-svg")

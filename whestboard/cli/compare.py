@@ -13,6 +13,7 @@ import json
 import math
 
 from whestboard.compare import anatomy_inputs, anatomy_of, dataset_of, resolve_side, verdict
+from whestboard.compare.paired import too_few_sentence
 from whestboard.compare.sides import ID_HELP
 
 
@@ -28,8 +29,10 @@ def _sci(x) -> str:
 
 
 def _print_stat(name: str, stat: dict) -> None:
-    verdict_word = ("A lower (better)" if stat["ci_high"] is not None and stat["ci_high"] < 0 else
-                    "B lower (better)" if stat["ci_low"] is not None and stat["ci_low"] > 0 else "not resolved")
+    if not stat["verdict_possible"]:
+        print(f"{name}: A {_sci(stat['mean_a'])}, B {_sci(stat['mean_b'])}; {too_few_sentence(stat, name)}")
+        return
+    verdict_word = {"A lower": "A lower (better)", "B lower": "B lower (better)"}.get(stat["verdict"], "not resolved")
     needed = stat["mlps_needed"]
     print(f"{name}: A {_sci(stat['mean_a'])}, B {_sci(stat['mean_b'])}; mean A - B {_sci(stat['mean_difference'])} "
           f"[95% {_sci(stat['ci_low'])}, {_sci(stat['ci_high'])}] -> {verdict_word}")

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from whestboard.leaderboard.ranking import (
+    ALPHA,
     BOOTSTRAP_DRAWS,
     SEED,
     bootstrap_interval,
@@ -37,6 +38,23 @@ from whestboard.leaderboard.ranking import (
 
 #: The size of a public suite, shown beside "MLPs needed".
 PUBLIC_SUITE_MLPS = 50
+
+
+def fewest_mlps_for_a_verdict(alpha: float = ALPHA) -> int:
+    """The fewest MLPs on which the paired test can say anything at level ``alpha``.
+
+    The exact sign-flip test's smallest p-value on n MLPs is 2 / 2^n (the observed signs and their
+    mirror): with fewer MLPs than this it cannot reject whatever the data, and a bootstrap interval
+    over a handful of differences is their min-max, no 95% interval at all.
+    """
+    n = 1
+    while 2.0 / 2.0**n >= alpha:
+        n += 1
+    return n
+
+
+#: Below this many shared MLPs a comparison says so instead of giving a verdict (6 at the 95% level).
+FEWEST_MLPS_FOR_A_VERDICT = fewest_mlps_for_a_verdict()
 
 LIMIT_NOISE = "reference noise"
 LIMIT_SPREAD = "MLP-to-MLP spread"
@@ -64,12 +82,44 @@ class PairedStat:
     mlps_needed: float
 
     @property
+    def verdict_possible(self) -> bool:
+        """Enough shared MLPs for the test to decide anything (:data:`FEWEST_MLPS_FOR_A_VERDICT`)."""
+        return self.n >= FEWEST_MLPS_FOR_A_VERDICT
+
+    @property
     def resolved(self) -> bool:
-        """The 95% interval excludes zero."""
-        return self.n > 1 and (self.ci_high < 0 or self.ci_low > 0)
+        """Enough MLPs for a verdict, and the 95% interval excludes zero."""
+        return self.verdict_possible and (self.ci_high < 0 or self.ci_low > 0)
+
+    @property
+    def mlps_to_ask_for(self) -> int | None:
+        """Shared MLPs to score before a verdict can rest on them: the fewest a verdict needs, or the power
+        estimate when that is larger; None when no count would resolve it (no difference, or no data)."""
+        if not math.isfinite(self.mlps_needed):
+            return FEWEST_MLPS_FOR_A_VERDICT if self.n < FEWEST_MLPS_FOR_A_VERDICT else None
+        return max(FEWEST_MLPS_FOR_A_VERDICT, math.ceil(self.mlps_needed))
+
+    @property
+    def verdict(self) -> str:
+        """``too few MLPs``, ``A lower``, ``B lower`` or ``not resolved``."""
+        if not self.verdict_possible:
+            return "too few MLPs"
+        if self.ci_high < 0:
+            return "A lower"
+        return "B lower" if self.ci_low > 0 else "not resolved"
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "resolved": self.resolved}
+        return {**asdict(self), "resolved": self.resolved, "verdict": self.verdict,
+                "verdict_possible": self.verdict_possible, "fewest_mlps_for_a_verdict": FEWEST_MLPS_FOR_A_VERDICT,
+                "mlps_to_ask_for": self.mlps_to_ask_for}
+
+
+def too_few_sentence(stat: dict, name: str) -> str:
+    """What a comparison on too few MLPs says instead of a verdict (the CLI and the page)."""
+    ask = stat.get("mlps_to_ask_for") or stat["fewest_mlps_for_a_verdict"]
+    return (f"No verdict on {name}: {stat['n']} shared MLP(s), and a paired test cannot reach 95% on fewer than "
+            f"{stat['fewest_mlps_for_a_verdict']} (its smallest p-value is 2 / 2^n); score both on at least "
+            f"{ask} shared MLPs.")
 
 
 def paired_stat(a: np.ndarray, b: np.ndarray, *, metric: str, draws: int = BOOTSTRAP_DRAWS,
