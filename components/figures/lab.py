@@ -331,7 +331,7 @@ def failures_alert(report: dict) -> dbc.Alert | None:
 def contention_alert(report: dict) -> dbc.Alert | None:
     """Say so when the run's timed fields include waiting: FLOPs are exact, wall and residual time are not."""
     machine = report.get("machine") or {}
-    if not machine.get("contended"):
+    if not machine.get("contended") and not machine.get("waiting_mattered"):
         return None
     load = machine.get("load_avg_1m")
     busy = f" (load average {load:.1f} on {machine.get('cpu_count')} cores)" if load is not None else ""
@@ -342,6 +342,11 @@ def contention_alert(report: dict) -> dbc.Alert | None:
                "times include that wait, so effective compute and the multiplier can be higher here than on a quiet "
                "grading machine. FLOP counts and MSEs are exact.", className="mb-1"),
     ]
+    if machine.get("waiting_mattered"):
+        listed = ", ".join(str(i) for i in machine["waiting_mattered"])
+        parts.append(html.P(f"MLP(s) {listed} failed on a time rule they would have met without the wait: "
+                            "waiting (for a core, or the estimator's own sleep) made the difference there.", className="mb-1",
+                            id="lab-waiting-mattered"))
     if machine.get("timed_failures"):
         listed = ", ".join(str(i) for i in machine["timed_failures"])
         parts.append(html.P(f"MLP(s) {listed} failed on a time rule and might pass when timed alone: run again "

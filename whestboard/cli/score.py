@@ -93,6 +93,10 @@ def _print_human(outcome) -> None:
         verdict = "—" if not ratio else (f"{ratio:.3g}x better than sampling" if ratio >= 1
                                          else f"{1 / ratio:.3g}x worse than sampling")
         print(f"MC@B {sci(mc['mc_at_budget'])} (score of spending B on Monte Carlo): {verdict}")
+    mattered = (report.get("machine") or {}).get("waiting_mattered")
+    if mattered:
+        print(f"note: MLP(s) {', '.join(map(str, mattered))} failed on a time rule they would have met without the "
+              "time not spent computing (waiting for a CPU core, or sleeping); score again on a quieter machine")
     print(f"BLAS: {describe_blas(report.get('environment'))}")
     output = report.get("estimator_output") or {}
     if output.get("text", "").strip():

@@ -68,8 +68,14 @@ def is_contended(waited_s: float, wall_s: float) -> bool:
     return waited_s >= MIN_WAIT_S and wall_s > 0 and waited_s >= MIN_WAIT_SHARE * wall_s
 
 
-def summarize(per_mlp: list[dict]) -> dict:
-    """The run-level note stored in a report's ``machine`` section."""
+def summarize(per_mlp: list[dict], limits=None) -> dict:
+    """The run-level note stored in a report's ``machine`` section.
+
+    ``waiting_mattered`` lists the MLPs that failed a time rule they would have met without their wait
+    (``whestboard.rules.failures.waiting_mattered``; needs the run's ``limits``).
+    """
+    from whestboard.rules.failures import waiting_mattered
+
     waited = sum(float(e.get("cpu_wait_s") or 0.0) for e in per_mlp)
     wall = sum(float(e.get("scoring_wall_s") or 0.0) for e in per_mlp)
     timed_failures = [e["mlp_index"] for e in per_mlp
@@ -84,6 +90,7 @@ def summarize(per_mlp: list[dict]) -> dict:
         "scoring_wall_s": wall,
         "contended": is_contended(waited, wall),
         "timed_failures": timed_failures,
+        "waiting_mattered": [e["mlp_index"] for e in per_mlp if waiting_mattered(e, limits)],
         "load_avg_1m": load,
         "cpu_count": os.cpu_count(),
     }

@@ -50,11 +50,49 @@ def _error_parts(entry: dict) -> tuple[str, dict]:
     return message, details if isinstance(details, dict) else {}
 
 
+def waiting_mattered(entry: dict, limits: Limits | None) -> bool:
+    """Whether an MLP failed on a time rule that it would have met without the time it spent waiting.
+
+    ``cpu_wait_s`` is the wall time of scoring the MLP not spent computing (``whestboard.jobs.contention``):
+    a core busy with other work, or the estimator sleeping. It bounds the wait inside predict from above, so
+    "met without it" means the wait *may* have caused the failure, and a quiet machine may pass the MLP.
+    """
+    wait = float(entry.get("cpu_wait_s") or 0.0)
+    if wait <= 0.0 or limits is None:
+        return False
+    if entry.get("time_exhausted"):
+        used, cap = entry.get("wall_time_s"), limits.wall_time_limit_s
+    elif entry.get("residual_wall_time_exhausted"):
+        used, cap = entry.get("residual_wall_time_s"), limits.residual_wall_time_limit_s
+    elif entry.get("combined_budget_exhausted"):
+        lam = float(getattr(limits, "lambda_flops_per_second", 0.0) or 0.0)
+        used, cap = entry.get("effective_compute"), limits.flop_budget
+        wait *= lam
+    else:
+        return False
+    return used is not None and cap is not None and float(used) - wait <= float(cap)
+
+
+def _wait_note(entry: dict) -> str:
+    return (f"; waiting may have caused it: {float(entry['cpu_wait_s']):.2f} s of the "
+            f"{float(entry.get('scoring_wall_s') or 0.0):.2f} s spent scoring this MLP were not spent computing "
+            "(waiting for a CPU core on a busy machine, or the estimator sleeping or blocking), and without them "
+            "it would be within the limit: score again on a quieter machine")
+
+
 def judge(entry: dict, limits: Limits | None = None) -> tuple[str, str | None]:
     """``(verdict, sentence)`` for one ``per_mlp`` entry: ``("ok", None)`` for a valid MLP.
 
-    The sentence says what happened in terms a participant can act on, quoting the limits when given.
+    The sentence says what happened in terms a participant can act on, quoting the limits when given;
+    for a time rule it adds when waiting for a core may have made the difference (:func:`waiting_mattered`).
     """
+    verdict, sentence = _judge(entry, limits)
+    if sentence and verdict in ("time", "residual", "combined") and waiting_mattered(entry, limits):
+        sentence += _wait_note(entry)
+    return verdict, sentence
+
+
+def _judge(entry: dict, limits: Limits | None = None) -> tuple[str, str | None]:
     if entry.get("budget_exhausted"):
         return "budget", (f"over the FLOP budget: flopscope stopped predict at {entry.get('flops_used', 0):,} FLOPs"
                           + _limit(limits, "flop_budget", " (budget {:,})"))

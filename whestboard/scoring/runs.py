@@ -156,6 +156,7 @@ def score_case(
     else:
         predictions = np.array(fnp.asarray(recorder.returned, dtype=fnp.float32), dtype=np.float32)
     per_sample = mc_per_sample or mc_flops_per_sample(width, depth, dtype_aware_billing=rulebook.dtype_aware_billing)
+    entry.update(scoring_wall_s=watch.wall_s, cpu_wait_s=watch.waited_s)  # read by the failure sentence
     entry.update(
         failed=failed,
         failure_reason=failure_reason(entry, rulebook),
@@ -415,7 +416,7 @@ def build_report(request: RunRequest, per_mlp: list[dict], *, key: str, started:
         },
         "mc_reference": mc_reference(per_mlp, rb, info.width, info.depth, results["final_layer_mse"],
                                      results["adjusted_final_layer_score"]),
-        "machine": contention.summarize(per_mlp),
+        "machine": contention.summarize(per_mlp, rb),
         "environment": environment or blas_environment(),
         "versions": versions,
         "run_config": {
