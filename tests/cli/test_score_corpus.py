@@ -175,6 +175,8 @@ def test_a_lone_file_fails_as_the_grader_would_and_names_what_it_left_behind(cap
     shipped = ours["whestboard"]["shipped"]
     assert shipped["mode"] == "file" and shipped["left_behind"] == ["corrector.json"]
     assert shipped["note"].startswith("shipped alone: corrector.json next to it was not included")
+    assert shipped["tried_to_open"] == ["corrector.json"]  # after running: what setup() reached for
+    assert shipped["missing_note"].startswith("the estimator tried to open corrector.json")
     assert "upload the folder or a `whest package` tarball" in err
 
 

@@ -93,7 +93,8 @@ def test_a_lone_file_names_what_it_leaves_behind_as_whest_package_does(tmp_path)
                                       "tools/__init__.py": "", ".venv/x": "never shipped"})
     assert ingest.left_behind(folder / "estimator.py") == ["corrector.npz", "tools/"]
     note = ingest.shipped_alone_note(["corrector.npz"])
-    assert note == ("shipped alone: corrector.npz next to it was not included; upload the folder or a "
+    assert note == ("shipped alone: corrector.npz next to it was not included (`whest package` would ship it with "
+                    "the folder; whether the estimator needs it shows when it runs); upload the folder or a "
                     "`whest package` tarball")
     alone = write(tmp_path / "alone", {"estimator.py": MEAN + "    pass\n"})
     assert ingest.left_behind(alone / "estimator.py") == [] and ingest.shipped_alone_note([]) is None
@@ -195,3 +196,25 @@ def test_a_traceback_shows_the_participants_frames_not_the_workers(tmp_path):
     assert 'File "tools.py", line 2, in explode' in failed.traceback and "KeyError: 'layer 2 missing'" in \
         failed.traceback
     assert "worker.py" not in failed.traceback and "whestbench" not in failed.traceback
+
+
+def test_after_running_a_lone_file_names_only_what_the_estimator_tried_to_open(tmp_path):
+    """Before running, the note is whest package's list; after, only the files the estimator reached for."""
+    from whestbench.packaging import summarize_submission
+
+    folder = write(tmp_path / "sub", {
+        "estimator.py": "from pathlib import Path\n\n" + MEAN
+                        + "    def setup(self, context):\n"
+                          "        self.shift = float((Path(__file__).parent / 'corrector.txt').read_text())\n",
+        "corrector.txt": "0.5", "LICENSE": "MIT", "estimator_v2.py": MEAN + "    pass\n",
+        ".idea/workspace.xml": "<x/>", "__pycache__/estimator.cpython-311.pyc": b"\x00",
+    })
+    lone = folder / "estimator.py"
+    assert ingest.left_behind(lone) == list(summarize_submission(lone).orphaned_siblings)  # whest's own list
+    assert "__pycache__/" not in ingest.left_behind(lone)
+    report = check_contract(SubmissionFiles.single_file(lone), get_round("v1-warmup"), LIMITS, width=16, depth=2)
+    assert not report.ok and report.steps[-1].name == "setup"
+    assert report.missing_files == ["corrector.txt"]  # not LICENSE, the variant or the hidden folder
+    assert ingest.missing_files_note(report.missing_files).startswith("the estimator tried to open corrector.txt")
+    whole = check_contract(SubmissionFiles(root=folder), get_round("v1-warmup"), LIMITS, width=16, depth=2)
+    assert whole.ok and whole.missing_files == [], whole.steps

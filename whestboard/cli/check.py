@@ -53,8 +53,12 @@ def run(args: argparse.Namespace) -> int:
     if note:
         print(f"note: {args.estimator}: {note}", file=sys.stderr)
     report = check_contract(submission_for(path), rnd)
+    missing_note = uploads.missing_files_note(report.missing_files)
+    if missing_note:
+        print(f"note: {args.estimator}: {missing_note}", file=sys.stderr)
     if args.json:
-        print(json.dumps({**report.as_dict(), "shipped_note": note}, indent=2, default=str))
+        print(json.dumps({**report.as_dict(), "shipped_note": note, "missing_files_note": missing_note}, indent=2,
+                         default=str))
         return 0 if report.ok else 1
     print(f"contract check of {args.estimator} under {rnd.tag} rules "
           f"(a {report.shape[0]} x {report.shape[1]} MLP, budget {rnd.budget:.3g}, wall cap {rnd.wall_time_limit_s:g} s, "

@@ -26,7 +26,7 @@ from whestboard.rules.environment import environment_for
 from whestboard.rules.failures import error_hint, whest_error
 from whestboard.rules.versions import describe_blas
 from whestboard.sandbox.host import whest_error_of
-from whestboard.sandbox.ingest import SourceSyntaxError
+from whestboard.sandbox.ingest import SourceSyntaxError, missing_files_note
 from whestboard.scoring import inputs, rulebook_for, runs
 from whestboard.scoring.estimators import SPEC_HELP, resolve_estimator
 from whestboard.scoring.report import failure_report, whest_shaped
@@ -113,6 +113,16 @@ def _participant(spec: str, round_tag: str):
     return handle, shipped(spec), environment_for(round_tag).as_dict()
 
 
+def _note_missing_files(args: argparse.Namespace, extras: dict, missing: list[str] | None) -> None:
+    """After running: name the submission files the estimator tried to open and did not get."""
+    if extras.get("shipped") is None or missing is None:
+        return
+    extras["shipped"] = {**extras["shipped"], "tried_to_open": list(missing),
+                         "missing_note": missing_files_note(list(missing))}
+    if extras["shipped"]["missing_note"]:
+        print(f"note: {args.estimator}: {extras['shipped']['missing_note']}", file=sys.stderr)
+
+
 def _fail(args: argparse.Namespace, error: dict, extras: dict) -> int:
     """A failure before any MLP was scored: whest run's JSON shape and exit status, or one line and a hint."""
     if args.json:
@@ -147,7 +157,9 @@ def run(args: argparse.Namespace) -> int:
         error = whest_error_of(exc.__cause__) if extras["shipped"] is not None else None
         if error is None:
             raise
+        _note_missing_files(args, extras, getattr(exc.__cause__, "missing_files", None))
         return _fail(args, error, extras)
+    _note_missing_files(args, extras, outcome.report.get("missing_files"))
     if args.json:
         payload = whest_shaped(outcome.report, cached=outcome.cached)
         payload["whestboard"].update(extras)

@@ -74,6 +74,8 @@ class ContractReport:
     environment: dict = field(default_factory=dict)
     #: A failure before predict, as ``whest run --json`` names it (``stage``, ``code``, ``message``).
     error: dict | None = None
+    #: Files of the submission folder the estimator tried to open and did not find.
+    missing_files: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -135,6 +137,7 @@ def check_contract(
     finally:
         estimator.close()
         report.output = estimator.output.text()
+        report.missing_files = list(estimator.missing_files)
     report.ok = all(step.ok for step in report.steps)
     return report
 

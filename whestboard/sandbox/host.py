@@ -519,6 +519,8 @@ class SandboxedEstimator(BaseEstimator):
         self.worker: WorkerProcess | None = None
         self.started: StartInfo | None = None
         self.output = OutputCapture(self.limits.output_bytes)
+        #: Files of the submission folder the estimator tried to open and did not find (the worker's audit).
+        self.missing_files: list[str] = []
         self.restarts = 0
         #: Seconds the last MLP took to hand over: writing the file here, mapping it there, the round trip.
         self.last_handover: dict[str, float | None] = {}
@@ -567,6 +569,7 @@ class SandboxedEstimator(BaseEstimator):
                                 "setup timeout; move heavy work out of setup() or make it faster") from None
         except ProtocolError as exc:
             raise self._death("setup", exc) from None
+        self._note_missing(reply)
         if reply.get("status") != "ready":
             raise self._reply_error("setup", reply)
         self.started = StartInfo(class_name=reply.get("class_name", ""), load_s=reply.get("load_s", 0.0),
@@ -623,7 +626,8 @@ class SandboxedEstimator(BaseEstimator):
         if worker.alive() and self.started is not None:
             try:
                 worker.send({"cmd": "close"})
-                worker.receive(2.0)
+                closed, _ = worker.receive(2.0)
+                self._note_missing(closed)
             except (FrameTimeout, ProtocolError):
                 pass
         worker.dispose()
@@ -725,6 +729,12 @@ class SandboxedEstimator(BaseEstimator):
                                 f"the estimator wrote {used / 2**20:.0f} MiB to its working folder and /tmp, over "
                                 f"the {self.limits.workdir_bytes / 2**20:.0f} MiB quota; the worker was stopped")
 
+    def _note_missing(self, reply: dict) -> None:
+        """Keep the submission files the estimator tried to open and did not find (the worker's audit)."""
+        for name in reply.get("missing_files") or []:
+            if isinstance(name, str) and name not in self.missing_files:
+                self.missing_files.append(name)
+
     def _reply_error(self, stage: str, reply: dict) -> RunnerError:
         code = str(reply.get("code") or "PREDICT_ERROR")
         if stage == "setup" and code == "PREDICT_ERROR":
@@ -747,6 +757,7 @@ class SandboxedEstimator(BaseEstimator):
         error = _runner_error(stage, code, message, traceback=traceback, details=details)
         if stage == "setup" and whest:
             error.whest_error = whest  # how `whest run --json` names it: see whest_error_of
+        error.missing_files = list(self.missing_files)  # what the estimator reached for and did not get
         return error
 
     def _limit_note(self, code: str, confinement: dict) -> str:

@@ -408,14 +408,32 @@ def left_behind(path: Path) -> list[str]:
     return list(summarize_submission(path).orphaned_siblings)
 
 
+def _listed(names: list[str]) -> str:
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
 def shipped_alone_note(left: list[str]) -> str | None:
-    """The sentence a report, the page and stderr show for a lone file that left others behind."""
+    """Before running: what a lone file leaves behind that ``whest package`` would ship with its folder.
+
+    Only whestbench's own list (ignored and secret files are never named); whether the estimator needs
+    any of it shows only when it runs (:func:`missing_files_note`).
+    """
     if not left:
         return None
-    shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
     verb = "was" if len(left) == 1 else "were"
-    return (f"shipped alone: {shown} next to it {verb} not included; upload the folder or a "
+    return (f"shipped alone: {_listed(left)} next to it {verb} not included (`whest package` would ship "
+            f"{'it' if len(left) == 1 else 'them'} with the folder; whether the estimator needs "
+            f"{'it' if len(left) == 1 else 'them'} shows when it runs); upload the folder or a "
             "`whest package` tarball")
+
+
+def missing_files_note(missing: list[str]) -> str | None:
+    """After running: the submission files the estimator tried to open and did not get."""
+    if not missing:
+        return None
+    return (f"the estimator tried to open {_listed(missing)} next to it, which did not ship; upload the folder "
+            "or a `whest package` tarball that holds "
+            f"{'it' if len(missing) == 1 else 'them'}")
 
 
 def _store_limit_bytes() -> int:

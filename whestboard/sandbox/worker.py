@@ -162,6 +162,33 @@ def _whest_error(exc: BaseException, stage: str) -> dict | None:
         return None
 
 
+MAX_MISSING_FILES = 20
+
+
+class MissingFiles:
+    """Files of the submission folder the estimator tried to open and did not find (Python's ``open`` audit event).
+
+    What a lone ``.py`` left behind matters only if the estimator reaches for it: this is that list, named
+    relative to the submission folder. An audit hook cannot be removed, so it is installed once per worker.
+    """
+
+    def __init__(self, root: str) -> None:
+        self.root = root.rstrip("/") + "/"
+        self.names: list[str] = []
+
+    def __call__(self, event: str, args: tuple) -> None:
+        if event != "open" or not args or len(self.names) >= MAX_MISSING_FILES:
+            return
+        target = args[0]
+        if not isinstance(target, (str, bytes)):
+            return  # a file descriptor, or a path-like the audit event has already turned into one of these
+        path = os.path.abspath(os.fsdecode(target))
+        if path.startswith(self.root) and "/__pycache__/" not in path and not os.path.lexists(path):
+            name = path[len(self.root):]  # (the import system's own look for cached bytecode is not the estimator's)
+            if name not in self.names:
+                self.names.append(name)
+
+
 class Worker:
     """State of one worker: the loaded estimator and the round's wall cap."""
 
@@ -171,6 +198,7 @@ class Worker:
         self.wall_time_limit_s: float | None = None
         self.writable: tuple[str, ...] = ()  # folders the estimator may write: its working folder, /tmp
         self.submission_dir: str | None = None  # where the participant's files are (tracebacks are cut to them)
+        self.missing: MissingFiles | None = None
 
     def reply(self, message: dict, payload: bytes = b"") -> None:
         send(self.out_fd, message, payload)
@@ -199,6 +227,8 @@ class Worker:
         environment = request.get("environment")
         submission_dir = self.submission_dir = os.path.realpath(request["context"]["submission_dir"])
         rule = imports.install(GraderEnvironment.from_dict(environment), submission_dir) if environment else None
+        self.missing = MissingFiles(submission_dir)
+        sys.addaudithook(self.missing)
         try:
             started = time.perf_counter()
             self.estimator = self._load(request)
@@ -207,7 +237,7 @@ class Worker:
                 rule.reclaim()  # the worker's numpy back in sys.modules, whatever the module's code put there
         except BaseException as exc:  # noqa: BLE001 - every failure is reported, never raised
             self.reply({**_error("load", exc, writable=self.writable, submission_dir=submission_dir),
-                        "confinement": confinement.as_dict()})
+                        "confinement": confinement.as_dict(), "missing_files": self.missing.names})
             return
         try:
             started = time.perf_counter()
@@ -215,10 +245,10 @@ class Worker:
             setup_s = time.perf_counter() - started
         except BaseException as exc:  # noqa: BLE001
             self.reply({**_error("setup", exc, writable=self.writable, submission_dir=submission_dir),
-                        "confinement": confinement.as_dict()})
+                        "confinement": confinement.as_dict(), "missing_files": self.missing.names})
             return
         self.reply({"status": "ready", "class_name": type(self.estimator).__name__, "load_s": load_s,
-                    "setup_s": setup_s, "confinement": confinement.as_dict()})
+                    "setup_s": setup_s, "confinement": confinement.as_dict(), "missing_files": self.missing.names})
 
     @staticmethod
     def _load(request: dict):
@@ -298,7 +328,7 @@ class Worker:
                 self.estimator.teardown()
             except BaseException:  # noqa: BLE001 - teardown failures change no score
                 traceback.print_exc()
-        self.reply({"status": "closed"})
+        self.reply({"status": "closed", "missing_files": self.missing.names if self.missing else []})
 
 
 def _private_map(path: str, length: int):

@@ -490,6 +490,7 @@ def execute(
                           finished=time.time(), cancelled=cancelled,
                           environment=getattr(started_info, "environment", None))
     report["estimator_output"] = captured_output(estimator)
+    report["missing_files"] = getattr(estimator, "missing_files", None)  # what it reached for and did not get
     return RunOutcome(report, predictions, cancelled=cancelled)
 
 
