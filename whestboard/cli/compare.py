@@ -29,8 +29,10 @@ def _sci(x) -> str:
 
 
 def _print_stat(name: str, stat: dict) -> None:
-    if not stat["verdict_possible"]:
+    if not stat["verdict_possible"]:  # no interval and no winner: what the MLPs show, and how many to score
         print(f"{name}: A {_sci(stat['mean_a'])}, B {_sci(stat['mean_b'])}; {too_few_sentence(stat, name)}")
+        print(f"  A / B (geometric mean) {_sci(stat['ratio'])}; A wins {stat['wins']}, loses {stat['losses']}, "
+              f"ties {stat['ties']}; sign-flip p = {_sci(stat['p_value'])}")
         return
     verdict_word = {"A lower": "A lower (better)", "B lower": "B lower (better)"}.get(stat["verdict"], "not resolved")
     needed = stat["mlps_needed"]

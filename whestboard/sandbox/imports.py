@@ -172,6 +172,9 @@ def install(environment: GraderEnvironment, submission_dir: str) -> ImportRule |
         if made_by_c_code(globals, locals, fromlist, level) or not rule.from_participant(sys._getframe(1)):
             return original_import(name, globals, locals, fromlist, level)
         rule.check(name, level)
+        alias = rule.aliases.get(name, _ABSENT) if not level else _ABSENT
+        if alias is not _ABSENT and all(hasattr(alias, item) for item in fromlist or ()):
+            return alias  # `import numpy as np` under the participant's alias: what sys.modules would give
         with rule.participant_view():
             return original_import(name, globals, locals, fromlist, level)
 
