@@ -61,6 +61,7 @@ def test_a_residual_failure_caused_by_waiting_says_so(dataset, tmp_path):
     outcome, rulebook = score(dataset, tmp_path, WAITS)
     entry = outcome.report["results"]["per_mlp"][0]
     assert entry["residual_wall_time_exhausted"] and entry["cpu_wait_s"] >= 0.5
+    assert entry["predict_wait_s"] >= 0.5  # the worker's own count: predict's wall time minus its CPU
     verdict, sentence = verdict_of(entry, rulebook)
     assert verdict == "residual" and "waiting may have caused it" in sentence
     assert entry["failure_reason"] == sentence
@@ -71,6 +72,7 @@ def test_a_residual_failure_of_real_work_does_not_blame_the_machine(dataset, tmp
     outcome, rulebook = score(dataset, tmp_path, COMPUTES)
     entry = outcome.report["results"]["per_mlp"][0]
     assert entry["residual_wall_time_exhausted"]
+    assert entry["residual_wall_time_s"] - entry["predict_wait_s"] > rulebook.residual_wall_time_limit_s
     verdict, sentence = verdict_of(entry, rulebook)
     assert verdict == "residual" and "waiting" not in sentence
     assert outcome.report["machine"]["waiting_mattered"] == []

@@ -53,11 +53,12 @@ def _error_parts(entry: dict) -> tuple[str, dict]:
 def waiting_mattered(entry: dict, limits: Limits | None) -> bool:
     """Whether an MLP failed on a time rule that it would have met without the time it spent waiting.
 
-    ``cpu_wait_s`` is the wall time of scoring the MLP not spent computing (``whestboard.jobs.contention``):
-    a core busy with other work, or the estimator sleeping. It bounds the wait inside predict from above, so
-    "met without it" means the wait *may* have caused the failure, and a quiet machine may pass the MLP.
+    The wait is ``predict_wait_s`` (predict's wall time not spent on the worker's CPU, as the sandbox worker
+    counts it) when known, else ``cpu_wait_s`` (the whole scoring call's, ``whestboard.jobs.contention``): a
+    core busy with other work, or the estimator sleeping. "Met without it" means the wait *may* have caused
+    the failure, and a quiet machine may pass the MLP.
     """
-    wait = float(entry.get("cpu_wait_s") or 0.0)
+    wait = float(entry["predict_wait_s"] if entry.get("predict_wait_s") is not None else entry.get("cpu_wait_s") or 0.0)
     if wait <= 0.0 or limits is None:
         return False
     if entry.get("time_exhausted"):
@@ -74,8 +75,9 @@ def waiting_mattered(entry: dict, limits: Limits | None) -> bool:
 
 
 def _wait_note(entry: dict) -> str:
-    return (f"; waiting may have caused it: {float(entry['cpu_wait_s']):.2f} s of the "
-            f"{float(entry.get('scoring_wall_s') or 0.0):.2f} s spent scoring this MLP were not spent computing "
+    wait = entry["predict_wait_s"] if entry.get("predict_wait_s") is not None else entry["cpu_wait_s"]
+    within = "predict's" if entry.get("predict_wait_s") is not None else "scoring this MLP's"
+    return (f"; waiting may have caused it: {float(wait):.2f} s of {within} wall time were not spent computing "
             "(waiting for a CPU core on a busy machine, or the estimator sleeping or blocking), and without them "
             "it would be within the limit: score again on a quieter machine")
 

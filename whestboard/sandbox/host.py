@@ -689,7 +689,7 @@ class SandboxedEstimator(BaseEstimator):
         if status in ("ok", "budget_exhausted", "time_exhausted"):
             self._last_stats = {key: reply.get(key) for key in (
                 "flops_used", "wall_time_s", "flopscope_backend_time_s", "flopscope_overhead_time_s",
-                "residual_wall_time_s", "budget_breakdown")}
+                "residual_wall_time_s", "budget_breakdown", "cpu_s")}
         if status == "budget_exhausted":
             raise flops.BudgetExhaustedError("sandbox_predict", flop_cost=0, flops_remaining=0)
         if status == "time_exhausted":

@@ -291,10 +291,12 @@ class Worker:
         budget_ctx = flops.BudgetContext(flop_budget=budget, wall_time_limit_s=self.wall_time_limit_s, quiet=True)
 
         mapped_s = time.perf_counter() - received
+        cpu_started = time.process_time()  # the worker's CPU in predict: wall minus it is time spent waiting
 
         def stats() -> dict:
             return {
                 "map_s": mapped_s,
+                "cpu_s": time.process_time() - cpu_started,
                 "flops_used": budget_ctx.flops_used,
                 "wall_time_s": budget_ctx.wall_time_s or 0.0,
                 "flopscope_backend_time_s": budget_ctx.flopscope_backend_time_s,

@@ -157,6 +157,7 @@ def score_case(
         predictions = np.array(fnp.asarray(recorder.returned, dtype=fnp.float32), dtype=np.float32)
     per_sample = mc_per_sample or mc_flops_per_sample(width, depth, dtype_aware_billing=rulebook.dtype_aware_billing)
     entry.update(scoring_wall_s=watch.wall_s, cpu_wait_s=watch.waited_s)  # read by the failure sentence
+    entry.update(_predict_wait(estimator, entry))
     entry.update(
         failed=failed,
         failure_reason=failure_reason(entry, rulebook),
@@ -169,6 +170,20 @@ def score_case(
         **library_versions(),
     )
     return entry, predictions
+
+
+def _predict_wait(estimator: Any, entry: dict) -> dict:
+    """``predict_wait_s``: predict's wall time not spent on the sandbox worker's CPU (its own count), when known.
+
+    Narrower than ``cpu_wait_s`` (the whole scoring call, hand-over included): the wait that can have
+    pushed predict's wall or residual time over a cap.
+    """
+    stats_of = getattr(estimator, "last_predict_stats", None)
+    stats = stats_of() if callable(stats_of) else None
+    cpu = (stats or {}).get("cpu_s") if isinstance(stats, dict) else None
+    if cpu is None:
+        return {}
+    return {"predict_wait_s": max(0.0, float(entry.get("wall_time_s") or 0.0) - float(cpu))}
 
 
 def _helper_pid(estimator: Any) -> int | None:
