@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 import traceback
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from whestboard import config
 from whestboard.rules.environment import GraderEnvironment
@@ -180,8 +180,10 @@ class MissingFiles:
         if event != "open" or not args or len(self.names) >= MAX_MISSING_FILES:
             return
         target = args[0]
+        if isinstance(target, PurePath):
+            target = str(target)
         if not isinstance(target, (str, bytes)):
-            return  # a file descriptor, or a path-like the audit event has already turned into one of these
+            return  # a file descriptor (or a participant's own path-like object: its code is not run here)
         path = os.path.abspath(os.fsdecode(target))
         if path.startswith(self.root) and "/__pycache__/" not in path and not os.path.lexists(path):
             name = path[len(self.root):]  # (the import system's own look for cached bytecode is not the estimator's)
