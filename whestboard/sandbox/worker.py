@@ -34,7 +34,7 @@ from pathlib import Path
 from whestboard import config
 from whestboard.rules.environment import GraderEnvironment
 from whestboard.rules.failures import whest_error
-from whestboard.sandbox import imports
+from whestboard.sandbox import imports, meter
 from whestboard.sandbox.confine import TMP, PrivateTmp, RLimits, confine, die_with_parent
 from whestboard.sandbox.protocol import FrameReader, ProtocolError, read_blocking, send
 
@@ -158,6 +158,7 @@ class Worker:
         self.wall_time_limit_s: float | None = None
         self.writable: tuple[str, ...] = ()  # folders the estimator may write: its working folder, /tmp
         self.submission_dir: str | None = None  # where the participant's files are (tracebacks are cut to them)
+        self.meter: meter.MeterWatch | None = None  # what makes flopscope count less, seen from here
 
     def reply(self, message: dict, payload: bytes = b"") -> None:
         send(self.out_fd, message, payload)
@@ -185,12 +186,17 @@ class Worker:
         self.wall_time_limit_s = request.get("wall_time_limit_s")
         environment = request.get("environment")
         submission_dir = self.submission_dir = os.path.realpath(request["context"]["submission_dir"])
-        if environment:
-            imports.install(GraderEnvironment.from_dict(environment), submission_dir)
+        rule = GraderEnvironment.from_dict(environment) if environment else None
+        if rule:
+            imports.install(rule, submission_dir)
+        self.meter = meter.MeterWatch((submission_dir, *self.writable),
+                                      numpy_offered=rule is None or rule.may_import("numpy"))
+        self.meter.install()
         try:
             started = time.perf_counter()
             self.estimator = self._load(request)
             load_s = time.perf_counter() - started
+            self.meter.enter("setup")
         except BaseException as exc:  # noqa: BLE001 - every failure is reported, never raised
             self.reply({**_error("load", exc, writable=self.writable, submission_dir=submission_dir),
                         "confinement": confinement.as_dict()})
@@ -199,6 +205,7 @@ class Worker:
             started = time.perf_counter()
             self.estimator.setup(self._context(request["context"]))
             setup_s = time.perf_counter() - started
+            self.meter.pause()
         except BaseException as exc:  # noqa: BLE001
             self.reply({**_error("setup", exc, writable=self.writable, submission_dir=submission_dir),
                         "confinement": confinement.as_dict()})
@@ -247,6 +254,14 @@ class Worker:
         budget_ctx = flops.BudgetContext(flop_budget=budget, wall_time_limit_s=self.wall_time_limit_s, quiet=True)
 
         mapped_s = time.perf_counter() - received
+        watch = self.meter
+        verdict: list[str | None] = []
+
+        def tampering() -> str | None:
+            """What the meter watch saw in this predict (computed once, after the metered window)."""
+            if watch is not None and not verdict:
+                verdict.append(watch.finish_predict(budget_ctx, self.estimator))
+            return verdict[0] if verdict else None
 
         def stats() -> dict:
             return {
@@ -257,14 +272,19 @@ class Worker:
                 "flopscope_overhead_time_s": budget_ctx.flopscope_overhead_time_s,
                 "residual_wall_time_s": budget_ctx.residual_wall_time_s or 0.0,
                 "budget_breakdown": _budget_payload(budget_ctx),
+                "meter_tampering": tampering(),
             }
 
+        if watch is not None:
+            watch.begin_predict(budget_ctx)
         try:
             with budget_ctx:
                 predictions = self.estimator.predict(mlp, budget)
                 # Inside the window, as the grader does: .shape/__array__ are participant code.
                 arr = materialise_predictions(predictions, depth=mlp.depth, width=mlp.width)
                 del predictions
+                if watch is not None:
+                    watch.check_active(budget_ctx)
             arr = validate_predictions(arr, depth=mlp.depth, width=mlp.width)
             out = sys.modules["numpy"].ascontiguousarray(arr, dtype="float32")
             self.reply({"status": "ok", "shape": list(out.shape), **stats()}, out.tobytes())
@@ -274,7 +294,7 @@ class Worker:
             self.reply({"status": "time_exhausted", "error_message": "Wall-clock time limit exceeded.", **stats()})
         except BaseException as exc:  # noqa: BLE001 - SystemExit in predict is the estimator's error
             self.reply({**_error("predict", exc, writable=self.writable, submission_dir=self.submission_dir),
-                        "wall_time_s": budget_ctx.wall_time_s or 0.0})
+                        "wall_time_s": budget_ctx.wall_time_s or 0.0, "meter_tampering": tampering()})
         finally:
             del mlp
 

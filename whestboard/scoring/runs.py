@@ -45,8 +45,9 @@ from whestboard.scoring.inputs import RunError, check_budget, select_mlps
 from whestboard.scoring.rulebook import Rulebook
 
 # Part of every cache key: bumped when the same request would now be scored differently (2: the
-# grader's import rule per round applies in the sandbox, so a stored v2 run of a numpy importer is stale).
-SCHEMA = "whestboard.run/2"
+# grader's import rule per round applies in the sandbox, so a stored v2 run of a numpy importer is stale;
+# 3: each MLP says whether the meter was tampered with, which a stored run did not look for).
+SCHEMA = "whestboard.run/3"
 
 
 # ---------------------------------------------------------------------------
@@ -164,9 +165,20 @@ def score_case(
         **_honesty_fields(entry, case, per_sample),
         scoring_wall_s=watch.wall_s,
         cpu_wait_s=watch.waited_s,
+        meter_tampering=meter_tampering(estimator),
         **library_versions(),
     )
     return entry, predictions
+
+
+def meter_tampering(estimator: Any) -> str | None:
+    """What the sandbox saw make flopscope count less in the last predict (None: nothing seen, or not sandboxed).
+
+    A flag beside the grader's verdict, never a change to it: the MLP keeps the score the grader gives.
+    """
+    stats = getattr(estimator, "last_predict_stats", None)
+    seen = (stats() or {}).get("meter_tampering") if callable(stats) else None
+    return str(seen) if seen else None
 
 
 def _helper_pid(estimator: Any) -> int | None:
