@@ -118,6 +118,7 @@ TAMPERERS = [
     ("swapped_budget.py", V2, ["a budget other than the grader's was charged"]),
     ("raw_numpy.py", V2, ["raw numpy, which this round does not offer, was reached and held in "
                           "estimator.py's np (numpy)"]),
+    ("hidden_work.py", V1, ["the metered call add took", "work done inside it", "was not counted"]),
 ]
 
 
@@ -165,7 +166,7 @@ def test_a_shared_library_called_through_ctypes_is_named(contest, tmp_path, kind
 
 
 TWINS = [("counter_reset_twin.py", V2), ("patched_charge_twin.py", V2), ("swapped_budget_twin.py", V2),
-         ("raw_numpy_twin.py", V2), ("ctypes_library_twin.py", V1)]
+         ("raw_numpy_twin.py", V2), ("ctypes_library_twin.py", V1), ("hidden_work_twin.py", V1)]
 
 
 @pytest.mark.parametrize(("name", "limits"), TWINS, ids=[t[0] for t in TWINS])
@@ -205,3 +206,20 @@ def test_hostile_estimators_that_return_are_not_flagged(contest, tmp_path, name)
     source = (HOSTILE / name).read_text().replace("{secret_path}", str(tmp_path / "absent"))
     _, seen = score(contest, folder_with(tmp_path, name.removesuffix(".py"), source), V1)
     assert seen and all(sentence is None for sentence in seen), seen
+
+
+@pytest.mark.parametrize("limits", [V1, V2], ids=["v1", "v2"])
+def test_the_score_corpus_is_clean(contest, tmp_path, limits):
+    """Every participant-shaped submission of the ``score`` corpus that gets to predict is not flagged."""
+    from tests.cli.test_score_corpus import CORPUS, write_folder
+
+    reported = 0
+    for name, files in CORPUS.items():
+        folder = write_folder(tmp_path / f"{name}-{limits.environment.round_tag}", files)
+        try:
+            _, seen = score(contest, SubmissionFiles(root=folder), limits)
+        except Exception:  # noqa: BLE001 - a submission that fails to load (syntax error, no class) has no predict
+            continue
+        assert all(sentence is None for sentence in seen), (name, seen)
+        reported += len(seen)
+    assert reported >= 4  # at least the data folder and the package scored both MLPs
