@@ -31,6 +31,13 @@ def official(tmp_path_factory):
     return make_official(tmp_path_factory.mktemp("meter") / "ds", width=16, depth=3, n_samples=2000, seeds=[5, 6])
 
 
+@pytest.fixture(scope="module")
+def warmup_shaped(tmp_path_factory):
+    """Two MLPs of v1-warmup's shape (256 x 8), so their reports import into that round's board."""
+    return make_official(tmp_path_factory.mktemp("meter-v1") / "ds", width=256, depth=8, n_samples=2000,
+                         seeds=[5, 6])
+
+
 def submission(tmp_path: Path, name: str) -> Path:
     folder = tmp_path / name.removesuffix(".py")
     folder.mkdir()
@@ -84,3 +91,31 @@ def test_the_honest_twin_is_clean_everywhere(capsys, official, tmp_path):
     assert [e["meter_tampering"] for e in per_mlp] == [None, None]
     page = rendered(verdict_table([_verdict_row(e) for e in per_mlp]))
     assert "upload-meter-tampering" not in page and "meter tampering" not in page
+
+
+def test_a_flagged_run_imported_to_the_leaderboard_carries_the_integrity_flag(capsys, warmup_shaped, tmp_path):
+    """``score --json`` reports, imported as the board imports run reports: the tamperer is flagged, its twin not."""
+    import app
+    from whestboard.leaderboard import files, integrity, store
+
+    app.the_app()  # the pages register with the app
+    from pages.leaderboard import _flags_text
+
+    uploads = []
+    for name in ("counter_reset.py", "counter_reset_twin.py"):
+        status, out = score(capsys, "--dataset", str(warmup_shaped), "--estimator", str(submission(tmp_path, name)),
+                            "--round", "v1-warmup", "--no-cache", "--json")
+        assert status == 0
+        uploads.append((name, out))
+    sentence = json.loads(uploads[0][1])["results"]["per_mlp"][0]["meter_tampering"]
+    for name, out in uploads:
+        batch = files.build_batch([files.Upload(f"{name}.json", out.encode())], team=name, round_tag="v1-warmup")
+        assert not batch.problems, list(batch.problems)
+        store.upsert(batch.submissions, batch.mlp_results)
+    board = integrity.board("v1-warmup").set_index("team")
+    assert bool(board.loc["counter_reset.py", "meter"]) and not board.loc["counter_reset_twin.py", "meter"]
+    assert board.loc["counter_reset.py", "meter_text"] == f"meter tampering on 2 of 2 MLP(s): {sentence}"
+    assert board.loc["counter_reset_twin.py", "meter_text"] == ""
+    assert f"⚠ meter tampering on 2 of 2 MLP(s): {sentence}" in _flags_text(board.loc["counter_reset.py"].to_dict())
+    stored = store.mlp_frame().set_index("mlp_index")
+    assert stored["meter_tampering"].notna().sum() == 2  # the sentence is stored per MLP, the twin's are empty

@@ -49,8 +49,10 @@ HIDDEN_WORK_MIN_S = 0.5
 HIDDEN_WORK_FLOPS_PER_S = 1e6
 #: Packages whose own ctypes look-ups are housekeeping, not arithmetic (the worker's memory maps, thread counts).
 HOUSEKEEPING_MODULES = ("whestboard", "threadpoolctl")
-#: How many distinct findings one sentence names before "and N more".
+#: How many distinct findings one sentence names before "and N more", and the sentence's longest form
+#: (the leaderboard stores it in a 500-character column).
 MAX_NAMED = 3
+MAX_SENTENCE_CHARS = 480
 
 _WATCH: MeterWatch | None = None
 _HOOKED = False
@@ -390,5 +392,7 @@ def sentence_of(seen: _Seen) -> str | None:
     parts = list(seen.items.values())
     if not parts:
         return None
-    text = "; ".join(parts)
+    text = "".join(c if c.isprintable() else "?" for c in "; ".join(parts))  # names come from the participant
+    if len(text) >= MAX_SENTENCE_CHARS:
+        text = text[:MAX_SENTENCE_CHARS - 4].rstrip() + " ..."
     return text[0].upper() + text[1:] + "."
