@@ -223,3 +223,24 @@ def test_the_score_corpus_is_clean(contest, tmp_path, limits):
         assert all(sentence is None for sentence in seen), (name, seen)
         reported += len(seen)
     assert reported >= 4  # at least the data folder and the package scored both MLPs
+
+
+def test_a_flopscope_functions_code_replaced_in_place_is_seen_as_it_happens(tmp_path):
+    """``f.__code__ = ...`` leaves the function object in place (the snapshot cannot see it): the audit hook does."""
+    import flopscope._budget as budget_state
+
+    from whestboard.sandbox import meter
+
+    watch = meter.MeterWatch((str(tmp_path),), numpy_offered=True)
+    target = budget_state._validate_namespace_segment
+    original = target.__code__
+    try:
+        watch.install()
+        watch.enter("setup")
+        target.__code__ = (lambda name: name).__code__
+        watch.pause()
+    finally:
+        target.__code__ = original
+        meter._WATCH = None  # the hook stays (it cannot be removed) but no longer records
+    assert list(watch.standing.items.values()) == [
+        "flopscope._budget._validate_namespace_segment.__code__ was changed during setup"]
