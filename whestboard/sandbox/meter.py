@@ -178,19 +178,32 @@ class MeterWatch:
         self.recording = True
 
     def check_active(self, budget_ctx) -> None:
-        """Inside the window, after the estimator returned: is the grader's budget still the active one?"""
-        self._charged_elsewhere = self._elsewhere(budget_ctx)  # before the worker's own checks bill the default
+        """Inside the window, after the estimator returned: is the grader's budget still the active one?
+
+        Never raises (an exception here would become the estimator's failure)."""
+        try:
+            self._charged_elsewhere = self._elsewhere(budget_ctx)  # before the worker's checks bill the default
+        except Exception:  # noqa: BLE001 - records too broken to read: finish_predict names that
+            self._charged_elsewhere = None
         active = getattr(self._thread_local, "active_budget", None)
-        if self._budget_module._thread_local is not self._thread_local:
+        if getattr(self._budget_module, "_thread_local", None) is not self._thread_local:
             self.current.add("thread_local", "flopscope's per-thread budget store was replaced")
         elif active is not budget_ctx:
             self.current.add("swapped", "the active budget at the end of predict was not the grader's: "
                                         "work was charged elsewhere")
 
     def finish_predict(self, budget_ctx, estimator) -> str | None:
-        """After the window: every check; one sentence naming what was seen, or None."""
+        """After the window: every check; one sentence naming what was seen, or None. Never raises: the
+        grader's verdict must not depend on the watch (state too broken to read is itself named)."""
         self.recording = False
         self.phase = "after"
+        try:
+            return self._verdict(budget_ctx, estimator)
+        except Exception as exc:  # noqa: BLE001 - flopscope's own records no longer have their shape
+            return sentence_of(_Seen({"unreadable": f"flopscope's budget records could not be read after "
+                                                    f"predict ({type(exc).__name__}): they were altered"}))
+
+    def _verdict(self, budget_ctx, estimator) -> str | None:
         seen = _Seen(dict(self.standing.items))
         for key, sentence in self.current.items.items():
             seen.add(key, sentence)
