@@ -144,9 +144,28 @@ def verdict_table(verdicts: list[dict]) -> dbc.Table | html.Div:
                               className="verdict-badge")),
             html.Td(integer(v.get("flops_used"))), html.Td(sci(v.get("final_layer_mse"))),
             html.Td(sci(v.get("wall_time_s"))), html.Td(sci(v.get("residual_wall_time_s"))),
-            html.Td(v.get("message") or "", className="small"),
+            html.Td([v.get("message") or "", _tampering_flag(v.get("meter_tampering"))], className="small"),
         ], className="verdict-row"))
-    return dbc.Table([header, html.Tbody(rows)], size="sm", hover=True, id="upload-verdicts")
+    return html.Div([_tampering_summary(verdicts),
+                     dbc.Table([header, html.Tbody(rows)], size="sm", hover=True, id="upload-verdicts")])
+
+
+def _tampering_flag(sentence: str | None) -> html.Div | str:
+    """The sandbox's integrity flag beside the grader's verdict (which it does not change)."""
+    if not sentence:
+        return ""
+    return html.Div([dbc.Badge("meter tampering", color="danger", className="me-1"), sentence],
+                    className="meter-tampering text-danger")
+
+
+def _tampering_summary(verdicts: list[dict]) -> html.Div:
+    flagged = [v for v in verdicts if v.get("meter_tampering")]
+    if not flagged:
+        return html.Div()
+    return dbc.Alert([html.Strong(f"Meter tampering seen on {len(flagged)} of {len(verdicts)} MLP(s). "),
+                      "The scores below are the grader's, as it would bill them; they were not earned under "
+                      "flopscope's meter. Organizers see this flag on the leaderboard."],
+                     color="danger", id="upload-meter-tampering")
 
 
 def contract_list(contract: dict | None) -> html.Div:

@@ -369,6 +369,8 @@ def _compare_cell(row: dict, leader: str | None) -> str | None:
 def _flags_text(row: dict) -> str:
     """Every flag of a ranking row in words (organizer columns are absent from a public board)."""
     parts = []
+    if row.get("meter"):
+        parts.append("⚠ " + row["meter_text"])
     if row.get("residual"):
         parts.append("⚠ " + row["residual_text"])
     if row.get("overfit") or row.get("flops_differ"):
@@ -471,7 +473,8 @@ def _split_board(round_tag: str, split: str, organizer: bool):
 
 
 def _flags_list(table) -> html.Ul | html.Div:
-    flagged = [r for r in table.to_dict("records") if r.get("residual") or r.get("overfit") or r.get("flops_differ")]
+    flagged = [r for r in table.to_dict("records")
+               if r.get("meter") or r.get("residual") or r.get("overfit") or r.get("flops_differ")]
     if not flagged:
         return html.Div("No team is flagged on this split.", className="text-muted", id="lb-flag-none")
     return html.Ul([html.Li([html.B(r["team"]), f" ({r['submission_id']}): ", _flags_text(r)],

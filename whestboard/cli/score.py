@@ -79,7 +79,7 @@ def _print_human(outcome) -> None:
     print(f"{'MLP':>5} {'name':24} {'FLOPs':>16} {'final MSE':>11} {'floor':>10} {'mult':>6} {'score':>11}  status")
     for e in results["per_mlp"]:
         mark = " <floor" if e["below_noise_floor"] else ""
-        status = e["failure_reason"] or "ok"
+        status = e["failure_reason"] or ("ok, METER TAMPERING" if e.get("meter_tampering") else "ok")
         print(f"{e['mlp_index']:>5} {e['mlp_name'][:24]:24} {e['flops_used']:>16,} {sci(e['final_layer_mse']):>11}"
               f" {sci(e['noise_floor']):>10} {e['score_multiplier']:>6.3g} {sci(e['adjusted_final_layer_score']):>11}"
               f"  {status}{mark}")
@@ -102,6 +102,12 @@ def _print_human(outcome) -> None:
     if output.get("text", "").strip():
         print("estimator output" + (f" (first and last part of {output['bytes']:,} bytes)" if output["truncated"]
                                     else "") + ":\n" + output["text"].rstrip())
+    flagged = [e for e in results["per_mlp"] if e.get("meter_tampering")]
+    for e in flagged:
+        print(f"meter tampering, MLP {e['mlp_index']}: {e['meter_tampering']}")
+    if flagged:
+        print(f"{len(flagged)} of {len(results['per_mlp'])} MLP(s) flagged: the score above is the grader's; "
+              "the flag is Whestboard's (see meter_tampering in --json)")
     print(f"run {report['run_id'] or '(not recorded)'}")
 
 

@@ -522,6 +522,7 @@ def parse_mlp_row(row: dict) -> tuple[MLPResult | None, _RowProblems]:
         failed=take(_boolean, "failed"),
         split=take(_split, "split"),
         failure=take(_failure, "failure"),
+        meter_tampering=take(_text, "meter_tampering", required=False),
     )
     if result["failure"] is not None and result["failed"] is False:
         problems.note("failure", f"failure is {result['failure']!r} but failed is false; mark the MLP failed "
@@ -747,6 +748,7 @@ def parse_run_report(
             "final_layer_mse": e.get("final_layer_mse"), "adjusted_score": e.get("adjusted_final_layer_score"),
             "flops_used": e.get("flops_used") or 0, "effective_compute": e.get("effective_compute") or 0.0,
             "failed": failed, "split": split, "failure": judge(e)[0] if failed else None,
+            "meter_tampering": e.get("meter_tampering"),
         })
         problems += [f"{name} results.per_mlp[{position}]: {p}" for p in mlp_problems]
         if len(problems) >= MAX_COUNTED_PROBLEMS:

@@ -16,6 +16,9 @@
 * **Residual arbitrage.** Where residual wall time is priced (C = F + lambda R), the
   instrumented share F / C says how much of the charged cost flopscope metered; a
   share under RESIDUAL_SHARE_LIMIT means most of the cost is wall time outside it.
+* **Meter tampering.** Runs scored here carry, per MLP, what the sandbox saw make flopscope count
+  less (``meter_tampering``, whestboard.sandbox.meter); a submission with any such MLP is flagged
+  with the count and the first sentence. The score stays the grader's.
 * **Ties.** For the top of a ranking, a paired sign-flip test between neighbours,
   and the number of extra MLPs from the same distribution that would separate #1
   from #2 (the Rules' extra-MLP tie-break), sized from their paired differences.
@@ -285,6 +288,20 @@ def per_mlp_share(mlp_results: pd.DataFrame) -> pd.Series:
 # ---------------------------------------------------------------------------
 
 
+def meter_tampering(mlp_results: pd.DataFrame) -> pd.DataFrame:
+    """Per submission with a flagged MLP: ``meter`` (True) and ``meter_text`` (how many MLPs, the first sentence)."""
+    if "meter_tampering" not in mlp_results.columns:
+        return pd.DataFrame(columns=["submission_id", "meter", "meter_text"])
+    flagged = mlp_results[mlp_results["meter_tampering"].notna() & (mlp_results["meter_tampering"] != "")]
+    rows = []
+    for sid, group in flagged.groupby("submission_id", sort=True):
+        total = int((mlp_results["submission_id"] == sid).sum())
+        rows.append({"submission_id": sid, "meter": True,
+                     "meter_text": f"meter tampering on {len(group)} of {total} MLP(s): "
+                                   f"{group['meter_tampering'].iloc[0]}"})
+    return pd.DataFrame(rows, columns=["submission_id", "meter", "meter_text"])
+
+
 def team_history(submissions: pd.DataFrame, team: str) -> pd.DataFrame:
     """A team's graded submissions by time with its best-so-far score (what a step line draws)."""
     rows = submissions[(submissions["team"] == team) & (submissions["status"] == "graded")
@@ -383,13 +400,15 @@ def board(round_tag: str, split: str = PUBLIC, *, url: str | None = None) -> pd.
         mlps = store.mlp_frame(best["submission_id"].tolist(), splits=(split,), url=url)
         table = split_ranking(subs, summary, mlps, split)
         table = table.merge(residual_share(best, mlps), how="left", on="submission_id")
+        table = table.merge(meter_tampering(mlps), how="left", on="submission_id")
         reference = ranking.with_mc_reference(best, ranking.mlp_variance_of(mlps))
         table["vs_mc"] = table["submission_id"].map(reference.set_index("submission_id")["vs_mc"]).astype(float)
         failures = failure_breakdown(mlps)
         table["failures"] = table["submission_id"].map(lambda sid: breakdown_text(failures.get(sid, {})))
-        for flag in ("residual", "tied_next"):
+        for flag in ("residual", "tied_next", "meter"):
             table[flag] = table[flag].fillna(False).astype(bool)
-        table["residual_text"] = table["residual_text"].fillna("")
+        for text in ("residual_text", "meter_text"):
+            table[text] = table[text].fillna("")
         return table
 
     return store.cached(f"integrity:{round_tag}:{split}:" + ranking.reference_fingerprint(), compute, url=url)

@@ -99,6 +99,7 @@ class SubmissionMLPRow(db.Base):
     failed: Mapped[bool] = mapped_column(Boolean, default=False)
     avg_variance: Mapped[float | None] = mapped_column(Float, nullable=True)
     failure: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    meter_tampering: Mapped[str | None] = mapped_column(String(500), nullable=True)
 
 
 class StoreMeta(db.Base):
@@ -156,6 +157,7 @@ class MLPResult:
     avg_variance: float | None = None
     split: str = PUBLIC
     failure: str | None = None  # the verdict word of whestboard.rules.failures, when known
+    meter_tampering: str | None = None  # what the sandbox saw make flopscope count less (runs scored here)
 
 
 SUBMISSION_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Submission))

@@ -689,7 +689,7 @@ class SandboxedEstimator(BaseEstimator):
         if status in ("ok", "budget_exhausted", "time_exhausted"):
             self._last_stats = {key: reply.get(key) for key in (
                 "flops_used", "wall_time_s", "flopscope_backend_time_s", "flopscope_overhead_time_s",
-                "residual_wall_time_s", "budget_breakdown", "cpu_s")}
+                "residual_wall_time_s", "budget_breakdown", "cpu_s", "meter_tampering")}
         if status == "budget_exhausted":
             raise flops.BudgetExhaustedError("sandbox_predict", flop_cost=0, flops_remaining=0)
         if status == "time_exhausted":
@@ -703,7 +703,9 @@ class SandboxedEstimator(BaseEstimator):
         return fnp.asarray(np.frombuffer(payload, dtype=np.float32).reshape(shape).copy())
 
     def last_predict_stats(self) -> dict | None:
-        """The worker's own timing of the last predict (flops, wall, backend, overhead, residual, breakdown)."""
+        """The worker's own timing of the last predict (flops, wall, backend, overhead, residual, breakdown),
+        and ``meter_tampering``: None, or the sentence naming what made flopscope count less
+        (:mod:`whestboard.sandbox.meter`)."""
         return self._last_stats
 
     # -- failures ----------------------------------------------------------------------------

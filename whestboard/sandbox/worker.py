@@ -34,7 +34,7 @@ from pathlib import Path, PurePath
 from whestboard import config
 from whestboard.rules.environment import GraderEnvironment
 from whestboard.rules.failures import whest_error
-from whestboard.sandbox import imports
+from whestboard.sandbox import imports, meter
 from whestboard.sandbox.confine import TMP, PrivateTmp, RLimits, confine, die_with_parent
 from whestboard.sandbox.protocol import FrameReader, ProtocolError, read_blocking, send
 
@@ -201,6 +201,7 @@ class Worker:
         self.writable: tuple[str, ...] = ()  # folders the estimator may write: its working folder, /tmp
         self.submission_dir: str | None = None  # where the participant's files are (tracebacks are cut to them)
         self.missing: MissingFiles | None = None
+        self.meter: meter.MeterWatch | None = None  # what makes flopscope count less, seen from here
 
     def reply(self, message: dict, payload: bytes = b"") -> None:
         send(self.out_fd, message, payload)
@@ -228,15 +229,20 @@ class Worker:
         self.wall_time_limit_s = request.get("wall_time_limit_s")
         environment = request.get("environment")
         submission_dir = self.submission_dir = os.path.realpath(request["context"]["submission_dir"])
-        rule = imports.install(GraderEnvironment.from_dict(environment), submission_dir) if environment else None
+        grader = GraderEnvironment.from_dict(environment) if environment else None
+        rule = imports.install(grader, submission_dir) if grader else None
         self.missing = MissingFiles(submission_dir)
         sys.addaudithook(self.missing)
+        self.meter = meter.MeterWatch((submission_dir, *self.writable),
+                                      numpy_offered=grader is None or grader.may_import("numpy"))
+        self.meter.install()
         try:
             started = time.perf_counter()
             self.estimator = self._load(request)
             load_s = time.perf_counter() - started
             if rule is not None:
                 rule.reclaim()  # the worker's numpy back in sys.modules, whatever the module's code put there
+            self.meter.enter("setup")
         except BaseException as exc:  # noqa: BLE001 - every failure is reported, never raised
             self.reply({**_error("load", exc, writable=self.writable, submission_dir=submission_dir),
                         "confinement": confinement.as_dict(), "missing_files": self.missing.names})
@@ -245,6 +251,7 @@ class Worker:
             started = time.perf_counter()
             self.estimator.setup(self._context(request["context"]))
             setup_s = time.perf_counter() - started
+            self.meter.pause()
         except BaseException as exc:  # noqa: BLE001
             self.reply({**_error("setup", exc, writable=self.writable, submission_dir=submission_dir),
                         "confinement": confinement.as_dict(), "missing_files": self.missing.names})
@@ -294,6 +301,14 @@ class Worker:
 
         mapped_s = time.perf_counter() - received
         cpu_started = time.process_time()  # the worker's CPU in predict: wall minus it is time spent waiting
+        watch = self.meter
+        verdict: list[str | None] = []
+
+        def tampering() -> str | None:
+            """What the meter watch saw in this predict (computed once, after the metered window)."""
+            if watch is not None and not verdict:
+                verdict.append(watch.finish_predict(budget_ctx, self.estimator))
+            return verdict[0] if verdict else None
 
         def stats() -> dict:
             return {
@@ -305,14 +320,19 @@ class Worker:
                 "flopscope_overhead_time_s": budget_ctx.flopscope_overhead_time_s,
                 "residual_wall_time_s": budget_ctx.residual_wall_time_s or 0.0,
                 "budget_breakdown": _budget_payload(budget_ctx),
+                "meter_tampering": tampering(),
             }
 
+        if watch is not None:
+            watch.begin_predict(budget_ctx)
         try:
             with budget_ctx:
                 predictions = self.estimator.predict(mlp, budget)
                 # Inside the window, as the grader does: .shape/__array__ are participant code.
                 arr = materialise_predictions(predictions, depth=mlp.depth, width=mlp.width)
                 del predictions
+                if watch is not None:
+                    watch.check_active(budget_ctx)
             arr = validate_predictions(arr, depth=mlp.depth, width=mlp.width)
             out = NUMPY.ascontiguousarray(arr, dtype="float32")
             self.reply({"status": "ok", "shape": list(out.shape), **stats()}, out.tobytes())
@@ -322,7 +342,7 @@ class Worker:
             self.reply({"status": "time_exhausted", "error_message": "Wall-clock time limit exceeded.", **stats()})
         except BaseException as exc:  # noqa: BLE001 - SystemExit in predict is the estimator's error
             self.reply({**_error("predict", exc, writable=self.writable, submission_dir=self.submission_dir),
-                        "wall_time_s": budget_ctx.wall_time_s or 0.0})
+                        "wall_time_s": budget_ctx.wall_time_s or 0.0, "meter_tampering": tampering()})
         finally:
             del mlp
 

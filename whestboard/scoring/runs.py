@@ -46,8 +46,9 @@ from whestboard.scoring.inputs import RunError, check_budget, select_mlps
 from whestboard.scoring.rulebook import Rulebook
 
 # Part of every cache key: bumped when the same request would now be scored differently (2: the
-# grader's import rule per round applies in the sandbox, so a stored v2 run of a numpy importer is stale).
-SCHEMA = "whestboard.run/2"
+# grader's import rule per round applies in the sandbox, so a stored v2 run of a numpy importer is stale;
+# 3: each MLP says whether the meter was tampered with, which a stored run did not look for).
+SCHEMA = "whestboard.run/3"
 
 
 # ---------------------------------------------------------------------------
@@ -167,6 +168,7 @@ def score_case(
         **_honesty_fields(entry, case, per_sample),
         scoring_wall_s=watch.wall_s,
         cpu_wait_s=watch.waited_s,
+        meter_tampering=meter_tampering(estimator),
         **library_versions(),
     )
     return entry, predictions
@@ -178,12 +180,26 @@ def _predict_wait(estimator: Any, entry: dict) -> dict:
     Narrower than ``cpu_wait_s`` (the whole scoring call, hand-over included): the wait that can have
     pushed predict's wall or residual time over a cap.
     """
-    stats_of = getattr(estimator, "last_predict_stats", None)
-    stats = stats_of() if callable(stats_of) else None
-    cpu = (stats or {}).get("cpu_s") if isinstance(stats, dict) else None
+    cpu = _last_predict_stats(estimator).get("cpu_s")
     if cpu is None:
         return {}
     return {"predict_wait_s": max(0.0, float(entry.get("wall_time_s") or 0.0) - float(cpu))}
+
+
+def meter_tampering(estimator: Any) -> str | None:
+    """What the sandbox saw make flopscope count less in the last predict (None: nothing seen, or not sandboxed).
+
+    A flag beside the grader's verdict, never a change to it: the MLP keeps the score the grader gives.
+    """
+    seen = _last_predict_stats(estimator).get("meter_tampering")
+    return str(seen) if seen else None
+
+
+def _last_predict_stats(estimator: Any) -> dict:
+    """The sandbox worker's own account of the last predict; empty for an estimator run in this process."""
+    stats_of = getattr(estimator, "last_predict_stats", None)
+    stats = stats_of() if callable(stats_of) else None
+    return stats if isinstance(stats, dict) else {}
 
 
 def _helper_pid(estimator: Any) -> int | None:

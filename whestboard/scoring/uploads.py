@@ -58,7 +58,8 @@ def _verdict_row(entry: dict) -> dict:
     return {"mlp_index": entry["mlp_index"], "mlp_name": entry.get("mlp_name", ""), "verdict": verdict,
             "message": entry.get("failure_reason") or message, "flops_used": entry.get("flops_used", 0),
             "final_layer_mse": entry.get("final_layer_mse"), "wall_time_s": entry.get("wall_time_s"),
-            "residual_wall_time_s": entry.get("residual_wall_time_s"), "traceback": entry.get("traceback")}
+            "residual_wall_time_s": entry.get("residual_wall_time_s"), "traceback": entry.get("traceback"),
+            "meter_tampering": entry.get("meter_tampering")}
 
 
 def run_upload_job(ctx) -> dict:
