@@ -1,7 +1,8 @@
 """Running a participant's code safely: ingest, contract check, the confined worker and its protocol.
 
 Owns: accepting uploads (``.py``, folders, ``whest package`` archives; sizes, members, manifests),
-the contract check, the grader's import rule inside the worker (no numpy in Phase 2), the host side
+the contract check, the grader's import rule inside the worker (no numpy in Phase 2), the meter watch
+(``meter_tampering``: what made flopscope count less), the host side
 of a sandboxed estimator (a ``BaseEstimator`` that ``evaluate_estimator`` drives like whestbench's
 SubprocessRunner), the worker that confines itself
 (private /tmp, privileges, rlimits, Landlock, seccomp), the pipe protocol, and verdicts. Nothing a

@@ -26,10 +26,11 @@ Signals, each chosen because honest code cannot raise it:
   on the participant's behalf (an ``__array__`` hook doing numpy work the meter does not see).
 * **Raw numpy where the round has none.** Under a rule without numpy, a numpy module or a numpy
   function flopscope.numpy does not offer, held in the participant's modules or on the estimator.
-* **Foreign calls.** ctypes calls made during load, setup or predict (the ``ctypes.call_function``
-  audit event), and shared libraries loaded from the submission or its scratch folders
-  (``ctypes.dlopen``). Housekeeping calls made by the worker itself or by threadpoolctl (thread
-  counts, not arithmetic) are not counted.
+* **Foreign functions.** Every foreign function the participant's code looks up through ctypes
+  during load, setup or predict (the ``ctypes.dlsym`` audit event: CPython raises none per call, and
+  a looked-up function stays held, so the finding stands for every later MLP), and shared libraries
+  loaded from the submission or its scratch folders (``ctypes.dlopen``). Look-ups by the worker
+  itself or by threadpoolctl (thread counts, not arithmetic) are not counted.
 
 What cannot be seen is stated in docs/uploads.md ("The meter's integrity").
 """
