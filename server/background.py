@@ -27,7 +27,7 @@ from flask import request
 
 from server.warm import warm_process
 from whestboard import config, logs
-from whestboard.jobs import launcher, ledger, liveness
+from whestboard.jobs import budgets, launcher, ledger, liveness
 
 JOB_FIELD = "whestboard_job"
 JOB_DIED = "worker died"
@@ -49,10 +49,11 @@ def _describe_outputs(context: dict) -> str:
 
 
 def request_client_id() -> str | None:
-    """The hashed id of the visitor behind the current request, or None outside one."""
+    """The hashed id of the visitor behind the current request, or None outside one.
+
+    ``remote_addr`` is the real client: ``server.identity`` believes X-Forwarded-For only from trusted proxies."""
     try:
-        address = request.access_route[0] if request.access_route else request.remote_addr
-        return logs.client_id(address, request.headers.get("User-Agent"), config.state_dir())
+        return logs.client_id(request.remote_addr, request.headers.get("User-Agent"), config.state_dir())
     except RuntimeError:  # no request context (a Celery worker, a script)
         return None
 
@@ -64,6 +65,35 @@ def job_failed_payload(reason: str) -> dict:
 
 
 _poll = threading.local()
+#: What each background callback's job would cost, by its function: see :func:`priced`.
+_PRICES: dict[str, Any] = {}
+PRICE_ATTR = "whestboard_price"
+
+
+def priced(what: str, cost):
+    """Declare a background callback's price: ``cost(*inputs)`` estimates its work in FLOPs (None: no
+    estimate, its inputs are wrong and the job says so). Every background callback is priced (a test
+    checks it); :mod:`whestboard.jobs.budgets` refuses the job before it is launched."""
+    def mark(fn):
+        setattr(fn, PRICE_ATTR, (what, cost))
+        return fn
+    return mark
+
+
+def _admit(job_fn, args) -> None:
+    """The budgets' one question, asked before every launch: cost first, then the client's and all slots."""
+    what, cost = _PRICES.get(id(job_fn), ("This job", None))
+    values = list(args.values()) if isinstance(args, dict) else list(args or [])
+    try:
+        flops = cost(*values) if cost is not None else None
+    except (ValueError, KeyError, TypeError, FileNotFoundError):
+        flops = None  # inputs the job itself will refuse with a sentence
+    budgets.admit(what, flops, request_client_id())
+
+
+def _within_wall_time(job_id: str, compute):
+    with budgets.deadline(job_id):
+        return compute()
 
 
 class _Ledger:
@@ -80,7 +110,7 @@ class _Ledger:
         return key
 
     def call_job_fn(self, key, job_fn, args, context):
-        ledger.reap()
+        _admit(job_fn, args)  # budgets.OverBudget: shown by server.hooks, nothing launched
         job_id = uuid.uuid4().hex
         kind, owner = _describe_outputs(context), request_client_id()
         ledger.enqueue(job_id, result_key=key, kind=kind, owner=owner, backend=self.backend_name)
@@ -91,7 +121,9 @@ class _Ledger:
         return handle
 
     def make_job_fn(self, fn, progress, key=None):
-        return super().make_job_fn(self._tracked(fn), progress, key)
+        job_fn = super().make_job_fn(self._tracked(fn), progress, key)
+        _PRICES[id(job_fn)] = getattr(fn, PRICE_ATTR, ("This job", None))
+        return job_fn
 
     def _tracked(self, fn):
         if inspect.iscoroutinefunction(fn):
@@ -106,7 +138,7 @@ class _Ledger:
             launch = ledger.Launch(**info)
             return ledger.run_tracked(
                 launch,
-                lambda: fn(*args, **kwargs),
+                lambda: _within_wall_time(launch.job_id, lambda: fn(*args, **kwargs)),
                 already_done=lambda: manager._stored_result(launch.result_key),
                 benign=(PreventUpdate,),
             )
