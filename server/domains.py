@@ -248,12 +248,59 @@ def _entries(values: Any, where: str) -> Iterator[dict]:
                               "{id, property, value} object, as every page sends it")
 
 
-def check_callback_body(body: Any, domains: DomainIndex | None = None) -> None:
-    """Refuse a callback body that no page could send (:class:`OutOfDomain` says what and why)."""
+def _same_id(defined: str, sent: Any) -> bool:
+    """A sent id matches a defined one: equal, or for a pattern-matching id, equal on every fixed key."""
+    if not defined.startswith("{"):
+        return sent == defined
+    pattern = json.loads(defined)
+    return isinstance(sent, dict) and set(sent) == set(pattern) and all(
+        isinstance(want, list) or sent.get(key) == want for key, want in pattern.items())
+
+
+def _matches(defined: list[dict], sent: Any, where: str) -> None:
+    """The request's inputs (or state) are the callback's own, in its order."""
+    if not isinstance(sent, list) or len(sent) != len(defined):
+        raise OutOfDomain(f"the callback request's {where!r} are not the {len(defined)} this callback takes")
+    for want, got in zip(defined, sent, strict=True):
+        items = got if isinstance(got, list) and want["id"].startswith("{") else [got]
+        for item in items:
+            if not (isinstance(item, dict) and item.get("property") == want["property"]
+                    and _same_id(want["id"], item.get("id"))):
+                raise OutOfDomain(f"the callback request's {where!r} do not match the callback: expected "
+                                  f"{want['id']}.{want['property']}")
+
+
+def _outputs_match(defined: Any, sent: Any) -> None:
+    from dash import Output
+
+    defined = defined if isinstance(defined, list | tuple) else [defined]
+    sent = sent if isinstance(sent, list) and len(defined) > 1 else [sent]
+    if len(sent) != len(defined):
+        raise OutOfDomain("the callback request's outputs are not the ones this callback sets")
+    for want, got in zip(defined, sent, strict=True):
+        for item in (got if isinstance(got, list) else [got]):
+            if not (isinstance(item, dict) and isinstance(item.get("property"), str)
+                    and isinstance(item.get("id"), str | dict)
+                    and Output(item["id"], item["property"].split("@")[0]) == want):
+                raise OutOfDomain("the callback request's outputs are not the ones this callback sets")
+
+
+def check_callback_body(body: Any, domains: DomainIndex | None = None,
+                        callbacks: dict[str, dict] | None = None) -> None:
+    """Refuse a callback body that no page could send (:class:`OutOfDomain` says what and why): it must
+    name a callback, carry that callback's outputs, inputs and state, and every value must lie in its
+    component's domain."""
     if not isinstance(body, dict):
         raise OutOfDomain("a callback request is a JSON object, as every page sends it")
     if not isinstance(body.get("output"), str):
         raise OutOfDomain("the callback request names no output (\"output\" must be text)")
+    if callbacks is not None:
+        spec = callbacks.get(body["output"])
+        if spec is None or "callback" not in spec:  # clientside callbacks run in the browser only
+            raise OutOfDomain("the callback request names no server callback of this app")
+        _outputs_match(spec["output"], body.get("outputs"))
+        _matches(spec["inputs"], body.get("inputs"), "inputs")
+        _matches(spec.get("state", []), body.get("state", []), "state")
     domains = domains or index()
     for where in ("inputs", "state"):
         if where not in body:

@@ -12,6 +12,7 @@ import traceback
 from dash import hooks, set_props
 from dash.exceptions import BackgroundCallbackError
 from flask import abort, request
+from sqlalchemy.exc import InterfaceError, ProgrammingError
 from werkzeug.exceptions import HTTPException
 
 from components.shell import JOB_NOTICE_ID
@@ -33,7 +34,8 @@ def callback_what() -> str:
 
 #: What a callback raises when a hand-made request gives it a value the page never holds (a Store's data
 #: of the wrong shape): the request's fault, answered 400, not the server's.
-INPUT_ERRORS = (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError)
+INPUT_ERRORS = (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError, NotImplementedError,
+                ProgrammingError, InterfaceError)  # the last two: a value the database cannot bind
 
 
 def refuse_unusable_inputs(err: Exception) -> None:

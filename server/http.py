@@ -10,6 +10,7 @@ import threading
 import time
 from typing import Any
 
+import dash
 from flask import Flask, abort, g, got_request_exception, jsonify, request
 from flask.json.provider import DefaultJSONProvider
 
@@ -100,7 +101,7 @@ def install_request_limits(server: Flask) -> None:
         except (ValueError, UnicodeDecodeError):
             return jsonify({"error": "the callback request is not valid JSON"}), 400
         try:
-            domains.check_callback_body(body)
+            domains.check_callback_body(body, callbacks=dash.get_app().callback_map)
         except domains.OutOfDomain as exc:
             logs.event("request.refused", level=logging.INFO, path=request.path, reason=str(exc),
                        client=request_client_id())
