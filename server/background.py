@@ -32,6 +32,8 @@ from whestboard.jobs import budgets, launcher, ledger, liveness
 JOB_FIELD = "whestboard_job"
 JOB_DIED = "worker died"
 JOB_FAILED = "The job failed ("
+JOB_REFUSED = "Not started: "
+REFUSED_HANDLE = "refused"  # the handle of a launch the budgets refused: no process, its answer already stored
 
 
 def _describe_outputs(context: dict) -> str:
@@ -110,7 +112,13 @@ class _Ledger:
         return key
 
     def call_job_fn(self, key, job_fn, args, context):
-        _admit(job_fn, args)  # budgets.OverBudget: shown by server.hooks, nothing launched
+        try:
+            _admit(job_fn, args)
+        except budgets.OverBudget as refused:  # nothing launched; the first poll answers with the sentence
+            logs.event("job.refused", what=_describe_outputs(context), client=request_client_id(),
+                       verdict="refused", reason=str(refused))
+            self._store_result(key, {"background_callback_error": {"msg": f"{JOB_REFUSED}{refused}", "tb": ""}})
+            return REFUSED_HANDLE
         job_id = uuid.uuid4().hex
         kind, owner = _describe_outputs(context), request_client_id()
         ledger.enqueue(job_id, result_key=key, kind=kind, owner=owner, backend=self.backend_name)
@@ -144,6 +152,9 @@ class _Ledger:
             )
 
         return tracked
+
+    def _store_result(self, key: str, value: dict) -> None:
+        raise NotImplementedError
 
     def _stored_result(self, key: str) -> Any:
         """A duplicate delivery's answer: the first run's stored result, if still unread."""
@@ -242,6 +253,9 @@ def _diskcache_manager():
     class LedgerDiskcacheManager(_Ledger, LaunchingDiskcacheManager):
         backend_name = "diskcache"
 
+        def _store_result(self, key, value):
+            self.handle.set(key, value)
+
         def _stored_result(self, key):
             value = self.handle.get(key, self.UNDEFINED)
             if value is self.UNDEFINED:
@@ -296,6 +310,9 @@ def _celery_manager():
 
     class LedgerCeleryManager(_Ledger, CeleryManager):
         backend_name = "celery"
+
+        def _store_result(self, key, value):
+            self.handle.backend.set(key, json.dumps(value))
 
         def _stored_result(self, key):
             raw = self.handle.backend.get(key)

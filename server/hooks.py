@@ -16,9 +16,8 @@ from sqlalchemy.exc import InterfaceError, ProgrammingError
 from werkzeug.exceptions import HTTPException
 
 from components.shell import JOB_NOTICE_ID
-from server.background import JOB_FAILED, request_client_id
+from server.background import JOB_FAILED, JOB_REFUSED, request_client_id
 from whestboard import logs
-from whestboard.jobs.budgets import OverBudget
 
 _installed = False
 
@@ -49,11 +48,10 @@ def refuse_unusable_inputs(err: Exception) -> None:
 
 
 def report_callback_error(err: Exception):
-    """Log every callback error with context; show dead jobs and refused ones to the user, re-raise the rest."""
-    if isinstance(err, OverBudget):  # a job refused before launch: the visitor reads why, nothing ran
-        logs.event("job.refused", what=callback_what(), client=request_client_id(), verdict="refused",
-                   reason=str(err))
-        set_props(JOB_NOTICE_ID, {"children": str(err), "is_open": True})
+    """Log every callback error with context; show dead jobs and refused ones to the user; answer 400 to
+    values a callback cannot use; re-raise the rest."""
+    if isinstance(err, BackgroundCallbackError) and JOB_REFUSED in str(err):  # the budgets said no
+        set_props(JOB_NOTICE_ID, {"children": str(err).split(JOB_REFUSED, 1)[-1].strip(), "is_open": True})
         return None
     if isinstance(err, INPUT_ERRORS) and not isinstance(err, BackgroundCallbackError):
         refuse_unusable_inputs(err)

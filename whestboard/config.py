@@ -247,7 +247,7 @@ def front_settings() -> dict[str, int]:
 
 def job_budgets() -> dict[str, float]:
     """What one background job may cost and how many may run (``WHESTBOARD_JOB_*``, docs/production.md)."""
-    return {"max_flops": _number("WHESTBOARD_JOB_MAX_FLOPS", 2e13, minimum=1, unit="number of FLOPs"),
+    return {"max_flops": _number("WHESTBOARD_JOB_MAX_FLOPS", 5e13, minimum=1, unit="number of FLOPs"),
             "per_client": _whole("WHESTBOARD_JOB_PER_CLIENT", 2, minimum=1),
             "total": _whole("WHESTBOARD_JOB_TOTAL", max(2, 2 * multiprocessing.cpu_count()), minimum=1),
             "wall_s": _number("WHESTBOARD_JOB_WALL_S", 1800, minimum=1, unit="number of seconds")}
