@@ -79,9 +79,9 @@ def _job_cost(request) -> float | None:
     if not isinstance(request, dict) or not isinstance(request.get("params"), dict):
         return None
     params = request["params"]
-    shape = generated.parse_shape(params.get("width"), params.get("depth"), params.get("seed"))
-    return generated.playground_work(shape, generated.parse_samples(params.get("samples")),
-                                     generated.parse_samples(params.get("mc"), "Monte Carlo samples"))
+    shape, n, _specs, _rulebook = _inputs(params)  # every field checked, as the job will read it
+    return generated.playground_work(shape, generated.parse_samples(n),
+                                     generated.parse_samples(params["mc"], "Monte Carlo samples"))
 
 
 def _search(params: dict) -> str:

@@ -83,13 +83,19 @@ def priced(what: str, cost):
 
 
 def _admit(job_fn, args) -> None:
-    """The budgets' one question, asked before every launch: cost first, then the client's and all slots."""
+    """The budgets' one question, asked before every launch: cost first, then the client's and all slots.
+
+    A job whose cost cannot be estimated from its inputs is not started either: its inputs are not what
+    the page sends (a hand-made request), and a job process would only fail on them."""
     what, cost = _PRICES.get(id(job_fn), ("This job", None))
     values = list(args.values()) if isinstance(args, dict) else list(args or [])
     try:
         flops = cost(*values) if cost is not None else None
-    except (ValueError, KeyError, TypeError, FileNotFoundError):
-        flops = None  # inputs the job itself will refuse with a sentence
+    except (ValueError, KeyError, TypeError, AttributeError, FileNotFoundError) as exc:
+        raise budgets.OverBudget(f"{what} cannot start: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}"
+                                 ) from None
+    if cost is not None and flops is None:
+        raise budgets.OverBudget(f"{what} cannot start: its inputs are not ones this page sends; reload the page")
     budgets.admit(what, flops, request_client_id())
 
 

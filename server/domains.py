@@ -31,7 +31,7 @@ COUNT_PROPS = ("n_clicks", "n_intervals", "n_submit", "n_blur", "n_clicks_timest
                "n_submit_timestamp")
 EVENT_PROPS = ("clickData", "hoverData", "selectedData", "relayoutData", "restyleData", "cellClicked",
                "cellDoubleClicked", "cellValueChanged", "clickAnnotationData")
-TEXT_PROPS = ("pathname", "search", "hash", "href")
+TEXT_PROPS = ("search", "hash", "href")
 
 Check = Callable[[Any], str | None]  # None when the value is in the domain, else what the domain is
 
@@ -56,6 +56,11 @@ def _event(value: Any) -> str | None:
 def _text(value: Any) -> str | None:
     ok = value is None or (isinstance(value, str) and len(value) <= MAX_TEXT)
     return None if ok else f"text (at most {MAX_TEXT:,} characters) or null"
+
+
+def _path(value: Any) -> str | None:
+    ok = value is None or (isinstance(value, str) and value.startswith("/") and len(value) <= MAX_TEXT)
+    return None if ok else "a path starting with / or null"
 
 
 def _scalar(value: Any) -> bool:
@@ -126,7 +131,7 @@ def _any(_value: Any) -> str | None:
 #: Domains that depend only on the property's name, whatever the component.
 BY_PROPERTY: dict[str, Check] = {
     **{p: _count for p in COUNT_PROPS}, **{p: _event for p in EVENT_PROPS}, **{p: _text for p in TEXT_PROPS},
-    "contents": _files, "filename": _files, "last_modified": _timestamps, "selectedRows": _rows,
+    "pathname": _path, "contents": _files, "filename": _files, "last_modified": _timestamps, "selectedRows": _rows,
     "virtualRowData": _rows, "rowData": _rows, "active_cell": _event, "is_open": _switch,
 }
 

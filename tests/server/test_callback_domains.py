@@ -145,7 +145,8 @@ def test_a_report_with_a_second_results_block_is_refused(tmp_path):
 
 def test_junk_from_every_callback_of_every_page_gets_no_5xx(http):
     """A small in-process round of the services test's fuzz (tests/server/test_front_door.py)."""
-    statuses = [post_junk(http.post, http.callback_map, random.Random(seed)) for seed in range(150)]
+    dependencies = http.get("/_dash-dependencies").get_json()
+    statuses = [post_junk(http.post, dependencies, random.Random(seed)) for seed in range(150)]
     assert not [s for s in statuses if s >= 500]
     assert statuses.count(400) > 50  # most junk is refused by the check, not by luck
 
@@ -154,33 +155,33 @@ JUNK = (99, 1e300, -1, [1, 2], {"a": 1}, "x" * 50, None, True, [], {}, "0:8", 3.
         "", -1e308, 2**70, "v1-warmup", 0)
 
 
-def junk_body(callback_map: dict, rng: random.Random) -> dict:
-    """One callback of the app, every input and state a value drawn from JUNK (ids and outputs right)."""
-    key = rng.choice(sorted(callback_map))
-    spec = callback_map[key]
+def _concrete(raw_id: str):
+    """A component id as a page sends it: a pattern-matching id's wildcards become one index."""
+    if not raw_id.startswith("{"):
+        return raw_id
+    return {k: (0 if isinstance(v, list) else v) for k, v in json.loads(raw_id).items()}
 
-    def concrete(raw_id):
-        return {k: (0 if isinstance(v, list) else v) for k, v in json.loads(raw_id).items()} \
-            if raw_id.startswith("{") else raw_id
+
+def junk_body(dependencies: list[dict], rng: random.Random) -> dict:
+    """One callback of the app (from ``/_dash-dependencies``, as the renderer reads them), every input and
+    state a value drawn from JUNK; its name, outputs and ids are right, so the values are what is judged."""
+    dep = rng.choice(dependencies)
+    key = dep["output"]
+    parts = key[2:-2].split("...") if key.startswith("..") else [key]
+    outputs = [{"id": _concrete(p.rsplit(".", 1)[0]), "property": p.rsplit(".", 1)[1]} for p in parts]
 
     def entry(item):
-        one = {"id": concrete(item["id"]), "property": item["property"], "value": rng.choice(JUNK)}
+        one = {"id": _concrete(item["id"]), "property": item["property"], "value": rng.choice(JUNK)}
         return [one] if item["id"].startswith("{") else one
 
-    def output(o):
-        cid = o.component_id
-        return {"id": {k: (v if isinstance(v, str | int) else 0) for k, v in cid.items()} if isinstance(cid, dict)
-                else cid, "property": o.component_property}
-
-    outputs = spec["output"]
-    return {"output": key,
-            "outputs": [output(o) for o in outputs] if isinstance(outputs, list) else output(outputs),
-            "inputs": [entry(i) for i in spec["inputs"]], "state": [entry(i) for i in spec.get("state", [])],
-            "changedPropIds": [f"{spec['inputs'][0]['id']}.{spec['inputs'][0]['property']}"] if spec["inputs"] else []}
+    inputs = dep["inputs"]
+    return {"output": key, "outputs": outputs if key.startswith("..") else outputs[0],
+            "inputs": [entry(i) for i in inputs], "state": [entry(i) for i in dep.get("state", [])],
+            "changedPropIds": [f"{inputs[0]['id']}.{inputs[0]['property']}"] if inputs else []}
 
 
-def post_junk(post, callback_map: dict, rng: random.Random) -> int:
-    return post("/_dash-update-component", json=junk_body(callback_map, rng)).status_code
+def post_junk(post, dependencies: list[dict], rng: random.Random) -> int:
+    return post("/_dash-update-component", json=junk_body(dependencies, rng)).status_code
 
 
 def test_the_domain_of_a_value_comes_from_the_component():
