@@ -9,7 +9,10 @@ import random
 import pytest
 
 from server import background, domains
+from tests.leaderboard import submissions_helpers as helpers
 from whestboard.leaderboard import files as si
+
+sqlite_store = helpers.sqlite_store
 
 MC_OUTPUT = "pg-mc-readout.children"
 
@@ -191,3 +194,20 @@ def test_the_domain_of_a_value_comes_from_the_component():
     assert index.check("s", "value")(4) is None and index.check("s", "value")(5) is not None
     assert index.check("d", "value")(["a", "b"]) is None and index.check("d", "value")([{"a": 1}]) is not None
     assert index.check("anything", "n_clicks")(3) is None and index.check("anything", "n_clicks")(-1) is not None
+
+
+def test_an_organizer_edit_naming_a_field_twice_is_refused_naming_it(sqlite_store, monkeypatch, tmp_path):
+    from flask import Flask
+
+    from server import api
+    from tests.leaderboard.submissions_helpers import submission_row, write_csvs
+    from whestboard.leaderboard import store
+
+    monkeypatch.setenv("WHESTBOARD_ORGANIZER_TOKEN", "token")
+    si.import_files([write_csvs(tmp_path / "seed", [submission_row("s-1", "alpha")])])
+    app = Flask(__name__)
+    app.register_blueprint(api.blueprint)
+    answer = app.test_client().patch("/api/submissions/s-1", data='{"team": "beta", "team": "gamma"}',
+                                     headers={"Authorization": "Bearer token"}, content_type="application/json")
+    assert answer.status_code == 400 and answer.get_json()["error"].startswith("duplicate key 'team'")
+    assert store.get("s-1").team == "alpha"
