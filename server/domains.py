@@ -6,7 +6,7 @@ send anything (``99``, ``1e300``, a list where a count belongs, a dict where a r
 callback written for the page's values then raised a 500 with a traceback. Here, once for every page:
 
 * the **domain** of each ``(component id, property)`` a callback reads is derived from the layouts'
-  components (their type and attributes: a slider's range, a dropdown's ``multi``, an input's ``type``)
+  components (their type and attributes: a slider's range, a dropdown's ``multi``)
   and, for properties every component shares (``n_clicks``, ``clickData``, ``contents`` ...), by name;
 * :func:`check_callback_body` refuses a body that is not the shape Dash sends, or any input or state
   value outside its domain, with a 400 naming the component, the property and what it accepts;
@@ -152,10 +152,8 @@ def value_domain(component: Any) -> Check:
         return _choice
     if kind in ("Switch", "Checkbox"):
         return _switch
-    if kind in ("Input", "Textarea"):
-        if attrs.get("type") == "number":
-            return _number_in(attrs.get("min"), attrs.get("max"))
-        return _text_or_number
+    if kind in ("Input", "Textarea"):  # a number box's range may differ per page (an MLP's depth): the
+        return _text_or_number          # page's parser names it; here only the kind of value is judged
     return _any
 
 

@@ -178,3 +178,14 @@ def test_1000_junk_callback_requests_from_every_page_get_no_5xx(front):
     assert [s for s in statuses if s >= 500 or s == 0] == []
     assert statuses.count(400) > 300  # the domains check refused most of them, before any callback ran
     assert requests.get(front.base + "/healthz", timeout=2).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/", "/explorer?dataset=v1-warmup", "/mlp/v1-warmup/0?layer=2&neuron=3",
+                                  "/playground", "/lab?dataset=v1-warmup", "/convergence?round=v1-warmup",
+                                  "/compare", "/upload", "/leaderboard"])
+def test_what_every_page_sends_passes_the_checks(front, path):
+    """The domains check refuses only what no page sends: each page's first callbacks, as its renderer
+    fires them, are answered (a 4xx would raise CallbackFailed)."""
+    dashclient = load_dashclient()
+    session = dashclient.PageSession(dashclient.DashClient(front.base, timeout=60), path).load()
+    assert session.fired > 0
