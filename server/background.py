@@ -68,14 +68,15 @@ def job_failed_payload(reason: str) -> dict:
 
 _poll = threading.local()
 #: What each background callback's job would cost, by its function: see :func:`priced`.
-_PRICES: dict[str, Any] = {}
+_PRICES: dict[int, tuple[str, Any]] = {}
 PRICE_ATTR = "whestboard_price"
 
 
 def priced(what: str, cost):
-    """Declare a background callback's price: ``cost(*inputs)`` estimates its work in FLOPs (None: no
-    estimate, its inputs are wrong and the job says so). Every background callback is priced (a test
-    checks it); :mod:`whestboard.jobs.budgets` refuses the job before it is launched."""
+    """Declare a background callback's price: ``cost(*inputs)`` estimates its work in FLOPs before it
+    is launched (None, or an error, when its inputs are not what the page sends: the job is not started).
+    Every background callback is priced (a test checks it); :mod:`whestboard.jobs.budgets` refuses a job
+    over its limits with a sentence."""
     def mark(fn):
         setattr(fn, PRICE_ATTR, (what, cost))
         return fn
