@@ -1,4 +1,4 @@
-# Whestboard: the WhestBench explorer and leaderboard, served by gunicorn.
+# Whestboard: the WhestBench explorer and leaderboard, served by nginx before gunicorn (scripts/serve.sh).
 #   docker build -t whestboard .
 #   docker run -p 8050:8050 whestboard          # embedded data, zero configuration
 # Scale out with docker-compose.yml (app + Celery worker + Redis + PostgreSQL).
@@ -13,6 +13,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     WHESTBOARD_STATE_DIR=/var/lib/whestboard
 
 WORKDIR /app
+
+# The buffering front (scripts/serve.sh): Debian's nginx, run unprivileged with its files in the state folder.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends nginx-light \
+ && rm -rf /var/lib/apt/lists/*
 
 # Dependencies first: this layer is reused until requirements.txt changes.
 COPY requirements.txt .
@@ -30,8 +35,9 @@ USER whestboard
 EXPOSE 8050
 VOLUME ["/var/lib/whestboard"]
 
-# /healthz answers 200 only when datasets are readable and the store (and Redis, if set) reachable.
+# /healthz (through the front) answers 200 only when datasets are readable and the store (and Redis) reachable.
 HEALTHCHECK --interval=30s --timeout=10s --start-period=60s --retries=3 \
   CMD python -c "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('WHESTBOARD_PORT', '8050'), timeout=8)"
 
-CMD ["gunicorn", "-c", "gunicorn.conf.py", "app:server"]
+# nginx on WHESTBOARD_PORT, gunicorn (gunicorn.conf.py) behind it on a Unix socket: docs/production.md#the-stack
+CMD ["./scripts/serve.sh"]

@@ -20,7 +20,7 @@ from flask import jsonify
 
 from components.figures.style import use_app_template
 from components.shell import layout
-from server import api, background, health, hooks, http
+from server import api, background, health, hooks, http, identity
 from server.cache import cache, cache_config
 from whestboard import config
 
@@ -69,6 +69,7 @@ def create_app() -> dash.Dash:
     flask_app = dash_app.server
     cache.init_app(flask_app, config=cache_config())
     flask_app.config["WHESTBOARD_UNDER_GUNICORN"] = _under_gunicorn()
+    identity.install(flask_app)  # X-Forwarded-For believed only from trusted proxies
     http.install_request_logging(flask_app)
     http.install_request_limits(flask_app)
     http.install_compression(flask_app)

@@ -18,8 +18,9 @@ from dash import Input, Output, State, callback, clientside_callback, dcc, html,
 
 from components.figures import convergence as figs
 from components.selectors import not_found_panel, resolve_selection, selector_row
+from server.background import priced
 from server.cache import cache
-from whestboard.band.baselines import BASELINE_LABELS, compute_baselines, missing_baselines
+from whestboard.band.baselines import BASELINE_LABELS, baselines_cost, compute_baselines, missing_baselines
 from whestboard.band.view import cached_convergence_view
 from whestboard.data import registry
 
@@ -196,6 +197,7 @@ def _readout(click: dict | None, metric: str, dataset_key: str):
     progress=[Output("convergence-progress", "value"), Output("convergence-progress", "label")],
     prevent_initial_call=True,
 )
+@priced("Computing these baselines", lambda _n, dataset_key: baselines_cost(registry.get_dataset(dataset_key)))
 def _compute_baselines(set_progress, n_clicks, dataset_key: str):
     """Score mean and covariance propagation on every MLP (the grader's way), stored for next time."""
     if not n_clicks:

@@ -15,8 +15,10 @@ from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 from components.compare_panels import compare_url
 from components.figures import lab as figs
 from components.selectors import not_found_panel, resolve_selection, selector_row
+from server.background import priced
 from server.cache import cache
 from whestboard.data import registry
+from whestboard.jobs import budgets
 from whestboard.scoring import inputs, rulebook_for, runs, runstore
 from whestboard.scoring.estimators import builtin_choices, resolve_estimator
 
@@ -118,6 +120,13 @@ def _request(dataset_key: str, mlps: str | None, spec: str, budget: str | None, 
     return runs.RunRequest(ds, mlps, resolve_estimator(spec), rulebook, source=source)
 
 
+def _job_cost(job) -> float | None:
+    """A lab run's most work before it runs: its MLPs times the FLOP budget of each."""
+    if not isinstance(job, dict):
+        return None
+    return _request(job.get("dataset"), job.get("mlps"), job.get("spec"), job.get("budget")).cost_flops
+
+
 def _cache_key_name(key: str) -> str:
     return f"lab-run:{key}"
 
@@ -150,6 +159,8 @@ def _plan(n_clicks, dataset_key, mlps, estimator, mc, budget, fresh):
         request = _request(dataset_key, mlps, spec, budget)
         key = runs.cache_key(request)
         run_id = None if fresh else _stored_run(key)
+        if run_id is None:
+            budgets.check_cost("This lab run", request.cost_flops)
     except (ValueError, KeyError, FileNotFoundError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         return no_update, no_update, dbc.Alert(message, color="warning", className="py-2", id="lab-error")
@@ -173,6 +184,7 @@ def _plan(n_clicks, dataset_key, mlps, estimator, mc, budget, fresh):
     interval=500,
     prevent_initial_call=True,
 )
+@priced("This lab run", _job_cost)
 def _run_job(set_progress, job):
     """The metered run, in a job process; every finished MLP is streamed to the page."""
     if not job:

@@ -19,8 +19,10 @@ from flask import current_app, has_app_context
 from components import playground_panels as panels
 from components.figures import playground as figs
 from components.shell import SESSION_UPLOADS_ID
+from server.background import priced
 from whestboard import config as settings
 from whestboard.data import generated
+from whestboard.jobs import budgets
 from whestboard.rules.rounds import ALL_ROUNDS
 from whestboard.scoring.inputs import RunError
 from whestboard.scoring.playground import (
@@ -70,6 +72,16 @@ def _inputs(params: dict):
     shape = generated.parse_shape(params["width"], params["depth"], params["seed"])
     return shape, params["samples"], estimator_specs(params["mc"], params["uploads"]), \
         rulebook_for_shape(shape, params["round"])
+
+
+def _job_cost(request) -> float | None:
+    """What a playground job costs before it runs (truth samples x shape, plus the estimators)."""
+    if not isinstance(request, dict) or not isinstance(request.get("params"), dict):
+        return None
+    params = request["params"]
+    shape, n, _specs, _rulebook = _inputs(params)  # every field checked, as the job will read it
+    return generated.playground_work(shape, generated.parse_samples(n),
+                                     generated.parse_samples(params["mc"], "Monte Carlo samples"))
 
 
 def _search(params: dict) -> str:
@@ -239,6 +251,8 @@ def _plan(width, depth, seed, samples, mc_position, round_tag, uploads, mc_link=
         params = _params(width, depth, seed, samples, mc_position, round_tag, uploads, mc_link)
         shape, n, specs, rulebook = _inputs(params)
         result = ready(shape, n, specs, rulebook)
+        if result is None:
+            budgets.check_cost("This playground job", generated.playground_work(shape, n, params["mc"]))
         if result is None and not params["uploads"] and not generated.needs_background(shape, n, params["mc"]):
             result = play(shape, n, specs, rulebook)
     except (generated.GeneratedMLPError, RunError, ValueError, KeyError, FileNotFoundError) as exc:
@@ -261,6 +275,7 @@ def _plan(width, depth, seed, samples, mc_position, round_tag, uploads, mc_link=
     interval=500,
     prevent_initial_call=True,
 )
+@priced("This playground job", _job_cost)
 def _run_job(set_progress, request):
     """The truth and every estimator, in a job process; the results land in the playground's cache."""
     if not request:

@@ -13,7 +13,7 @@ import json
 import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html, no_update
-from flask import current_app, request
+from flask import current_app
 
 from components.figures.upload import per_layer_figure
 from components.selectors import index_range, not_found_panel, resolve_selection, selector_row
@@ -27,9 +27,11 @@ from components.upload_panels import (
     session_entries,
     upload_summary,
 )
+from server.identity import client_address
 from whestboard import config as settings
 from whestboard import logs
 from whestboard.data import registry
+from whestboard.jobs import budgets
 from whestboard.jobs import queue as jobqueue
 from whestboard.sandbox import ingest as uploads
 from whestboard.scoring import inputs
@@ -47,8 +49,7 @@ def _allowed() -> bool:
 
 
 def _client() -> str:
-    address = request.access_route[0] if request.access_route else request.remote_addr
-    return logs.client_id(address, None, settings.state_dir())
+    return logs.client_id(client_address(), None, settings.state_dir())
 
 
 def _user_dataset_key(round_tag: str | None) -> str | None:
@@ -192,8 +193,10 @@ def _submit(_clicks, sha: str | None, dataset_key: str | None, mlps: str | None,
         return no_update, error_alert("Upload an estimator first.")
     try:
         uploads.load(sha)
-        job_id = jobqueue.submit(_client(), upload_runs.job_spec(sha, dataset_key, mlps or "", team=team))
-    except (KeyError, jobqueue.QueueFull, ValueError) as exc:
+        spec = upload_runs.job_spec(sha, dataset_key, mlps or "", team=team)
+        budgets.check_cost("This upload's run", upload_runs.job_cost(spec))  # the queue bounds how many
+        job_id = jobqueue.submit(_client(), spec)
+    except (KeyError, jobqueue.QueueFull, ValueError) as exc:  # budgets.OverBudget is a ValueError
         return no_update, error_alert(str(exc.args[0]) if exc.args else str(exc))
     jobqueue.ensure_executor(upload_runs.run_upload_job)
     return job_id, None

@@ -9,6 +9,8 @@ case " $* " in *"not browser and not services"*) fast_tier=1 ;; *) fast_tier= ;;
 if [ -z "$fast_tier" ]; then  # the fast tier needs no browser and no server
   [ -x /usr/bin/chromium ] || need+=(chromium)
   command -v redis-server >/dev/null || need+=(redis-server)
+  # The buffering front of scripts/serve.sh, which the front-door tests start.
+  command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx)
   # PostgreSQL server binaries: the store tests start a throwaway cluster as the postgres user.
   compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null || need+=(postgresql)
 fi

@@ -24,6 +24,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from whestboard.leaderboard import auth, integrity, store
 from whestboard.leaderboard import files as si
 from whestboard.rules.rounds import ALL_ROUNDS
+from whestboard.store.values import DuplicateKey, strict_json
 
 #: One import request, all its files together (the page's upload limit too).
 MAX_UPLOAD_BYTES = si.MAX_FILE_BYTES
@@ -101,8 +102,12 @@ def edit_submission(submission_id: str):
         return refused
     request.max_content_length = MAX_EDIT_BYTES
     try:
-        changes = request.get_json(silent=True)
+        changes = request.get_json(silent=True) if not request.data else strict_json(request.data)
     except RecursionError:  # nested deeper than the JSON parser goes: not an object of fields
+        changes = None
+    except DuplicateKey as exc:
+        return jsonify({"ok": False, "error": str(exc)}), 400
+    except ValueError:
         changes = None
     if not isinstance(changes, dict) or not changes:
         return jsonify({"ok": False, "error": "send a JSON object of the fields to change"}), 400

@@ -27,11 +27,13 @@ from flask import request
 
 from server.warm import warm_process
 from whestboard import config, logs
-from whestboard.jobs import launcher, ledger, liveness
+from whestboard.jobs import budgets, launcher, ledger, liveness
 
 JOB_FIELD = "whestboard_job"
 JOB_DIED = "worker died"
 JOB_FAILED = "The job failed ("
+JOB_REFUSED = "Not started: "
+REFUSED_HANDLE = "refused"  # the handle of a launch the budgets refused: no process, its answer already stored
 
 
 def _describe_outputs(context: dict) -> str:
@@ -49,10 +51,11 @@ def _describe_outputs(context: dict) -> str:
 
 
 def request_client_id() -> str | None:
-    """The hashed id of the visitor behind the current request, or None outside one."""
+    """The hashed id of the visitor behind the current request, or None outside one.
+
+    ``remote_addr`` is the real client: ``server.identity`` believes X-Forwarded-For only from trusted proxies."""
     try:
-        address = request.access_route[0] if request.access_route else request.remote_addr
-        return logs.client_id(address, request.headers.get("User-Agent"), config.state_dir())
+        return logs.client_id(request.remote_addr, request.headers.get("User-Agent"), config.state_dir())
     except RuntimeError:  # no request context (a Celery worker, a script)
         return None
 
@@ -64,6 +67,42 @@ def job_failed_payload(reason: str) -> dict:
 
 
 _poll = threading.local()
+#: What each background callback's job would cost, by its function: see :func:`priced`.
+_PRICES: dict[int, tuple[str, Any]] = {}
+PRICE_ATTR = "whestboard_price"
+
+
+def priced(what: str, cost):
+    """Declare a background callback's price: ``cost(*inputs)`` estimates its work in FLOPs before it
+    is launched (None, or an error, when its inputs are not what the page sends: the job is not started).
+    Every background callback is priced (a test checks it); :mod:`whestboard.jobs.budgets` refuses a job
+    over its limits with a sentence."""
+    def mark(fn):
+        setattr(fn, PRICE_ATTR, (what, cost))
+        return fn
+    return mark
+
+
+def _admit(job_fn, args) -> None:
+    """The budgets' one question, asked before every launch: cost first, then the client's and all slots.
+
+    A job whose cost cannot be estimated from its inputs is not started either: its inputs are not what
+    the page sends (a hand-made request), and a job process would only fail on them."""
+    what, cost = _PRICES.get(id(job_fn), ("This job", None))
+    values = list(args.values()) if isinstance(args, dict) else list(args or [])
+    try:
+        flops = cost(*values) if cost is not None else None
+    except (ValueError, KeyError, TypeError, AttributeError, FileNotFoundError) as exc:
+        raise budgets.OverBudget(f"{what} cannot start: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}"
+                                 ) from None
+    if cost is not None and flops is None:
+        raise budgets.OverBudget(f"{what} cannot start: its inputs are not ones this page sends; reload the page")
+    budgets.admit(what, flops, request_client_id())
+
+
+def _within_wall_time(job_id: str, compute):
+    with budgets.deadline(job_id):
+        return compute()
 
 
 class _Ledger:
@@ -80,7 +119,13 @@ class _Ledger:
         return key
 
     def call_job_fn(self, key, job_fn, args, context):
-        ledger.reap()
+        try:
+            _admit(job_fn, args)
+        except budgets.OverBudget as refused:  # nothing launched; the first poll answers with the sentence
+            logs.event("job.refused", what=_describe_outputs(context), client=request_client_id(),
+                       verdict="refused", reason=str(refused))
+            self._store_result(key, {"background_callback_error": {"msg": f"{JOB_REFUSED}{refused}", "tb": ""}})
+            return REFUSED_HANDLE
         job_id = uuid.uuid4().hex
         kind, owner = _describe_outputs(context), request_client_id()
         ledger.enqueue(job_id, result_key=key, kind=kind, owner=owner, backend=self.backend_name)
@@ -91,7 +136,9 @@ class _Ledger:
         return handle
 
     def make_job_fn(self, fn, progress, key=None):
-        return super().make_job_fn(self._tracked(fn), progress, key)
+        job_fn = super().make_job_fn(self._tracked(fn), progress, key)
+        _PRICES[id(job_fn)] = getattr(fn, PRICE_ATTR, ("This job", None))
+        return job_fn
 
     def _tracked(self, fn):
         if inspect.iscoroutinefunction(fn):
@@ -106,12 +153,15 @@ class _Ledger:
             launch = ledger.Launch(**info)
             return ledger.run_tracked(
                 launch,
-                lambda: fn(*args, **kwargs),
+                lambda: _within_wall_time(launch.job_id, lambda: fn(*args, **kwargs)),
                 already_done=lambda: manager._stored_result(launch.result_key),
                 benign=(PreventUpdate,),
             )
 
         return tracked
+
+    def _store_result(self, key: str, value: dict) -> None:
+        raise NotImplementedError
 
     def _stored_result(self, key: str) -> Any:
         """A duplicate delivery's answer: the first run's stored result, if still unread."""
@@ -210,6 +260,9 @@ def _diskcache_manager():
     class LedgerDiskcacheManager(_Ledger, LaunchingDiskcacheManager):
         backend_name = "diskcache"
 
+        def _store_result(self, key, value):
+            self.handle.set(key, value)
+
         def _stored_result(self, key):
             value = self.handle.get(key, self.UNDEFINED)
             if value is self.UNDEFINED:
@@ -264,6 +317,9 @@ def _celery_manager():
 
     class LedgerCeleryManager(_Ledger, CeleryManager):
         backend_name = "celery"
+
+        def _store_result(self, key, value):
+            self.handle.backend.set(key, json.dumps(value))
 
         def _stored_result(self, key):
             raw = self.handle.backend.get(key)

@@ -6,13 +6,17 @@ when an app is created).
 
 from __future__ import annotations
 
+import logging
+import traceback
+
 from dash import hooks, set_props
 from dash.exceptions import BackgroundCallbackError
-from flask import request
+from flask import abort, request
+from sqlalchemy.exc import InterfaceError, ProgrammingError
 from werkzeug.exceptions import HTTPException
 
 from components.shell import JOB_NOTICE_ID
-from server.background import JOB_FAILED, request_client_id
+from server.background import JOB_FAILED, JOB_REFUSED, request_client_id
 from whestboard import logs
 
 _installed = False
@@ -27,8 +31,30 @@ def callback_what() -> str:
         return ""
 
 
+#: What a callback raises when a hand-made request gives it a value the page never holds (a Store's data
+#: of the wrong shape): the request's fault, answered 400, not the server's.
+INPUT_ERRORS = (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError, NotImplementedError,
+                ProgrammingError, InterfaceError)  # the last two: a value the database cannot bind
+
+
+def refuse_unusable_inputs(err: Exception) -> None:
+    """Answer 400 with a sentence; the log names the exception and where it was raised, without a traceback."""
+    where = traceback.extract_tb(err.__traceback__)[-1] if err.__traceback__ else None
+    logs.event("callback.refused", level=logging.WARNING, what=callback_what(), client=request_client_id(),
+               verdict="refused", reason=f"{type(err).__name__}: {str(err)[:200]}",
+               at=f"{where.filename.rsplit('/', 1)[-1]}:{where.lineno}" if where else None)
+    abort(400, description="this callback could not use the values it was sent, which are not ones this page "
+                           "sends; reload the page and try again")
+
+
 def report_callback_error(err: Exception):
-    """Log every callback error with context; show dead jobs to the user, re-raise the rest."""
+    """Log every callback error with context; show dead jobs and refused ones to the user; answer 400 to
+    values a callback cannot use; re-raise the rest."""
+    if isinstance(err, BackgroundCallbackError) and JOB_REFUSED in str(err):  # the budgets said no
+        set_props(JOB_NOTICE_ID, {"children": str(err).split(JOB_REFUSED, 1)[-1].strip(), "is_open": True})
+        return None
+    if isinstance(err, INPUT_ERRORS) and not isinstance(err, BackgroundCallbackError):
+        refuse_unusable_inputs(err)
     logs.error("callback.error", err, what=callback_what(), client=request_client_id())
     if isinstance(err, BackgroundCallbackError) and JOB_FAILED in str(err):
         message = str(err).split("callback: ", 1)[-1].strip()

@@ -10,12 +10,16 @@ import threading
 import time
 from typing import Any
 
+import dash
 from flask import Flask, abort, g, got_request_exception, jsonify, request
+from flask.json.provider import DefaultJSONProvider
 
+from server import domains
 from server.background import request_client_id
 from server.hooks import callback_what
 from whestboard import config, logs
 from whestboard.leaderboard import MAX_FILE_BYTES
+from whestboard.store.values import DuplicateKey, strict_json
 
 QUIET_PREFIXES = ("/_dash-component-suites/", "/assets/", "/_favicon", "/healthz", "/_reload-hash")
 
@@ -66,16 +70,43 @@ def max_callback_bytes() -> int:
     return max(MAX_SUBMISSION_BYTES, MAX_FILE_BYTES) * 4 // 3 + (1 << 20)
 
 
+class StrictJSONProvider(DefaultJSONProvider):
+    """Flask's JSON, except that an object naming a key twice is refused (400, naming the key)."""
+
+    def loads(self, s, **kwargs):
+        return strict_json(s, **kwargs)
+
+
 def install_request_limits(server: Flask) -> None:
-    """Refuse what no page can send before it is parsed: oversized bodies (413) and JSON nested past
-    Python's recursion limit (400), each with a sentence instead of a 500 and a traceback."""
+    """Refuse what no page can send before it is parsed: oversized bodies (413), JSON nested past
+    Python's recursion limit or naming a key twice (400), and callback values outside their components'
+    domains (400, ``server.domains``), each with a sentence instead of a 500 and a traceback."""
     limit = max_callback_bytes()
     server.config["MAX_CONTENT_LENGTH"] = limit  # also bounds a body sent without Content-Length
+    server.json = StrictJSONProvider(server)
 
     @server.before_request
     def _refuse_oversized_callbacks():
         if request.path.endswith("_dash-update-component") and (request.content_length or 0) > limit:
             abort(413, description=f"request larger than {limit // 2**20} MiB")
+
+    @server.before_request
+    def _refuse_out_of_domain_callbacks():
+        if not (request.method == "POST" and request.path.endswith("_dash-update-component")):
+            return None
+        try:
+            body = strict_json(request.get_data(cache=True))
+        except DuplicateKey as exc:
+            return jsonify({"error": str(exc)}), 400
+        except (ValueError, UnicodeDecodeError):
+            return jsonify({"error": "the callback request is not valid JSON"}), 400
+        try:
+            domains.check_callback_body(body, callbacks=dash.get_app().callback_map)
+        except domains.OutOfDomain as exc:
+            logs.event("request.refused", level=logging.INFO, path=request.path, reason=str(exc),
+                       client=request_client_id())
+            return jsonify({"error": str(exc)}), 400
+        return None
 
     @server.errorhandler(RecursionError)
     def _too_deep(_exc):

@@ -269,3 +269,24 @@ def postgres_server():
         subprocess.run(_as_postgres_user([pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"]),
                        capture_output=True, timeout=60)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextmanager
+def serve_stack(state_dir: Path, *, workers: int = 2, threads: int = 2, **env_extra: str):
+    """``./scripts/serve.sh`` (nginx before gunicorn) on a free loopback port, configured by the environment."""
+    if not (shutil.which("nginx") or Path("/usr/sbin/nginx").exists()):
+        pytest.fail("nginx is not installed: ./scripts/test.sh installs it (apt-get install nginx)")
+    port = free_port()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    env = base_env(state_dir, WHESTBOARD_PORT=str(port), WHESTBOARD_WORKERS=str(workers),
+                   WHESTBOARD_THREADS=str(threads), **env_extra)
+    log = state_dir / f"serve-{port}.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([str(REPO / "scripts" / "serve.sh")], cwd=REPO, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(base + "/healthz", proc, log)
+        yield Server(base, proc, log, state_dir)
+    finally:
+        stop_process(proc)

@@ -207,3 +207,47 @@ def export_tmpdir(path: Path) -> None:
 
     os.environ["TMPDIR"] = str(path)
     tempfile.tempdir = None  # re-read on next use
+
+
+# --------------------------------------------------------------------------- the front and who is behind it
+
+
+def trusted_proxies() -> tuple[str, ...]:
+    """Peers whose ``X-Forwarded-For`` is believed (``WHESTBOARD_TRUSTED_PROXIES``, comma-separated).
+
+    Addresses or networks (``10.0.0.0/8``), and ``unix`` for a peer on a Unix socket: the front of
+    ``scripts/serve.sh`` reaches gunicorn over one, so ``unix`` is the default. Anyone else's header is ignored.
+    """
+    raw = _raw("WHESTBOARD_TRUSTED_PROXIES")
+    entries = tuple(part.strip() for part in (raw if raw is not None else "unix").split(",") if part.strip())
+    import ipaddress
+
+    for entry in entries:
+        if entry.lower() in ("unix", "none"):
+            continue
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            raise ValueError(f"WHESTBOARD_TRUSTED_PROXIES: {entry!r} is neither an address, a network "
+                             "(10.0.0.0/8) nor 'unix'") from None
+    return tuple(e for e in entries if e.lower() != "none")
+
+
+def front_settings() -> dict[str, int]:
+    """The buffering front's timeouts in seconds (``WHESTBOARD_FRONT_*``, docs/production.md)."""
+    return {"header_timeout_s": _whole("WHESTBOARD_FRONT_HEADER_TIMEOUT_S", 5, minimum=1),
+            "body_timeout_s": _whole("WHESTBOARD_FRONT_BODY_TIMEOUT_S", 4, minimum=1),
+            "send_timeout_s": _whole("WHESTBOARD_FRONT_SEND_TIMEOUT_S", 30, minimum=1),
+            "keepalive_s": _whole("WHESTBOARD_FRONT_KEEPALIVE_S", 15, minimum=0),
+            "connections": _whole("WHESTBOARD_FRONT_CONNECTIONS", 4096, minimum=64)}
+
+
+# --------------------------------------------------------------------------- budgets on work
+
+
+def job_budgets() -> dict[str, float]:
+    """What one background job may cost and how many may run (``WHESTBOARD_JOB_*``, docs/production.md)."""
+    return {"max_flops": _number("WHESTBOARD_JOB_MAX_FLOPS", 5e13, minimum=1, unit="number of FLOPs"),
+            "per_client": _whole("WHESTBOARD_JOB_PER_CLIENT", 2, minimum=1),
+            "total": _whole("WHESTBOARD_JOB_TOTAL", max(2, 2 * multiprocessing.cpu_count()), minimum=1),
+            "wall_s": _number("WHESTBOARD_JOB_WALL_S", 1800, minimum=1, unit="number of seconds")}

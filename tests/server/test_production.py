@@ -58,10 +58,13 @@ def json_lines(text: str) -> list[dict]:
 # --------------------------------------------------------------------------- the image's command line
 
 
-def test_dockerfile_runs_gunicorn_as_a_non_root_user_with_a_healthcheck():
+def test_dockerfile_runs_the_stack_of_serve_sh_as_a_non_root_user_with_a_healthcheck():
     dockerfile = (REPO / "Dockerfile").read_text()
     cmd = next(line for line in dockerfile.splitlines() if line.startswith("CMD "))
-    assert json.loads(cmd[4:]) == ["gunicorn", "-c", "gunicorn.conf.py", "app:server"]
+    assert json.loads(cmd[4:]) == ["./scripts/serve.sh"]  # nginx before gunicorn (tests/server/test_front_door.py)
+    serve = (REPO / "scripts" / "serve.sh").read_text()
+    assert '"$GUNICORN" -c gunicorn.conf.py --bind "unix:$FRONT/gunicorn.sock" app:server' in serve
+    assert "nginx-light" in dockerfile or "install -y --no-install-recommends nginx" in dockerfile
     assert gunicorn_argv("app:server")[1:] == ["-c", "gunicorn.conf.py", "app:server"]
     users = [line.split()[1] for line in dockerfile.splitlines() if line.startswith("USER ")]
     assert users and users[-1] not in ("root", "0")

@@ -197,6 +197,12 @@ def missing_kinds(scored: dict[str, int], n_mlps: int) -> list[str]:
     return [kind for kind in BASELINE_LABELS if scored.get(kind, 0) < n_mlps]
 
 
+def baselines_cost(dataset) -> float:
+    """The missing baselines' work before it starts: each is metered under the round's FLOP budget per MLP."""
+    rulebook = rulebook_for(dataset.info.round_tag, _custom_budget(dataset))
+    return float(len(missing_baselines(dataset))) * len(dataset.indices) * float(rulebook.flop_budget)
+
+
 def compute_baselines(
     dataset,
     *,

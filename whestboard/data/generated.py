@@ -163,11 +163,16 @@ def default_samples(width: int, depth: int) -> int:
     return min(max(max(affordable, default=10_000), 10_000), DEFAULT_SAMPLES_CAP)
 
 
-def needs_background(shape: Shape, n_samples: int, mc_samples: int) -> bool:
-    """Whether the truth plus every estimator would hold a web worker for more than about a second."""
+def playground_work(shape: Shape, n_samples: int, mc_samples: int) -> float:
+    """The truth plus every built-in estimator on one MLP, in matmul-FLOP units: its cost, before it runs."""
     work = forward_work(shape.width, shape.depth, n_samples + 3 * mc_samples)
     covariance = 2.0 * shape.depth * shape.width**3 * 4  # cov propagation's matrix products, twice over
-    return work + covariance > BACKGROUND_WORK
+    return work + covariance
+
+
+def needs_background(shape: Shape, n_samples: int, mc_samples: int) -> bool:
+    """Whether the truth plus every estimator would hold a web worker for more than about a second."""
+    return playground_work(shape, n_samples, mc_samples) > BACKGROUND_WORK
 
 
 # ---------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from whestboard.leaderboard.store import (
 )
 from whestboard.rules.failures import VERDICTS, is_failed, judge
 from whestboard.rules.rounds import ALL_ROUNDS, get_round, round_for_shape
+from whestboard.store.values import strict_json
 
 REQUIRED_SUBMISSION_COLUMNS = ("submission_id", "team", "round", "submitted_at", "status", "whestbench_version")
 REQUIRED_MLP_COLUMNS = ("submission_id", "mlp_index", "final_layer_mse", "adjusted_score")
@@ -836,7 +837,7 @@ def load_report_json(data: bytes, name: str) -> tuple[Any, str | None]:
         return None, (f"{name}: {len(data) / 2**20:,.1f} MiB; a `whest run --json` report is at most "
                       f"{MAX_REPORT_BYTES // 2**20} MiB (about 10 KB per MLP)")
     try:
-        report = json.loads(data.decode("utf-8"))
+        report = strict_json(data.decode("utf-8"))  # a repeated key (a hidden second results) is refused
     except UnicodeDecodeError as exc:
         return None, f"{name}: not valid JSON (not UTF-8 text: {exc.reason} at byte {exc.start})"
     except RecursionError:

@@ -278,6 +278,11 @@ class RunRequest:
         if self.rulebook.custom_budget:
             check_budget(float(self.rulebook.flop_budget), self.rulebook.round_budget)
 
+    @property
+    def cost_flops(self) -> float:
+        """The most work the run may do, estimated before it starts: its MLPs times each one's FLOP budget."""
+        return float(len(self.indices)) * float(self.rulebook.flop_budget)
+
 
 @dataclass
 class RunOutcome:

@@ -41,6 +41,12 @@ def job_spec(upload_sha: str, dataset_key: str, mlps: str, *, team: str | None =
     return spec
 
 
+def job_cost(spec: dict) -> float:
+    """The most work a job may do before it starts: its MLPs times the FLOP budget each is granted."""
+    _dataset, rulebook, indices = _job_inputs(spec)
+    return float(len(indices)) * float(rulebook.flop_budget)
+
+
 def _job_inputs(spec: dict):
     """(dataset, rulebook, MLP indices) a job spec names; RunError/KeyError say what is wrong."""
 

@@ -9,6 +9,6 @@ a fork, the one atomic-write helper, and numbers made JSON-safe (``values``). Ma
 
 from whestboard.store import atomic, values
 from whestboard.store.database import Base, engine, reset_engines, session
-from whestboard.store.values import finite, json_safe
+from whestboard.store.values import DuplicateKey, finite, json_safe, strict_json
 
-__all__ = ["Base", "atomic", "engine", "finite", "json_safe", "reset_engines", "session", "values"]
+__all__ = ["Base", "DuplicateKey", "atomic", "engine", "finite", "json_safe", "strict_json", "reset_engines", "session", "values"]

@@ -33,3 +33,24 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, np.generic):
         return json_safe(value.item())
     return value
+
+
+class DuplicateKey(ValueError):
+    """A JSON object naming one key twice: which value was meant is unknowable, so it is refused."""
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict:
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(f"duplicate key {key!r}: a JSON object names it twice; send each key once")
+        out[key] = value
+    return out
+
+
+def strict_json(text: str | bytes, **kwargs: Any) -> Any:
+    """``json.loads`` that refuses an object with a repeated key (:class:`DuplicateKey`, naming it)
+    instead of keeping the last one silently: a hidden second ``results`` block is never stored."""
+    import json
+
+    return json.loads(text, object_pairs_hook=_unique_pairs, **kwargs)
