@@ -201,6 +201,15 @@ def sandbox_queue_settings() -> dict[str, int]:
             "max_queued": _whole("WHESTBOARD_SANDBOX_QUEUE_MAX", 20, minimum=1)}
 
 
+#: Variables that choose OpenBLAS's kernel: a float32 result moves in its last bits with them.
+BLAS_KERNEL_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+def blas_kernel_env() -> dict[str, str]:
+    """The BLAS kernel variables set in this process (the sandbox passes them on; reports record them)."""
+    return {name: os.environ[name] for name in BLAS_KERNEL_ENV if name in os.environ}
+
+
 def export_tmpdir(path: Path) -> None:
     """Point this process's ``TMPDIR`` (and :mod:`tempfile`) at ``path``: the sandbox worker's private /tmp."""
     import tempfile

@@ -14,18 +14,18 @@ import sys
 from threadpoolctl import threadpool_info
 
 from whestboard.rules.versions import blas_environment, blas_setup, describe_blas
-from whestboard.sandbox.host import _sandbox_env
+from whestboard.sandbox.host import sandbox_env
 
 
-def test_the_sandbox_environment_keeps_the_blas_kernel_variables(monkeypatch, tmp_path):
+def test_thesandbox_environment_keeps_the_blas_kernel_variables(monkeypatch, tmp_path):
     monkeypatch.setenv("OPENBLAS_CORETYPE", "Prescott")
     monkeypatch.setenv("OPENBLAS_L2_SIZE", "262144")
     monkeypatch.setenv("WHESTBOARD_ORGANIZER_TOKEN", "secret")
-    env = _sandbox_env(tmp_path)
+    env = sandbox_env(tmp_path)
     assert env["OPENBLAS_CORETYPE"] == "Prescott" and env["OPENBLAS_L2_SIZE"] == "262144"
     assert "WHESTBOARD_ORGANIZER_TOKEN" not in env and env["OPENBLAS_NUM_THREADS"] == "1"
     monkeypatch.delenv("OPENBLAS_CORETYPE")
-    assert "OPENBLAS_CORETYPE" not in _sandbox_env(tmp_path)
+    assert "OPENBLAS_CORETYPE" not in sandbox_env(tmp_path)
 
 
 def test_the_record_names_the_library_kernel_and_threads_threadpoolctl_sees():
@@ -41,7 +41,7 @@ def test_a_forced_kernel_is_what_the_record_says_in_a_fresh_process(tmp_path):
     """The kernel named is the one OpenBLAS runs: forcing another one changes the record, and the set-up key."""
     code = "import json, numpy; from whestboard.rules.versions import blas_environment; " \
            "print(json.dumps(blas_environment()))"
-    env = {**_sandbox_env(tmp_path), "OPENBLAS_CORETYPE": "Prescott", "PYTHONPATH": "."}
+    env = {**sandbox_env(tmp_path), "OPENBLAS_CORETYPE": "Prescott", "PYTHONPATH": "."}
     forced = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                                        check=True).stdout)
     assert forced["kernel_env"] == {"OPENBLAS_CORETYPE": "Prescott"}

@@ -61,11 +61,14 @@ def official(tmp_path_factory):
 def whest_run(official, folder, runner: str, hf: Path) -> dict:
     proc = subprocess.run([str(WHEST), "run", "--estimator", str(folder / "estimator.py"), "--dataset", str(official),
                            "--json", "--runner", runner, "--flop-budget", str(BUDGET), "--wall-time-limit", str(WALL_S),
-                           "--no-residual-wall-time-limit"],
+                           "--no-residual-wall-time-limit",
+                           "--setup-timeout", "60"],  # its worker's spawn counts as setup: a busy machine is slow
                           capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, HF_HOME=str(hf), HF_DATASETS_OFFLINE="1"))
     assert proc.stdout.strip(), proc.stderr[-2000:]
-    return json.loads(proc.stdout)["results"]["per_mlp"][0]
+    report = json.loads(proc.stdout)
+    assert "results" in report, (report, proc.stderr[-2000:])
+    return report["results"]["per_mlp"][0]
 
 
 def ours(official, folder, hf: Path) -> dict:
@@ -74,7 +77,8 @@ def ours(official, folder, hf: Path) -> dict:
                        wall_time_limit_s=WALL_S, residual_wall_time_limit_s=None, lambda_flops_per_second=0.0)
     data = ContestData(spec=spec, mlps=[reference[0]["mlp"]], all_layer_targets=[reference[0]["all_layer_means"]],
                        final_targets=[reference[0]["all_layer_means"][-1]], avg_variances=[reference[0]["avg_variance"]])
-    limits = SandboxLimits(memory_mb=1024, wall_time_limit_s=WALL_S, residual_wall_time_limit_s=None, grace_s=5.0)
+    limits = SandboxLimits(memory_mb=1024, wall_time_limit_s=WALL_S, residual_wall_time_limit_s=None, grace_s=5.0,
+                           setup_timeout_s=60.0)
     estimator = SandboxedEstimator(SubmissionFiles(root=folder), SetupContext(width=16, depth=2, flop_budget=BUDGET,
                                                                               api_version="1.0"), limits)
     try:

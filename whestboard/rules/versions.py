@@ -19,26 +19,22 @@ def library_versions() -> dict[str, str]:
     }
 
 
-#: Variables that choose OpenBLAS's kernel: a float32 result moves in its last bits with them.
-BLAS_KERNEL_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-
-
-def blas_environment(environ: dict[str, str] | None = None) -> dict:
+def blas_environment(kernel_env: dict[str, str] | None = None) -> dict:
     """The BLAS a result was computed with: library, version, kernel (OpenBLAS coretype), threads.
 
     Two runs agree bit for bit only under the same library and kernel; the kernel variables
     (``OPENBLAS_CORETYPE``, ``OPENBLAS_L2_SIZE``) are recorded because they pin it.
     """
-    import os
-
     from threadpoolctl import threadpool_info
 
-    environ = os.environ if environ is None else environ
+    from whestboard.config import blas_kernel_env
+
+    kernel_env = blas_kernel_env() if kernel_env is None else kernel_env
     libraries = [{"library": info.get("internal_api"), "version": info.get("version"),
                   "kernel": info.get("architecture"), "threads": info.get("num_threads"),
                   "threading_layer": info.get("threading_layer")}
                  for info in threadpool_info() if info.get("user_api") == "blas"]
-    return {"blas": libraries, "kernel_env": {name: environ[name] for name in BLAS_KERNEL_ENV if name in environ}}
+    return {"blas": libraries, "kernel_env": dict(kernel_env)}
 
 
 def blas_setup(environment: dict | None) -> tuple | None:

@@ -59,7 +59,6 @@ from whestbench.sdk import BaseEstimator, SetupContext
 from whestboard import config
 from whestboard.jobs.liveness import pid_alive
 from whestboard.rules.environment import GraderEnvironment, environment_for
-from whestboard.rules.versions import BLAS_KERNEL_ENV
 from whestboard.sandbox.protocol import FrameReader, FrameTimeout, ProtocolError, send
 
 REPO_ROOT = config.REPO_ROOT
@@ -213,14 +212,14 @@ def _drain(fd: int, owner: WorkerProcess) -> None:
 # --- one worker process ---------------------------------------------------------------------
 
 
-def _sandbox_env(workdir: Path) -> dict[str, str]:
+def sandbox_env(workdir: Path) -> dict[str, str]:
     """The whole environment a worker gets: nothing secret, nothing about the app."""
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir),
            "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
            "ARROW_DEFAULT_MEMORY_POOL": "system", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
     env.update({name: "1" for name in THREAD_ENV})
     # The kernel OpenBLAS runs is chosen by these: without them float32 results leave `whest run`'s bits.
-    env.update({name: os.environ[name] for name in BLAS_KERNEL_ENV if name in os.environ})
+    env.update(config.blas_kernel_env())
     return env
 
 
@@ -298,7 +297,7 @@ class WorkerProcess:
         out_r, out_w = os.pipe()
         try:
             self.process = subprocess.Popen(
-                _bootstrap_command(cmd_r, resp_w), cwd=self.workdir, env=_sandbox_env(self.workdir),
+                _bootstrap_command(cmd_r, resp_w), cwd=self.workdir, env=sandbox_env(self.workdir),
                 stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, pass_fds=(cmd_r, resp_w),
                 start_new_session=True, close_fds=True,
             )
