@@ -27,8 +27,8 @@ from components.upload_panels import (
     session_entries,
     upload_summary,
 )
+from server.background import visitor_id
 from whestboard import config as settings
-from whestboard import logs
 from whestboard.data import registry
 from whestboard.jobs import queue as jobqueue
 from whestboard.sandbox import ingest as uploads
@@ -48,7 +48,7 @@ def _allowed() -> bool:
 
 def _client() -> str:
     address = request.access_route[0] if request.access_route else request.remote_addr
-    return logs.client_id(address, None, settings.state_dir())
+    return visitor_id(address, None)
 
 
 def _user_dataset_key(round_tag: str | None) -> str | None:
