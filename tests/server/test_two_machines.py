@@ -201,7 +201,7 @@ def assert_shows_run(server, dataset: str, mlp: int, run_id: str) -> None:
 
 
 def assert_ran_on_machine_2(machines, kind: str) -> None:
-    row = jobs(machines.db_url, kind=kind)[-1]
+    row = [r for r in jobs(machines.db_url) if str(r["kind"]).startswith(kind)][-1]
     assert (row["backend"], row["status"]) == ("celery", "finished"), row
     assert worker_pid(row) in process_tree(machines.worker) | {machines.worker.pid}, row
 
@@ -296,6 +296,7 @@ def test_an_empty_state_folder_loses_nothing(machines, uploaded, tmp_path):
     found = json.loads(out.stdout.strip().splitlines()[-1])
     assert found["upload_files"] == ["estimator.py"]
     assert found["upload_source"].encode() == estimator_source("quick")
-    assert found["playground"] is not None and len(found["playground"]) == 4, found
+    assert found["playground"] == ["mean propagation", "covariance propagation", "combined",
+                                   "Monte Carlo, 1,000 samples", "estimator.py"], found
     assert found["kept"] == 100000
     assert found["baselines"]["mean"] == ["file", 32] and found["baselines"]["cov"] == ["file", 32], found
