@@ -112,3 +112,21 @@ def test_healthz_checks_the_configured_store(tmp_path, monkeypatch):
     report = health.check()
     assert report["checks"]["store"] == {"ok": True, "backend": "sqlite", "ms": report["checks"]["store"]["ms"]}
     assert report["checks"]["redis"] == {"ok": True, "configured": False}
+
+
+def test_healthz_and_the_home_page_name_a_listed_dataset_this_machine_lacks(tmp_path, monkeypatch):
+    """WHESTBOARD_DATASETS names read-only inputs each machine must have itself: one that is missing here
+    is said to be missing here, with what to do, and the instance is degraded rather than down."""
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("WHESTBOARD_DATABASE_URL", raising=False)
+    monkeypatch.delenv("WHESTBOARD_REDIS_URL", raising=False)
+    missing = tmp_path / "official-full-split"
+    monkeypatch.setenv("WHESTBOARD_DATASETS", str(missing))
+    try:
+        report = health.check()
+    finally:
+        db.reset_engines()
+    reason = report["checks"]["datasets"]["broken"]["official-full-split"]
+    assert reason.startswith(f"{missing} is not on this machine: each machine serving Whestboard needs its own")
+    assert "WHESTBOARD_DATASETS" in reason
+    assert report["checks"]["datasets"]["degraded"] is True and report["checks"]["store"]["ok"] is True

@@ -300,3 +300,17 @@ def test_an_empty_state_folder_loses_nothing(machines, uploaded, tmp_path):
                                    "Monte Carlo, 1,000 samples", "estimator.py"], found
     assert found["kept"] == 100000
     assert found["baselines"]["mean"] == ["file", 32] and found["baselines"]["cov"] == ["file", 32], found
+
+
+def test_the_compose_stack_shares_nothing_but_postgresql_and_redis():
+    """docker-compose.yml: the app and every worker replica get their own state folder (no named volume
+    between them), and the same database and broker."""
+    import yaml
+
+    services = yaml.safe_load((REPO / "docker-compose.yml").read_text())["services"]
+    for name in ("app", "worker"):
+        env = services[name]["environment"]
+        assert env["WHESTBOARD_DATABASE_URL"].startswith("postgresql") and env["WHESTBOARD_REDIS_URL"], name
+        assert not services[name].get("volumes"), f"{name} mounts {services[name].get('volumes')}"
+    assert services["app"]["environment"]["WHESTBOARD_DATABASE_URL"] == \
+        services["worker"]["environment"]["WHESTBOARD_DATABASE_URL"]

@@ -116,6 +116,13 @@ def _fingerprint(path: Path) -> tuple:
     return (folder_time, tuple(stats), compact.records_fingerprint(path))
 
 
+def absent_reason(path: Path) -> str:
+    """What the page and /healthz say about a listed dataset this machine does not have."""
+    return (f"{path} is not on this machine: each machine serving Whestboard needs its own read-only copy "
+            "of every dataset named in WHESTBOARD_DATASETS (copy it to that path, or remove it from the "
+            "variable on this machine)")
+
+
 _lock = threading.Lock()
 _opened: dict[Path, tuple[tuple, Dataset | Broken]] = {}
 
@@ -128,6 +135,9 @@ def _open_all() -> tuple[dict[str, Dataset], list[Broken]]:
         for path in candidate_paths():
             key = _unique_key(path, taken)
             taken.add(key)
+            if not path.exists():  # only a WHESTBOARD_DATASETS entry can be absent: listed, not here
+                broken.append(Broken(key, path, absent_reason(path)))
+                continue
             fp = _fingerprint(path)
             cached = _opened.get(path)
             if cached is None or cached[0] != fp or getattr(cached[1], "key", None) not in (None, key):
