@@ -27,9 +27,9 @@ from components.upload_panels import (
     session_entries,
     upload_summary,
 )
+from server.background import visitor_id
 from server.identity import client_address
 from whestboard import config as settings
-from whestboard import logs
 from whestboard.data import registry
 from whestboard.jobs import budgets
 from whestboard.jobs import queue as jobqueue
@@ -49,7 +49,7 @@ def _allowed() -> bool:
 
 
 def _client() -> str:
-    return logs.client_id(client_address(), None, settings.state_dir())
+    return visitor_id(client_address(), None)
 
 
 def _user_dataset_key(round_tag: str | None) -> str | None:

@@ -24,10 +24,12 @@ from typing import Any
 from dash._callback_context import context_value
 from dash.exceptions import PreventUpdate
 from flask import request
+from sqlalchemy.exc import SQLAlchemyError
 
 from server.warm import warm_process
 from whestboard import config, logs
 from whestboard.jobs import budgets, launcher, ledger, liveness
+from whestboard.store import blobs
 
 JOB_FIELD = "whestboard_job"
 JOB_DIED = "worker died"
@@ -50,13 +52,22 @@ def _describe_outputs(context: dict) -> str:
     return ",".join(parts)[:200]
 
 
+CLIENT_ID_SECRET = "client-id"
+
+
+def visitor_id(address: str | None, user_agent: str | None) -> str:
+    """A visitor's hashed id under the store's shared secret: the same on every machine."""
+    return logs.client_id(address, user_agent, blobs.shared_secret(CLIENT_ID_SECRET))
+
+
 def request_client_id() -> str | None:
-    """The hashed id of the visitor behind the current request, or None outside one.
+    """The hashed id of the visitor behind the current request, or None outside one (or, for a log line,
+    while the store cannot be reached).
 
     ``remote_addr`` is the real client: ``server.identity`` believes X-Forwarded-For only from trusted proxies."""
     try:
-        return logs.client_id(request.remote_addr, request.headers.get("User-Agent"), config.state_dir())
-    except RuntimeError:  # no request context (a Celery worker, a script)
+        return visitor_id(request.remote_addr, request.headers.get("User-Agent"))
+    except (RuntimeError, SQLAlchemyError):  # no request context (a Celery worker, a script), or no store
         return None
 
 

@@ -290,3 +290,45 @@ def serve_stack(state_dir: Path, *, workers: int = 2, threads: int = 2, **env_ex
         yield Server(base, proc, log, state_dir)
     finally:
         stop_process(proc)
+
+
+# --------------------------------------------------------------------------- two machines
+
+
+@dataclass
+class TwoMachines:
+    """Two simulated machines: each its own state folder, its own copy of ``data/`` and its own gunicorn;
+    the only Celery worker runs on machine 2; all they share is PostgreSQL and Redis."""
+
+    one: Server
+    two: Server
+    worker: subprocess.Popen
+    worker_log: Path
+    data_dirs: tuple[Path, Path]
+    db_url: str
+    redis_url: str
+
+
+def machine_data(root: Path, prepare=None) -> Path:
+    """A machine's own copy of the embedded datasets (``prepare(folder)`` may alter it: a missing file)."""
+    folder = root / "data"
+    shutil.copytree(REPO / "data", folder, ignore=shutil.ignore_patterns(".state", ".*"))
+    if prepare is not None:
+        prepare(folder)
+    return folder
+
+
+@contextmanager
+def two_machines(root: Path, *, prepare_data=None, **env_extra: str):
+    """Machine 1 and machine 2 (gunicorn each, the Celery worker on machine 2) over one PostgreSQL and
+    one Redis; ``prepare_data`` alters each machine's data copy before it starts."""
+    with postgres_server() as db_url, redis_server() as redis_url:
+        data = tuple(machine_data(root / name, prepare_data) for name in ("one", "two"))
+        shared = dict(WHESTBOARD_DATABASE_URL=db_url, WHESTBOARD_ALLOW_UPLOADS="1", **env_extra)
+        with gunicorn("app:server", root / "one" / "state", workers=1, threads=4, ready_path="/healthz",
+                      WHESTBOARD_REDIS_URL=redis_url, WHESTBOARD_DATA_DIR=str(data[0]), **shared) as one, \
+                gunicorn("app:server", root / "two" / "state", workers=1, threads=4, ready_path="/healthz",
+                         WHESTBOARD_REDIS_URL=redis_url, WHESTBOARD_DATA_DIR=str(data[1]), **shared) as two, \
+                celery_worker("worker", root / "two" / "state", redis_url, concurrency=2,
+                              WHESTBOARD_DATA_DIR=str(data[1]), **shared) as (worker, worker_log):
+            yield TwoMachines(one, two, worker, worker_log, data, db_url, redis_url)

@@ -19,13 +19,9 @@ import hashlib
 import hmac
 import json
 import logging
-import os
 import re
-import secrets
 import sys
-import time
 import traceback
-from pathlib import Path
 from typing import Any
 
 from whestboard import config
@@ -128,31 +124,9 @@ def error(name: str, exc: BaseException, **fields: Any) -> None:
     )
 
 
-_salt: bytes | None = None
-
-
-def _client_salt(state_dir: Path) -> bytes:
-    """A random key shared by every worker of a machine (first writer wins)."""
-    global _salt
-    if _salt is None:
-        path = state_dir / "log-client-salt"
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(secrets.token_bytes(32))
-        except FileExistsError:
-            pass
-        for _ in range(50):  # the winner may still be writing
-            data = path.read_bytes()
-            if len(data) == 32:
-                break
-            time.sleep(0.01)
-        _salt = data
-    return _salt
-
-
-def client_id(address: str | None, user_agent: str | None, state_dir: Path) -> str:
-    """A stable, irreversible 12-hex-digit id for one visitor."""
-    key = _client_salt(state_dir)
+def client_id(address: str | None, user_agent: str | None, key: bytes) -> str:
+    """A stable, irreversible 12-hex-digit id for one visitor under ``key`` (the store's shared secret
+    ``client-id``, so every machine gives a visitor the same id and per-user limits and cancel hold
+    across machines)."""
     raw = f"{address or '-'}|{user_agent or '-'}".encode()
     return hmac.new(key, raw, hashlib.sha256).hexdigest()[:12]

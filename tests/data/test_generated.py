@@ -12,6 +12,7 @@ from whestbench.simulation import sample_layer_statistics
 from tests.upstream import make_official
 from whestboard.data import bake, compact, generated, registry
 from whestboard.data.datasets import open_dataset
+from whestboard.store import blobs
 
 SHAPES = [(4, 1, 0), (24, 3, 1234567), (64, 2, 2**62 + 7), (17, 5, 42)]
 OFFICIAL_SEEDS = [1234567, 42, 2**62 + 7, 99]
@@ -83,15 +84,15 @@ def test_truth_agrees_with_an_independent_monte_carlo_within_its_stated_error():
     assert np.all((ratio > 0.4) & (ratio < 2.5)), ratio
 
 
-def test_the_truth_is_cached_in_the_state_folder_for_other_processes():
+def test_the_truth_is_cached_in_the_shared_store_for_other_processes():
     shape = generated.parse_shape(8, 2, 5)
     assert generated.cached_truth(shape, 2000) is None
     drawn = generated.truth(shape, 2000)
-    path = generated.truth_path(shape, 2000)
-    assert path.is_file()
-    assert generated._read_truth(path, shape, 2000).means.tobytes() == drawn.means.tobytes()
-    path.write_bytes(b"torn")  # a damaged file is drawn again, never trusted
-    assert generated._read_truth(path, shape, 2000) is None
+    key = generated.truth_key(shape, 2000)
+    assert blobs.exists(generated.TRUTHS, key)
+    assert generated._read_truth(key, shape, 2000).means.tobytes() == drawn.means.tobytes()
+    blobs.put(generated.TRUTHS, key, b"torn")  # a damaged entry is drawn again, never trusted
+    assert generated._read_truth(key, shape, 2000) is None
 
 
 @pytest.mark.parametrize(("width", "depth", "seed", "message"), [

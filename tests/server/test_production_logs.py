@@ -83,12 +83,12 @@ def test_errors_carry_context_and_traceback_without_secrets():
     assert "hunter2" not in json.dumps(rec)
 
 
-def test_client_ids_are_stable_and_do_not_reveal_the_address(tmp_path, monkeypatch):
-    monkeypatch.setattr(logs, "_salt", None)
-    a = logs.client_id("203.0.113.7", "Firefox", tmp_path)
-    monkeypatch.setattr(logs, "_salt", None)  # another worker: reads the same salt back
-    assert logs.client_id("203.0.113.7", "Firefox", tmp_path) == a
-    assert logs.client_id("203.0.113.8", "Firefox", tmp_path) != a
+def test_client_ids_are_stable_and_do_not_reveal_the_address():
+    key = bytes(range(32))
+    a = logs.client_id("203.0.113.7", "Firefox", key)
+    assert logs.client_id("203.0.113.7", "Firefox", bytes(range(32))) == a
+    assert logs.client_id("203.0.113.8", "Firefox", key) != a
+    assert logs.client_id("203.0.113.7", "Firefox", bytes(32)) != a  # another key, another id
     assert len(a) == 12 and "203" not in a
 
 
@@ -112,3 +112,21 @@ def test_healthz_checks_the_configured_store(tmp_path, monkeypatch):
     report = health.check()
     assert report["checks"]["store"] == {"ok": True, "backend": "sqlite", "ms": report["checks"]["store"]["ms"]}
     assert report["checks"]["redis"] == {"ok": True, "configured": False}
+
+
+def test_healthz_and_the_home_page_name_a_listed_dataset_this_machine_lacks(tmp_path, monkeypatch):
+    """WHESTBOARD_DATASETS names read-only inputs each machine must have itself: one that is missing here
+    is said to be missing here, with what to do, and the instance is degraded rather than down."""
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("WHESTBOARD_DATABASE_URL", raising=False)
+    monkeypatch.delenv("WHESTBOARD_REDIS_URL", raising=False)
+    missing = tmp_path / "official-full-split"
+    monkeypatch.setenv("WHESTBOARD_DATASETS", str(missing))
+    try:
+        report = health.check()
+    finally:
+        db.reset_engines()
+    reason = report["checks"]["datasets"]["broken"]["official-full-split"]
+    assert reason.startswith(f"{missing} is not on this machine: each machine serving Whestboard needs its own")
+    assert "WHESTBOARD_DATASETS" in reason
+    assert report["checks"]["datasets"]["degraded"] is True and report["checks"]["store"]["ok"] is True

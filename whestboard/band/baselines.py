@@ -2,15 +2,18 @@
 
 Each MLP is scored by ``whestboard.scoring.runs`` (one ``evaluate_estimator`` call per
 MLP, under the round's whole rulebook), so a baseline's FLOPs and MSE are the
-grader's. Results are stored beside the band as ``baselines/<kind>.json``,
-rewritten after every MLP (resumable, and shipped with the embedded data so
-the page needs no computing on a fresh machine). When no file exists, a
-complete run of the same estimator on the same dataset in the run store is
-used instead; failing both, the page offers to compute them.
+grader's. Shipped baselines sit beside the band as ``baselines/<kind>.json`` (read-only inputs
+of the embedded data, so the page needs no computing on a fresh machine; the CLI writes them with
+``--directory``). Baselines computed in the app go to the shared artifact store
+(``whestboard.store.blobs``, namespace ``baseline``), rewritten after every MLP (resumable), so
+every machine serves what a worker on any of them computed. When neither exists, a complete run of
+the same estimator on the same dataset in the run store is used instead; failing all, the page
+offers to compute them.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,21 +21,22 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sqlalchemy.exc import SQLAlchemyError
 
 from whestboard.band.measure import QUANTILES, BandError
 from whestboard.band.store import (
+    MAX_FILE_BYTES,
     BandFileUnreadable,
     beside_dir,
     load_band,
     read_band_file,
     state_band_dir,
-    writable_band_dir,
 )
 from whestboard.rules.versions import library_versions
 from whestboard.scoring import rulebook_for, runstore
 from whestboard.scoring.estimators import resolve_estimator
 from whestboard.scoring.runs import RunRequest, execute
-from whestboard.store import atomic
+from whestboard.store import atomic, blobs
 
 BASELINE_LABELS = {"mean": "Mean propagation", "cov": "Covariance propagation"}
 BASELINES_DIR = "baselines"
@@ -90,9 +94,36 @@ def _candidates(dataset) -> list[Path]:
     return [beside_dir(dataset), state_band_dir(dataset)]
 
 
+BLOBS = "baseline"
+
+
+def _blob_key(dataset, kind: str) -> str:
+    return f"{dataset.info.key}/{dataset.info.n_samples}/{kind}"
+
+
+def _blob_time(dataset, kind: str) -> float | None:
+    try:
+        found = blobs.meta(BLOBS, _blob_key(dataset, kind))
+    except SQLAlchemyError:  # an unreachable store means "none stored", never a broken page
+        return None
+    return None if found is None else float(found["created_at"])
+
+
+def _from_blob(dataset, kind: str) -> dict[str, Any] | None:
+    """A baseline computed in the app (on any machine), or None when there is none or it is mangled."""
+    try:
+        raw = blobs.get(BLOBS, _blob_key(dataset, kind))
+        if raw is None or len(raw) > MAX_FILE_BYTES:
+            return None
+        data = json.loads(raw)
+        return _checked(data if isinstance(data, dict) else {"per_mlp": None}, Path(f"store:{BLOBS}"))
+    except (SQLAlchemyError, ValueError, BandFileUnreadable):
+        return None
+
+
 def baseline_files_fingerprint(dataset) -> tuple:
-    """The stored baseline files of a dataset and their modification times (what ``_from_file`` reads)."""
-    out = []
+    """The stored baselines of a dataset and when each was written (what ``_from_file`` reads)."""
+    out = [(f"store:{kind}", when) for kind in BASELINE_LABELS if (when := _blob_time(dataset, kind)) is not None]
     for directory in _candidates(dataset):
         for kind in BASELINE_LABELS:
             try:
@@ -109,7 +140,10 @@ NUMERIC_FIELDS = ("final_layer_mse", "all_layers_mse", "flops_used", "effective_
 
 def _read_stored(path: Path) -> dict[str, Any]:
     """A baseline file's contents; ``BandFileUnreadable`` when it cannot be read or its entries are mangled."""
-    data = read_band_file(path)
+    return _checked(read_band_file(path), path)
+
+
+def _checked(data: dict[str, Any], path: Path) -> dict[str, Any]:
     entries = data.get("per_mlp", [])
     try:
         whole = isinstance(entries, list) and all(
@@ -146,9 +180,11 @@ def unreadable_files(dataset) -> dict[str, str]:
 
 
 def _from_file(dataset, kind: str) -> BaselineResult | None:
+    """The shipped file beside the dataset, else one computed in the app (the shared store), else an
+    older release's file in the state folder."""
     served = set(dataset.indices)
-    for directory in _candidates(dataset):
-        data = _stored(_file(directory, kind))
+    beside, in_state = _candidates(dataset)
+    for data in (_stored(_file(beside, kind)), _from_blob(dataset, kind), _stored(_file(in_state, kind))):
         if data is None:
             continue
         entries = [e for e in data["per_mlp"] if int(e["mlp_index"]) in served]
@@ -211,12 +247,11 @@ def compute_baselines(
     directory: Path | None = None,
     on_progress: ProgressFn | None = None,
 ) -> dict[str, BaselineResult]:
-    """Score each baseline on every MLP that has no stored result yet; file rewritten after each MLP."""
-
-    directory = Path(directory) if directory is not None else writable_band_dir(dataset)
+    """Score each baseline on every MLP that has no stored result yet, stored after each MLP: in the
+    shared store, or as files under ``directory`` when one is given (the CLI, shipped data)."""
     rulebook = rulebook_for(dataset.info.round_tag, budget if budget is not None else _custom_budget(dataset))
     for kind in kinds:
-        stored = _stored(_file(directory, kind))
+        stored = _from_blob(dataset, kind) if directory is None else _stored(_file(Path(directory), kind))
         if stored and (stored.get("reference_samples") != dataset.info.n_samples
                        or stored.get("budget") != rulebook.flop_budget):
             stored = None
@@ -227,16 +262,20 @@ def compute_baselines(
 
         def save(done: int, total: int, entry: dict, kind: str = kind, entries: dict = entries) -> None:
             entries[int(entry["mlp_index"])] = {k: entry.get(k) for k in KEPT_FIELDS}
-            atomic.write_json(_file(directory, kind), _payload(dataset, kind, rulebook, entries))
+            payload = _payload(dataset, kind, rulebook, entries)
+            if directory is None:
+                blobs.put(BLOBS, _blob_key(dataset, kind), json.dumps(payload, indent=1).encode())
+            else:
+                atomic.write_json(_file(Path(directory), kind), payload)
             if on_progress is not None:
                 on_progress(kind, done, total)
 
         request = RunRequest(dataset=dataset, indices=todo, estimator=resolve_estimator(kind), rulebook=rulebook)
         execute(request, on_progress=save)
-    return load_baselines(dataset) if directory in _candidates(dataset) else {
-        kind: BaselineResult(kind, BASELINE_LABELS[kind], stored["per_mlp"], "file")
-        for kind in kinds if (stored := _stored(_file(directory, kind))) is not None
-    }
+    if directory is None or Path(directory) in _candidates(dataset):
+        return load_baselines(dataset)
+    return {kind: BaselineResult(kind, BASELINE_LABELS[kind], stored["per_mlp"], "file")
+            for kind in kinds if (stored := _stored(_file(Path(directory), kind))) is not None}
 
 
 def _custom_budget(dataset) -> int | None:

@@ -8,8 +8,9 @@ tests compare with ``create_dataset`` output).
 
 The truth is drawn on the seed's own sampling stream with ``whestboard.data.sampling`` (bit-identical
 to ``sample_layer_statistics``), so keeping the MLP (``keep``) bakes the very numbers shown. Each
-truth is cached per (shape, seed, samples): in this process, and as a small file under the state
-folder that a background job writes and the web process reads.
+truth is cached per (shape, seed, samples): in this process, and in the shared artifact store
+(``whestboard.store.blobs``), where a background job on any machine writes it and every web process
+reads it.
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ from whestbench.seeds import derive_seed_streams
 from whestboard import config
 from whestboard.data import compact
 from whestboard.data.bake import BakePlan, bake_known_truth, prepare
+from whestboard.data.registry import KEPT
 from whestboard.data.sampling import final_sums
 from whestboard.data.weights_cache import BoundedCache
 from whestboard.rules.rounds import round_for_shape
-from whestboard.store import atomic
+from whestboard.store import blobs
 
 MIN_WIDTH, MAX_WIDTH = 4, 1024
 MIN_DEPTH, MAX_DEPTH = 1, 32
@@ -208,24 +210,24 @@ def _generate(shape: Shape) -> GeneratedMLP:
 _TRUTHS: BoundedCache[Truth] = BoundedCache(64 << 20, size_of=lambda t: int(t.means.nbytes) + 64)
 
 
-def truth_dir() -> Path:
-    return config.state_dir() / "playground"
+TRUTHS = "playground-truth"
 
 
-def truth_path(shape: Shape, n_samples: int) -> Path:
-    return truth_dir() / f"truth-{shape.width}x{shape.depth}-{shape.seed}-{n_samples}.npz"
+def truth_key(shape: Shape, n_samples: int) -> str:
+    return f"truth-{shape.width}x{shape.depth}-{shape.seed}-{n_samples}"
 
 
 def cached_truth(shape: Shape, n_samples: int) -> Truth | None:
-    """The truth if this process or any other has drawn it already, else None (nothing is sampled)."""
-    if (shape, n_samples) not in _TRUTHS and _read_truth(truth_path(shape, n_samples), shape, n_samples) is None:
+    """The truth if this process or any other (on any machine) has drawn it already, else None (nothing
+    is sampled)."""
+    if (shape, n_samples) not in _TRUTHS and _read_truth(truth_key(shape, n_samples), shape, n_samples) is None:
         return None
     return truth(shape, n_samples)
 
 
 def truth(shape: Shape, n_samples: int, *, progress: ProgressFn | None = None) -> Truth:
-    """Monte Carlo truth on the seed's sampling stream: cached, else drawn (and written for others)."""
-    return _TRUTHS.get_or_load((shape, n_samples), lambda: _read_truth(truth_path(shape, n_samples), shape, n_samples)
+    """Monte Carlo truth on the seed's sampling stream: cached, else drawn (and stored for others)."""
+    return _TRUTHS.get_or_load((shape, n_samples), lambda: _read_truth(truth_key(shape, n_samples), shape, n_samples)
                                or _draw_and_store(shape, n_samples, progress))
 
 
@@ -234,42 +236,28 @@ def _draw_and_store(shape: Shape, n_samples: int, progress: ProgressFn | None) -
     sums = final_sums(list(generate(shape).weights), n_samples, np.random.default_rng(sample_ss),
                       progress=progress, layer_squares=True)
     drawn = Truth(sums.layer_means(), sums.avg_variance(), sums.layer_variances(), n_samples)
-    _write_truth(truth_path(shape, n_samples), drawn)
+    _write_truth(truth_key(shape, n_samples), drawn)
     return drawn
 
 
-def _write_truth(path: Path, drawn: Truth) -> None:
-    atomic.write_with(path, lambda fh: np.savez(
-        fh, means=drawn.means, avg_variance=np.float64(drawn.avg_variance),
-        layer_variances=drawn.layer_variances, n_samples=np.int64(drawn.n_samples)))
-    prune_folder(path.parent, "truth-*.npz", TRUTH_FILES_KEPT)
+def _write_truth(key: str, drawn: Truth) -> None:
+    blobs.put_arrays(TRUTHS, key, means=drawn.means, avg_variance=np.float64(drawn.avg_variance),
+                     layer_variances=drawn.layer_variances, n_samples=np.int64(drawn.n_samples))
+    blobs.prune(TRUTHS, max_count=TRUTH_FILES_KEPT)
 
 
-def _read_truth(path: Path, shape: Shape, n_samples: int) -> Truth | None:
+def _read_truth(key: str, shape: Shape, n_samples: int) -> Truth | None:
     """A stored truth, or None when there is none or it is not whole (it is then drawn again)."""
+    archive = blobs.get_arrays(TRUTHS, key)
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            means = np.asarray(archive["means"], dtype=np.float32)
-            found = Truth(means, float(archive["avg_variance"]), np.asarray(archive["layer_variances"]),
-                          int(archive["n_samples"]))
-    except (OSError, ValueError, KeyError, EOFError):
+        means = np.asarray(archive["means"], dtype=np.float32)
+        found = Truth(means, float(archive["avg_variance"]), np.asarray(archive["layer_variances"]),
+                      int(archive["n_samples"]))
+    except (TypeError, ValueError, KeyError):
         return None
     if means.shape != (shape.depth, shape.width) or found.n_samples != n_samples or not np.isfinite(means).all():
         return None
     return found
-
-
-def prune_folder(folder: Path, pattern: str, keep: int) -> None:
-    """Keep the newest ``keep`` files matching ``pattern``: the cache stays bounded whatever visitors ask."""
-    def modified(path: Path) -> float:
-        try:
-            return path.stat().st_mtime
-        except OSError:
-            return 0.0
-
-    files = sorted(folder.glob(pattern), key=modified)
-    for old in files[:-keep] if len(files) > keep else []:
-        old.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------------------
@@ -286,19 +274,22 @@ def kept_path(shape: Shape, n_samples: int) -> Path:
 
 
 def keep(shape: Shape, n_samples: int, *, progress: ProgressFn | None = None) -> Path:
-    """Bake this MLP and its truth into a one-MLP compact dataset the registry serves.
+    """Bake this MLP and its truth into a one-MLP compact dataset the registry serves, on every machine
+    (the folder goes to the shared store, :data:`whestboard.data.registry.KEPT`).
 
     The record is the truth the page shows (same sampler, same stream), so nothing is drawn twice; a
     second keep of the same MLP finds the folder and returns it.
     """
     directory = kept_path(shape, n_samples)
-    if directory.is_dir() and compact.baked_indices(directory) == [0]:
-        return directory
-    drawn = truth(shape, n_samples, progress=progress)
-    plan = BakePlan(shape.round_tag, shape.width, shape.depth, n_samples, (shape.seed,))
-    manifest = prepare(directory, plan, engine="numpy", explicit_seeds=True)
-    bake_known_truth(directory, manifest, 0, generate(shape).weights, drawn.means, drawn.avg_variance,
-                     origin={"made_by": "playground"})
+    blobs.fetch_folder(KEPT, directory.name, directory)  # kept on another machine already
+    if not (directory.is_dir() and compact.baked_indices(directory) == [0]):
+        drawn = truth(shape, n_samples, progress=progress)
+        plan = BakePlan(shape.round_tag, shape.width, shape.depth, n_samples, (shape.seed,))
+        manifest = prepare(directory, plan, engine="numpy", explicit_seeds=True)
+        bake_known_truth(directory, manifest, 0, generate(shape).weights, drawn.means, drawn.avg_variance,
+                         origin={"made_by": "playground"})
+    if not blobs.exists(KEPT, directory.name):
+        blobs.put_folder(KEPT, directory.name, directory, meta={"made_by": "playground"}, replace=False)
     return directory
 
 

@@ -1,22 +1,35 @@
 """Which datasets the app serves, opened once per process.
 
-The embedded datasets under ``data/``, the datasets kept from the playground (under
-``config.kept_datasets_dir()``), plus every directory listed in ``WHESTBOARD_DATASETS``
-(separated by ``os.pathsep``), so a participant who downloaded the official mini or
-full split just points the app at it.
+The embedded datasets under ``data/``, the datasets kept from the playground, plus every
+directory listed in ``WHESTBOARD_DATASETS`` (separated by ``os.pathsep``), so a participant who
+downloaded the official mini or full split just points the app at it.
 A directory that cannot be read is reported with its reason, never fatal.
+
+The embedded and the listed datasets are read-only inputs each machine has on its own disk. A kept
+dataset is made on one machine and must be served by all: it lives in the shared artifact store
+(``whestboard.store.blobs``, namespace ``kept-dataset``) and is unpacked into this machine's
+``config.kept_datasets_dir()`` (a cache) when missing, checked every few seconds and at once when a
+key is not found.
 """
 
 from __future__ import annotations
 
-import os
+import re
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from sqlalchemy.exc import SQLAlchemyError
 
 from whestboard import config
 from whestboard.data import compact
 from whestboard.data.datasets import DamagedMLP, Dataset, DatasetError, open_dataset
+from whestboard.store import blobs
+
+KEPT = "kept-dataset"
+KEPT_SYNC_EVERY_S = 2.0
+_KEPT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
 
 REPO_ROOT = config.REPO_ROOT
 data_dir = config.data_dir  # the embedded data folder (``WHESTBOARD_DATA_DIR`` overrides it)
@@ -43,9 +56,30 @@ def _datasets_in(root: Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if p.is_dir() and _looks_like_dataset(p))
 
 
+_kept_synced_at = -KEPT_SYNC_EVERY_S
+
+
+def sync_kept(*, force: bool = False) -> None:
+    """Unpack into this machine's cache every kept dataset the shared store holds and this machine lacks
+    (at most every ``KEPT_SYNC_EVERY_S`` unless forced); an unreachable store leaves what is here."""
+    global _kept_synced_at
+    if not force and time.monotonic() - _kept_synced_at < KEPT_SYNC_EVERY_S:
+        return
+    _kept_synced_at = time.monotonic()
+    try:
+        names = blobs.keys(KEPT)
+        folder = config.kept_datasets_dir()
+        for name in names:
+            if _KEPT_NAME.fullmatch(name) and not (folder / name).is_dir():
+                blobs.fetch_folder(KEPT, name, folder / name)
+    except (SQLAlchemyError, OSError):
+        return
+
+
 def candidate_paths() -> list[Path]:
     """Embedded dataset folders first (sorted), then those kept from the playground (sorted), then the
     user's, in the order given."""
+    sync_kept()
     return [*_datasets_in(data_dir()), *_datasets_in(config.kept_datasets_dir()), *config.extra_dataset_paths()]
 
 
@@ -82,6 +116,13 @@ def _fingerprint(path: Path) -> tuple:
     return (folder_time, tuple(stats), compact.records_fingerprint(path))
 
 
+def absent_reason(path: Path) -> str:
+    """What the page and /healthz say about a listed dataset this machine does not have."""
+    return (f"{path} is not on this machine: each machine serving Whestboard needs its own read-only copy "
+            "of every dataset named in WHESTBOARD_DATASETS (copy it to that path, or remove it from the "
+            "variable on this machine)")
+
+
 _lock = threading.Lock()
 _opened: dict[Path, tuple[tuple, Dataset | Broken]] = {}
 
@@ -94,6 +135,9 @@ def _open_all() -> tuple[dict[str, Dataset], list[Broken]]:
         for path in candidate_paths():
             key = _unique_key(path, taken)
             taken.add(key)
+            if not path.exists():  # only a WHESTBOARD_DATASETS entry can be absent: listed, not here
+                broken.append(Broken(key, path, absent_reason(path)))
+                continue
             fp = _fingerprint(path)
             cached = _opened.get(path)
             if cached is None or cached[0] != fp or getattr(cached[1], "key", None) not in (None, key):
@@ -126,6 +170,9 @@ def damaged_mlps() -> dict[str, list[DamagedMLP]]:
 
 def get_dataset(key: str) -> Dataset:
     found = datasets()
+    if key not in found:  # kept on another machine a moment ago?
+        sync_kept(force=True)
+        found = datasets()
     if key not in found:
         known = ", ".join(found) or "none"
         raise DatasetNotFound(f"no dataset {key!r}; available: {known}")

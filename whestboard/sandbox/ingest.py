@@ -19,9 +19,10 @@ before a byte of it is unpacked to disk:
    the (now bounded) archive, with its messages, so the verdict is exactly
    the grader's validator's (files it does not list, a README, are valid).
 
-A valid upload is stored once per content hash under the state folder
-(``uploads/<sha256>/``) with a small ``upload.json``; runs refer to it by that
-hash.
+A valid upload is stored once per content hash in the artifact store (``whestboard.store.blobs``,
+namespace ``upload``: the database every machine shares) and unpacked on demand into this
+machine's cache under the state folder (``uploads/<sha256>/``, with a small ``upload.json``); runs
+refer to it by that hash, so a job claimed on another machine finds the same files.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ from whestbench.limits import MAX_SUBMISSION_BYTES, MAX_SUBMISSION_FILES
 
 from whestboard import config
 from whestboard.sandbox.host import SubmissionFiles
+from whestboard.store import blobs
+
+BLOBS = "upload"
 
 MANIFEST = "manifest.json"
 TAR_OVERHEAD_BYTES = 1 << 20  # headers and padding of up to 51 members, generously
@@ -315,6 +319,8 @@ def _store_files(digest: str, files: dict[str, bytes], *, kind: str, entry: str,
     store.mkdir(parents=True, exist_ok=True)
     target = store / digest
     if (target / "upload.json").is_file():
+        if not blobs.exists(BLOBS, digest):  # cached here before the shared store had it
+            blobs.put_folder(BLOBS, digest, target, meta={"filename": filename, "kind": kind}, replace=False)
         return load(digest, store=store)
     staging = Path(tempfile.mkdtemp(prefix=f".{digest[:12]}-", dir=store))
     try:
@@ -325,6 +331,7 @@ def _store_files(digest: str, files: dict[str, bytes], *, kind: str, entry: str,
         upload = Upload(sha256=digest, filename=filename, kind=kind, entry=entry, class_name=class_name,
                         files=[StoredFile(n, len(b), sha256_hex(b)) for n, b in sorted(files.items())], root=target)
         (staging / "upload.json").write_text(json.dumps(upload.as_dict(), indent=2))
+        blobs.put_folder(BLOBS, digest, staging, meta={"filename": filename, "kind": kind}, replace=False)
         try:
             staging.rename(target)
         except OSError:  # a concurrent upload of the same bytes won
@@ -441,13 +448,15 @@ def _store_limit_bytes() -> int:
 
 
 def prune(store: Path | None = None, *, max_bytes: int | None = None, keep_newer_than_s: float = 3600.0) -> int:
-    """Delete the oldest stored uploads while the store is over its size (``WHESTBOARD_UPLOADS_MAX_MB``).
+    """Delete the oldest stored uploads while the store is over its size (``WHESTBOARD_UPLOADS_MAX_MB``),
+    in the shared artifact store and in this machine's cache folder alike.
 
     Uploads younger than ``keep_newer_than_s`` stay (their jobs may still be waiting); runs keep the
-    sha256 of what they scored either way. Returns how many uploads were removed.
+    sha256 of what they scored either way. Returns how many uploads were removed from the cache folder.
     """
     store = store or uploads_dir()
     limit = _store_limit_bytes() if max_bytes is None else max_bytes
+    blobs.prune(BLOBS, max_bytes=limit, keep_newer_than_s=keep_newer_than_s)
     entries = []
     for meta in store.glob("*/upload.json"):
         folder = meta.parent
@@ -477,12 +486,13 @@ def ingest_path(path: Path, *, store: Path | None = None) -> Upload:
 
 
 def load(digest: str, *, store: Path | None = None) -> Upload:
-    """A stored upload by its sha256 (KeyError when unknown)."""
+    """A stored upload by its sha256, unpacked from the shared store into this machine's cache folder
+    when it is not there yet (KeyError when the store has none)."""
     if not digest or not all(c in "0123456789abcdef" for c in digest):
         raise KeyError(f"no upload {digest!r}")
     root = (store or uploads_dir()) / digest
     meta = root / "upload.json"
-    if not meta.is_file():
+    if not meta.is_file() and not (blobs.fetch_folder(BLOBS, digest, root) and meta.is_file()):
         raise KeyError(f"no upload {digest!r}")
     raw = json.loads(meta.read_text())
     raw["files"] = [StoredFile(**f) for f in raw["files"]]

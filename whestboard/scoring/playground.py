@@ -3,8 +3,8 @@
 Each estimator goes through ``runs.score_one`` (``whestbench.scoring.evaluate_estimator`` on a
 one-MLP suite under the round's full rulebook), so its FLOPs, MSEs, multiplier and failure flags are
 the grader's. Results are cached per (MLP, truth, estimator code, rulebook, library versions): in this
-process, and as one small file each under the state folder, which is how a background job hands its
-work to the web process that draws it.
+process, and in the shared artifact store (``whestboard.store.blobs``), which is how a background job
+on any machine hands its work to the web process that draws it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -24,9 +23,7 @@ from whestboard.data.generated import (
     Truth,
     cached_truth,
     generate,
-    prune_folder,
     truth,
-    truth_dir,
 )
 from whestboard.data.weights_cache import BoundedCache
 from whestboard.rules import library_versions
@@ -34,12 +31,13 @@ from whestboard.scoring.estimators import resolve_estimator
 from whestboard.scoring.handle import EstimatorHandle
 from whestboard.scoring.rulebook import Rulebook, rulebook_for
 from whestboard.scoring.runs import MLPCase, score_one
-from whestboard.store import atomic
+from whestboard.store import blobs
 
 BUILTIN_SPECS = ("mean", "cov", "combined")
 BUILTIN_LABELS = {"mean": "mean propagation", "cov": "covariance propagation", "combined": "combined"}
 DEFAULT_MC_SAMPLES = 1_000
 SCORE_FILES_KEPT = 2048
+SCORES = "playground-score"
 #: What building an estimator raises when its upload is gone or refused: that one is left out, in words.
 UNBUILDABLE = (KeyError, FileNotFoundError, ValueError)
 #: Progress is reported as (what, fraction of the whole job done).
@@ -107,29 +105,24 @@ def score_key(shape: Shape, drawn: Truth, handle: EstimatorHandle, rulebook: Rul
 _SCORES: BoundedCache[tuple[dict, np.ndarray]] = BoundedCache(128 << 20, size_of=lambda v: int(v[1].nbytes) + 4096)
 
 
-def _score_path(key: str) -> Path:
-    return truth_dir() / f"score-{key}.npz"
-
-
-def _read_score(path: Path) -> tuple[dict, np.ndarray] | None:
+def _read_score(key: str) -> tuple[dict, np.ndarray] | None:
+    archive = blobs.get_arrays(SCORES, key)
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            return json.loads(str(archive["entry"])), np.asarray(archive["predictions"], dtype=np.float32)
-    except (OSError, ValueError, KeyError, EOFError):
+        return json.loads(str(archive["entry"])), np.asarray(archive["predictions"], dtype=np.float32)
+    except (TypeError, ValueError, KeyError):
         return None
 
 
-def _write_score(path: Path, entry: dict, predictions: np.ndarray) -> None:
-    atomic.write_with(path, lambda fh: np.savez(fh, entry=np.array(json.dumps(entry, default=float)),
-                                                predictions=predictions))
-    prune_folder(path.parent, "score-*.npz", SCORE_FILES_KEPT)
+def _write_score(key: str, entry: dict, predictions: np.ndarray) -> None:
+    blobs.put_arrays(SCORES, key, entry=np.array(json.dumps(entry, default=float)), predictions=predictions)
+    blobs.prune(SCORES, max_count=SCORE_FILES_KEPT)
 
 
 def cached_score(shape: Shape, drawn: Truth, spec: str, rulebook: Rulebook) -> Scored | None:
     """A result already computed (by this process or a job), else None: nothing is run."""
     handle = resolve_estimator(spec)
     key = score_key(shape, drawn, handle, rulebook)
-    if key not in _SCORES and _read_score(_score_path(key)) is None:
+    if key not in _SCORES and _read_score(key) is None:
         return None
     return score(generate(shape), drawn, spec, rulebook)
 
@@ -140,13 +133,13 @@ def score(gen: GeneratedMLP, drawn: Truth, spec: str, rulebook: Rulebook) -> Sco
     key = score_key(gen.shape, drawn, handle, rulebook)
 
     def compute() -> tuple[dict, np.ndarray]:
-        stored = _read_score(_score_path(key))
+        stored = _read_score(key)
         if stored is not None:
             return stored
         case = MLPCase(0, gen.mlp, drawn.means, drawn.avg_variance, drawn.n_samples)
         entry, predictions = score_one(handle, case, rulebook)
         entry = json.loads(json.dumps(entry, default=float))  # what a stored result reads back as
-        _write_score(_score_path(key), entry, predictions)
+        _write_score(key, entry, predictions)
         return entry, predictions
 
     entry, predictions = _SCORES.get_or_load(key, compute)

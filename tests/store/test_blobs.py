@@ -1,0 +1,162 @@
+"""The artifact store against SQLite and a real PostgreSQL: chunks, atomic replacement, bounds, forks,
+and the state folder as a cache that can go at any time."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from sqlalchemy import update
+
+from tests.prod_support import REPO, postgres_server
+from whestboard import config
+from whestboard.store import blobs
+from whestboard.store import database as db
+
+
+@pytest.fixture(scope="module")
+def pg_url():
+    with postgres_server() as url:
+        yield url
+        db.reset_engines()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request, tmp_path, monkeypatch):
+    """The configured store: a fresh SQLite file in this test's state folder, or the PostgreSQL cluster."""
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
+    if request.param == "postgresql":
+        url = request.getfixturevalue("pg_url")
+        monkeypatch.setenv("WHESTBOARD_DATABASE_URL", url)
+    else:
+        monkeypatch.delenv("WHESTBOARD_DATABASE_URL", raising=False)
+    db.reset_engines()
+    yield request.param
+    db.reset_engines()
+
+
+def namespace(tag: str) -> str:
+    return f"test-{tag}-{os.getpid()}-{os.urandom(3).hex()}"
+
+
+def test_a_large_blob_is_chunked_and_read_back_whole(store):
+    ns = namespace("large")
+    data = np.random.default_rng(1).bytes(blobs.CHUNK_BYTES * 3 + 17)
+    assert blobs.put(ns, "a", data, meta={"filename": "a.bin"})
+    assert blobs.get(ns, "a") == data
+    info = blobs.meta(ns, "a")
+    assert info["size"] == len(data) and info["sha256"] == hashlib.sha256(data).hexdigest()
+    assert info["filename"] == "a.bin"
+    with db.session() as s:
+        assert s.query(blobs.BlobChunk).filter_by(namespace=ns, key="a").count() == 4
+    assert blobs.get(ns, "missing") is None and blobs.meta(ns, "missing") is None
+
+
+def test_an_empty_blob_is_a_blob(store):
+    ns = namespace("empty")
+    assert blobs.put(ns, "e", b"") and blobs.get(ns, "e") == b""
+
+
+def test_replace_swaps_the_whole_blob_and_no_replace_keeps_the_first(store):
+    ns = namespace("replace")
+    first, second = b"x" * (blobs.CHUNK_BYTES + 5), b"short"
+    assert blobs.put(ns, "k", first)
+    assert not blobs.put(ns, "k", second, replace=False)
+    assert blobs.get(ns, "k") == first
+    assert blobs.put(ns, "k", second)
+    assert blobs.get(ns, "k") == second
+    with db.session() as s:  # no chunk of the first one is left behind
+        assert s.query(blobs.BlobChunk).filter_by(namespace=ns, key="k").count() == 1
+
+
+def test_a_damaged_chunk_is_never_served(store):
+    ns = namespace("damaged")
+    blobs.put(ns, "k", b"abc" * 1000)
+    with db.session() as s:
+        s.execute(update(blobs.BlobChunk).where(blobs.BlobChunk.namespace == ns).values(data=b"abd" * 1000))
+    assert blobs.get(ns, "k") is None
+
+
+def test_a_blob_over_the_bound_is_refused_with_its_size(store, monkeypatch):
+    monkeypatch.setattr(blobs, "MAX_BLOB_BYTES", 1 << 20)
+    with pytest.raises(blobs.BlobTooLarge, match=r"2\.0 MiB, over the store's 1 MiB"):
+        blobs.put(namespace("big"), "k", b"0" * (2 << 20))
+
+
+def test_prune_drops_the_oldest_by_count_and_by_bytes(store):
+    ns = namespace("prune")
+    for i in range(5):
+        blobs.put(ns, f"k{i}", bytes(100))
+    assert blobs.prune(ns, max_count=3) == 2
+    assert blobs.keys(ns) == ["k2", "k3", "k4"]
+    assert blobs.prune(ns, max_bytes=150) == 2
+    assert blobs.keys(ns) == ["k4"] and blobs.namespace_size(ns) == (1, 100)
+    assert blobs.prune(ns, max_count=0, keep_newer_than_s=3600) == 0  # young ones stay
+
+
+def test_arrays_round_trip_without_pickles(store):
+    ns = namespace("arrays")
+    means = np.arange(12, dtype=np.float32).reshape(3, 4)
+    blobs.put_arrays(ns, "t", means=means, n=np.int64(7))
+    back = blobs.get_arrays(ns, "t")
+    assert back["means"].dtype == np.float32 and back["means"].tobytes() == means.tobytes() and int(back["n"]) == 7
+    blobs.put(ns, "t", b"not an npz")
+    assert blobs.get_arrays(ns, "t") is None
+
+
+def test_a_folder_is_unpacked_whole_into_a_cache_that_may_be_deleted(store, tmp_path):
+    ns = namespace("folder")
+    source = tmp_path / "made"
+    (source / "files" / "sub").mkdir(parents=True)
+    (source / "files" / "sub" / "helper.py").write_text("X = 1\n")
+    (source / "upload.json").write_text("{}")
+    blobs.put_folder(ns, "f", source)
+    cache = tmp_path / "cache" / "f"
+    assert blobs.fetch_folder(ns, "f", cache)
+    assert (cache / "files" / "sub" / "helper.py").read_text() == "X = 1\n"
+    shutil.rmtree(tmp_path / "cache")
+    assert blobs.fetch_folder(ns, "f", cache) and (cache / "upload.json").is_file()
+    assert not [p for p in cache.parent.iterdir() if p.name.startswith(".")]  # no staging left behind
+    assert not blobs.fetch_folder(ns, "absent", tmp_path / "cache" / "absent")
+    assert not (tmp_path / "cache" / "absent").exists()
+
+
+SECRET_SCRIPT = """
+import sys
+from whestboard.store import blobs
+sys.stdout.write(blobs.shared_secret('client-id').hex())
+"""
+
+
+def test_every_machine_derives_the_same_secret_from_the_shared_store(store, tmp_path):
+    """Two processes with their own state folders (two machines) and the same database agree on the
+    client-id key; a fresh state folder on a machine changes nothing."""
+    shared, out = config.database_url(), []
+    for machine in ("one", "two", "one-again"):
+        env = dict(os.environ, WHESTBOARD_STATE_DIR=str(tmp_path / machine), WHESTBOARD_DATABASE_URL=shared)
+        out.append(subprocess.run([sys.executable, "-c", SECRET_SCRIPT], cwd=REPO, env=env, capture_output=True,
+                                  text=True, timeout=120, check=True).stdout)
+    assert len(out[0]) == 64 and out[0] == out[1] == out[2]
+    assert blobs.shared_secret("client-id").hex() == out[0]
+
+
+def test_a_forked_child_stores_and_reads_without_touching_the_parents_connection(store):
+    ns = namespace("fork")
+    blobs.put(ns, "parent", b"p")  # the parent holds a pooled connection now
+    pid = os.fork()
+    if pid == 0:  # the child: its own connection, the parent's left alone
+        code = 0
+        try:
+            blobs.put(ns, "child", b"c" * (blobs.CHUNK_BYTES + 1))
+            code = 0 if blobs.get(ns, "parent") == b"p" else 3
+        except BaseException:  # noqa: BLE001 - reported through the exit status
+            code = 4
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert blobs.get(ns, "child") == b"c" * (blobs.CHUNK_BYTES + 1) and blobs.get(ns, "parent") == b"p"
