@@ -12,6 +12,7 @@ from flask import request
 from werkzeug.exceptions import HTTPException
 
 from components.shell import JOB_NOTICE_ID
+from server import faults
 from server.background import JOB_FAILED, request_client_id
 from whestboard import logs
 
@@ -27,11 +28,23 @@ def callback_what() -> str:
         return ""
 
 
+def user_message(err: Exception) -> str | None:
+    """The sentence the user sees for an error they can act on, or None for a bug (re-raised, a 500)."""
+    if isinstance(err, BackgroundCallbackError):
+        text = str(err).split("callback: ", 1)[-1].strip()
+        if JOB_FAILED in text:
+            return text.split("\nTraceback", 1)[0].strip()
+        kind = faults.classify_message(text)
+        return f"{JOB_FAILED}{kind} failure). {faults.sentence(kind)}" if kind else None
+    return faults.describe(err)
+
+
 def report_callback_error(err: Exception):
-    """Log every callback error with context; show dead jobs to the user, re-raise the rest."""
+    """Log every callback error with context; show dead jobs and infrastructure faults (a full disk,
+    the broker or the database away) to the user as a sentence, re-raise the rest."""
     logs.error("callback.error", err, what=callback_what(), client=request_client_id())
-    if isinstance(err, BackgroundCallbackError) and JOB_FAILED in str(err):
-        message = str(err).split("callback: ", 1)[-1].strip()
+    message = user_message(err)
+    if message is not None:
         set_props(JOB_NOTICE_ID, {"children": message, "is_open": True})
         return None
     raise err

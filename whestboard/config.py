@@ -207,3 +207,17 @@ def export_tmpdir(path: Path) -> None:
 
     os.environ["TMPDIR"] = str(path)
     tempfile.tempdir = None  # re-read on next use
+
+
+# --------------------------------------------------------------------------- faults and recovery
+
+
+def job_max_seconds() -> float:
+    """The longest a background job may run (``WHESTBOARD_JOB_MAX_S``, default 2 h): the broker redelivers
+    an unacknowledged task only after this (plus a margin), so a slow job is never started twice."""
+    return _number("WHESTBOARD_JOB_MAX_S", 7200.0, minimum=60, unit="number of seconds")
+
+
+def min_free_disk_mb() -> float:
+    """Free space the state folder needs for ``/healthz`` to call it ok (``WHESTBOARD_MIN_FREE_MB``, 256)."""
+    return _number("WHESTBOARD_MIN_FREE_MB", 256.0, minimum=0, unit="number of MiB")
