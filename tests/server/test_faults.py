@@ -9,6 +9,7 @@ job process, a web worker and a Celery child process is in test_production.py an
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import signal
@@ -223,34 +224,31 @@ def small_state_disk(tmp_path):
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
-def fill(disk: Path) -> Path:
-    filler = disk / "filler"
-    with open(filler, "wb") as out:
+def fill(disk: Path) -> list[Path]:
+    """Write zeros until the disk refuses even a 4 KiB page (so SQLite's journal cannot grow either)."""
+    fillers = []
+    for size in (1 << 20, 4096):
+        filler = disk / f"filler-{size}"
+        fillers.append(filler)
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
         try:
             while True:
-                out.write(b"\0" * (1 << 20))
-                out.flush()
+                os.write(fd, b"\0" * size)
         except OSError:
             pass
-    # the last partial page too, so even SQLite's journal cannot grow
-    with open(disk / "filler-tail", "wb") as out:
-        try:
-            while True:
-                out.write(b"\0" * 4096)
-                out.flush()
-        except OSError:
-            pass
-    return filler
+        finally:
+            os.close(fd)
+    return fillers
 
 
 def test_a_full_state_disk_answers_sentences_and_damages_nothing(small_state_disk):
     from tests.server.test_production import run_lab
 
     with gunicorn("app:server", small_state_disk, workers=1, threads=2, ready_path="/healthz",
-                  WHESTBOARD_MIN_FREE_MB="4") as web:
+                  WHESTBOARD_MIN_FREE_MB="4", WHESTBOARD_ALLOW_UPLOADS="1") as web:
         _, page = run_lab(web, 2)
         first_run = page.values["lab-job-result"]["data"]["run_id"]
-        fill(small_state_disk)
+        fillers = fill(small_state_disk)
         health = requests.get(web.base + "/healthz", timeout=30)
         assert health.status_code == 200 and "state_dir" in health.json()["degraded_by"], health.text
         assert requests.get(web.base + "/lab", timeout=30).status_code == 200
@@ -259,8 +257,15 @@ def test_a_full_state_disk_answers_sentences_and_damages_nothing(small_state_dis
         assert page.values[JOB_NOTICE_ID]["children"].endswith(faults.sentence(faults.DISK))
         assert not page.values["lab-job-result"].get("data", {}).get("run_id")
 
-        for name in ("filler", "filler-tail"):
-            (small_state_disk / name).unlink()
+        upload = dashclient.PageSession(dashclient.DashClient(web.base, timeout=60), "/upload").load()
+        upload.values["upload-file"]["filename"] = ["mine.py"]
+        upload.click("upload-file", "contents", value=["data:text/x-python;base64," + base64.b64encode(
+            b"from whestbench import BaseEstimator\nclass Mine(BaseEstimator):\n    pass\n").decode()])
+        assert upload.values[JOB_NOTICE_ID]["children"] == faults.sentence(faults.DISK)
+        assert not upload.values["upload-sha"].get("data")
+
+        for filler in fillers:
+            filler.unlink()
         _, page = run_lab(web, 4)
         assert page.values["lab-job-result"]["data"].get("run_id"), "no run once space was back"
         assert not [r for r in ledger_rows(small_state_disk / "whestboard.sqlite")
