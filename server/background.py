@@ -19,6 +19,7 @@ import json
 import logging
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,12 @@ def unsent_payload(handle: str) -> dict:
     sentence = faults.sentence(fault) if fault in (faults.DISK, faults.BROKER, faults.STORE) else ""
     return {"background_callback_error": {"msg": f"{JOB_FAILED}{NOT_STARTED}: {fault} failure). {sentence}",
                                           "tb": ""}}
+
+
+RESULT_LOST_PAYLOAD = {"background_callback_error": {"tb": "", "msg": (
+    f"{JOB_FAILED}result lost). It finished, but its result was gone from the job queue (Redis restarted "
+    "without its data) before this page read it; what the job recorded (a lab run's run) is in the store. "
+    "Please run it again to see it here.")}}
 
 
 def broker_trouble(exc: BaseException) -> bool:
@@ -217,6 +224,8 @@ class _Ledger:
             return job_failed_payload(row.reason or JOB_DIED)
         if row.status == "finished" and gone:
             return job_failed_payload(f"{JOB_DIED}: process {row.worker} ended without storing its result")
+        if row.status == "finished" and time.time() - (row.finished_at or time.time()) > RESULT_LOST_AFTER_S:
+            return RESULT_LOST_PAYLOAD  # the job process has given up storing it: never poll forever
         return result
 
     def _result_while_broker_down(self, key, job):
@@ -363,6 +372,8 @@ def _in_celery_worker() -> bool:
 #: How long a job process keeps trying to store its result while Redis is away (then it gives up and the
 #: ledger says why): a broker outage shorter than this costs nobody their run.
 RESULT_RETRY_S = 600.0
+#: A finished job whose result is still missing this long after it ended will never have it.
+RESULT_LOST_AFTER_S = RESULT_RETRY_S + 60.0
 #: Longest pause between a job process's attempts to store its result while Redis is away.
 BROKER_RETRY_MAX_INTERVAL_S = 2.0
 
