@@ -35,23 +35,12 @@ from tests.prod_support import (
     start_gunicorn,
     stop_process,
 )
+from tests.server.test_redis_celery import ledger as ledger_rows
+from tests.server.test_redis_celery import sum_of_squares
 
 dashclient = load_dashclient()
 pytestmark = [pytest.mark.slow, pytest.mark.services]
 JOBS_APP = "tests.server.prod_jobs_app"
-
-
-def sum_of_squares(n: int) -> int:
-    return sum(k * k for k in range(n))
-
-
-def ledger_rows(store: Path) -> list[dict]:
-    con = sqlite3.connect(store)
-    con.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in con.execute("SELECT * FROM jobs ORDER BY created_at")]
-    finally:
-        con.close()
 
 
 def wait_for_running(store: Path, known: set[str], timeout: float = 60.0) -> dict:
