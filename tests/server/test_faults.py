@@ -133,7 +133,7 @@ def celery_stack(tmp_path):
     with restartable_redis() as broker:
         db_url = f"sqlite:///{tmp_path / 'shared.sqlite'}"
         with gunicorn(f"{JOBS_APP}:server", tmp_path / "web", workers=1, threads=4, WHESTBOARD_REDIS_URL=broker.url,
-                      WHESTBOARD_DATABASE_URL=db_url) as web, \
+                      WHESTBOARD_DATABASE_URL=db_url, WHESTBOARD_MIN_FREE_MB="0") as web, \
                 celery_worker(f"{JOBS_APP}:celery", tmp_path / "worker", broker.url,
                               WHESTBOARD_DATABASE_URL=db_url) as (worker, worker_log):
             yield {"broker": broker, "web": web, "worker": worker, "worker_log": worker_log,
