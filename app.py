@@ -16,7 +16,6 @@ import sys
 import threading
 
 import dash
-from flask import jsonify
 
 from components.figures.style import use_app_template
 from components.shell import layout
@@ -72,16 +71,12 @@ def create_app() -> dash.Dash:
     identity.install(flask_app)  # X-Forwarded-For believed only from trusted proxies
     http.install_request_logging(flask_app)
     http.install_request_limits(flask_app)
+    http.install_fault_answers(flask_app)
     http.install_compression(flask_app)
-    flask_app.add_url_rule("/healthz", "healthz", _healthz)
+    flask_app.add_url_rule("/healthz", "healthz", health.respond)
     api.register(flask_app)  # the submissions API, and the first start's import of the shipped baselines
     dash_app.finish_setup()
     return dash_app
-
-
-def _healthz():
-    report = health.check()
-    return jsonify(report), (200 if report["ok"] else 503)
 
 
 _built: dash.Dash | None = None

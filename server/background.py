@@ -17,8 +17,11 @@ import hashlib
 import inspect
 import json
 import logging
+import sys
 import threading
+import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from dash._callback_context import context_value
@@ -26,6 +29,7 @@ from dash.exceptions import PreventUpdate
 from flask import request
 from sqlalchemy.exc import SQLAlchemyError
 
+from server import faults
 from server.warm import warm_process
 from whestboard import config, logs
 from whestboard.jobs import budgets, launcher, ledger, liveness
@@ -75,6 +79,29 @@ def job_failed_payload(reason: str) -> dict:
     """What a dead job returns to Dash: its error path, carrying a message for the user."""
     msg = f"{JOB_FAILED}{reason}). Nothing was recorded for it; please run it again."
     return {"background_callback_error": {"msg": msg, "tb": ""}}
+
+
+#: The handle of a launch the backend refused ("unsent:disk"): its first poll tells the user why.
+UNSENT = "unsent:"
+NOT_STARTED = ledger.NOT_STARTED
+
+
+def unsent_payload(handle: str) -> dict:
+    fault = handle[len(UNSENT):]
+    sentence = faults.sentence(fault) if fault in (faults.DISK, faults.BROKER, faults.STORE) else ""
+    return {"background_callback_error": {"msg": f"{JOB_FAILED}{NOT_STARTED}: {fault} failure). {sentence}",
+                                          "tb": ""}}
+
+
+RESULT_LOST_PAYLOAD = {"background_callback_error": {"tb": "", "msg": (
+    f"{JOB_FAILED}result lost). It finished, but its result was gone from the job queue (Redis restarted "
+    "without its data) before this page read it; what the job recorded (a lab run's run) is in the store. "
+    "Please run it again to see it here.")}}
+
+
+def broker_trouble(exc: BaseException) -> bool:
+    """An error from the broker or result store (Redis): the job itself may be fine."""
+    return faults.classify(exc) == faults.BROKER
 
 
 _poll = threading.local()
@@ -139,19 +166,45 @@ class _Ledger:
             return REFUSED_HANDLE
         job_id = uuid.uuid4().hex
         kind, owner = _describe_outputs(context), request_client_id()
-        ledger.enqueue(job_id, result_key=key, kind=kind, owner=owner, backend=self.backend_name)
-        context = dict(context)
-        context[JOB_FIELD] = {"job_id": job_id, "result_key": key, "kind": kind, "owner": owner}
-        handle = super().call_job_fn(key, job_fn, args, context)
-        ledger.set_handle(job_id, str(handle))
+        enqueued = False
+        try:
+            ledger.reap()
+            ledger.enqueue(job_id, result_key=key, kind=kind, owner=owner, backend=self.backend_name)
+            enqueued = True
+            context = dict(context)
+            context[JOB_FIELD] = {"job_id": job_id, "result_key": key, "kind": kind, "owner": owner}
+            handle = super().call_job_fn(key, job_fn, args, context)
+            ledger.set_handle(job_id, str(handle))
+        except Exception as exc:  # noqa: BLE001 - the row must not stay queued for a job nobody has
+            return self._launch_failed(job_id, kind, owner, exc, enqueued=enqueued)
         return handle
 
+    @staticmethod
+    def _launch_failed(job_id: str, kind: str, owner: str | None, exc: Exception, *, enqueued: bool) -> str:
+        """The broker, the store or the disk refused the launch: mark the row failed with the reason and
+        hand Dash a handle whose first poll tells the user in a sentence (Dash drops what an error hook
+        says while a background job is being set up, so the poll has to). Anything else is a bug: raised."""
+        fault = faults.classify(exc)
+        logs.error("job.not_started", exc, job=job_id, what=kind, client=owner, fault=fault)
+        if fault is None:
+            raise exc
+        if enqueued:
+            try:
+                ledger.fail_unstarted(job_id, reason=f"{NOT_STARTED}: {fault} failure ({type(exc).__name__}: {exc})")
+            except Exception as store_exc:  # noqa: BLE001 - the store may be what failed
+                logs.error("job.unrecorded", store_exc, job=job_id)
+        return f"{UNSENT}{fault}"
+
     def make_job_fn(self, fn, progress, key=None):
-        job_fn = super().make_job_fn(self._tracked(fn), progress, key)
+        job_fn = super().make_job_fn(self._tracked(fn, bool(progress)), progress, key)
         _PRICES[id(job_fn)] = getattr(fn, PRICE_ATTR, ("This job", None))
         return job_fn
 
-    def _tracked(self, fn):
+    def _progress_setter(self, set_progress, result_key: str):
+        """What a job reports progress through (Celery wraps it so a broker outage never fails the job)."""
+        return set_progress
+
+    def _tracked(self, fn, has_progress: bool = False):
         if inspect.iscoroutinefunction(fn):
             return fn  # async callbacks run untracked: Dash dispatches them differently
         manager = self
@@ -162,12 +215,20 @@ class _Ledger:
             if not info:
                 return fn(*args, **kwargs)
             launch = ledger.Launch(**info)
-            return ledger.run_tracked(
-                launch,
-                lambda: _within_wall_time(launch.job_id, lambda: fn(*args, **kwargs)),
-                already_done=lambda: manager._stored_result(launch.result_key),
-                benign=(PreventUpdate,),
-            )
+            if has_progress and args:
+                args = (manager._progress_setter(args[0], launch.result_key), *args[1:])
+            try:
+                return ledger.run_tracked(
+                    launch,
+                    lambda: _within_wall_time(launch.job_id, lambda: fn(*args, **kwargs)),
+                    already_done=lambda: manager._stored_result(launch.result_key),
+                    benign=(PreventUpdate,),
+                )
+            except Exception as exc:
+                described = faults.describe(exc)
+                if described is None:
+                    raise
+                raise RuntimeError(f"{JOB_FAILED}{faults.classify(exc)} failure). {described}") from exc
 
         return tracked
 
@@ -182,9 +243,32 @@ class _Ledger:
         """First-hand knowledge that the job's process has exited (diskcache only)."""
         return False
 
+    def get_progress(self, key):
+        try:
+            return super().get_progress(key)
+        except Exception as exc:
+            if broker_trouble(exc):
+                return None  # progress comes back with the broker; the job goes on meanwhile
+            raise
+
+    def get_updated_props(self, key):
+        try:
+            return super().get_updated_props(key)
+        except Exception as exc:
+            if broker_trouble(exc):
+                return {}
+            raise
+
     def get_result(self, key, job):
+        if str(job).startswith(UNSENT):
+            return unsent_payload(str(job))
         _poll.key = key  # job_running() below is asked about this same poll
-        result = super().get_result(key, job)
+        try:
+            result = super().get_result(key, job)
+        except Exception as exc:
+            if not broker_trouble(exc):
+                raise
+            return self._result_while_broker_down(key, job)
         if result is not self.UNDEFINED or job is None:
             return result
         gone = self._process_gone(job)
@@ -202,21 +286,52 @@ class _Ledger:
             return job_failed_payload(row.reason or JOB_DIED)
         if row.status == "finished" and gone:
             return job_failed_payload(f"{JOB_DIED}: process {row.worker} ended without storing its result")
+        if row.status == "finished" and time.time() - (row.finished_at or time.time()) > RESULT_LOST_AFTER_S:
+            return RESULT_LOST_PAYLOAD  # the job process has given up storing it: never poll forever
         return result
+
+    def _result_while_broker_down(self, key, job):
+        """The broker holds the result and cannot be read: keep polling while the ledger says the job is
+        alive or finished (its result is read once the broker is back); report it if it died."""
+        _poll.broker_down = True
+        row = ledger.find(key, str(job)) if job is not None else None
+        if row is not None and row.status in ledger.ACTIVE:
+            row = ledger.fail_if_dead(row, pid_check=False)
+        if row is not None and row.status == "failed":
+            return job_failed_payload(row.reason or JOB_DIED)
+        return self.UNDEFINED
 
     def job_running(self, job):
         """Dash asks this right after get_result(): a job that stored its result and exited in
         between would read as "not running, no result", and the poll would silently give up."""
-        running = super().job_running(job)
         key, _poll.key = getattr(_poll, "key", None), None
-        if not running and key is not None and self.result_ready(key):
-            return True  # the next poll collects the result
+        if str(job).startswith(UNSENT):
+            return False
+        if getattr(_poll, "broker_down", False):
+            _poll.broker_down = False
+            return True  # the poll goes on; the ledger ends it if the job dies
+        try:
+            running = super().job_running(job)
+            if not running and key is not None and self.result_ready(key):
+                return True  # the next poll collects the result
+        except Exception as exc:
+            if not broker_trouble(exc):
+                raise
+            return True
         return running
 
     def terminate_job(self, job):
+        if str(job).startswith(UNSENT):
+            return None
         if job is not None:
             ledger.cancel(str(job))
-        return super().terminate_job(job)
+        try:
+            return super().terminate_job(job)
+        except Exception as exc:
+            if not broker_trouble(exc):
+                raise
+            logs.error("job.terminate_unsent", exc, job=str(job))  # the row says cancelled; the job ends unread
+            return None
 
 
 _diskcache_managers: list = []
@@ -310,20 +425,66 @@ def celery_app():
     from celery import Celery
 
     app = Celery("whestboard", broker=url, backend=url)
-    app.conf.update(
-        task_acks_late=True,  # a task is acknowledged when it ends, not when it starts...
-        task_reject_on_worker_lost=True,  # ...so a killed worker's task is redelivered (a retry)
-        worker_prefetch_multiplier=1,
-        task_track_started=True,
-        result_expires=24 * 3600,
-        broker_connection_retry_on_startup=True,
-        worker_hijack_root_logger=False,
-        worker_redirect_stdouts=False,
-    )
+    app.conf.update(celery_settings(in_worker=_in_celery_worker()))
     return app
 
 
+def _in_celery_worker() -> bool:
+    """This process is ``celery ... worker``: its writes to the result store may wait out an outage."""
+    return Path(sys.argv[0]).name == "celery" and "worker" in sys.argv[1:]
+
+
+#: How long a job process keeps trying to store its result while Redis is away (then it gives up and the
+#: ledger says why): a broker outage shorter than this costs nobody their run.
+RESULT_RETRY_S = 600.0
+#: A finished job whose result is still missing this long after it ended will never have it.
+RESULT_LOST_AFTER_S = RESULT_RETRY_S + 60.0
+#: Longest pause between a job process's attempts to store its result while Redis is away.
+BROKER_RETRY_MAX_INTERVAL_S = 2.0
+
+
+def celery_settings(*, in_worker: bool) -> dict:
+    """Every Celery setting the fault tests rely on (tests/server/test_faults.py), in one place.
+
+    - ``task_acks_late`` + ``task_reject_on_worker_lost``: a task is acknowledged when it ends, so one
+      whose worker process was killed is redelivered (a retry the ledger counts in ``attempts``);
+    - ``broker_connection_max_retries=None``: a worker that loses Redis reconnects for as long as it
+      takes instead of exiting after 100 tries, and keeps the task it is running
+      (``worker_cancel_long_running_tasks_on_connection_loss=False``, said out loud: Celery 6 flips it);
+    - ``visibility_timeout``: Redis hands an unacknowledged task to another worker only after the longest
+      job may run (``WHESTBOARD_JOB_WALL_S``) plus a margin, never while its first run goes on;
+    - in a Celery worker the result store retries a write for :data:`RESULT_RETRY_S`, so a job that ends
+      while Redis is down stores its result once Redis is back; a web worker tries twice and answers
+      (a request must not hang); connection attempts time out instead of hanging.
+    """
+    redelivery_s = int(config.job_max_seconds()) + 300
+    result_retry = ({"max_retries": None, "timeout": RESULT_RETRY_S, "interval_start": 0, "interval_step": 1,
+                     "interval_max": BROKER_RETRY_MAX_INTERVAL_S} if in_worker else
+                    {"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 1})
+    return {
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "task_track_started": True,
+        "result_expires": 24 * 3600,
+        "broker_connection_retry_on_startup": True,
+        "broker_connection_retry": True,
+        "broker_connection_max_retries": None,
+        "broker_connection_timeout": 4,
+        "worker_cancel_long_running_tasks_on_connection_loss": False,
+        "broker_transport_options": {"visibility_timeout": redelivery_s, "socket_connect_timeout": 5},
+        "result_backend_transport_options": {"retry_policy": result_retry},
+        "redis_socket_connect_timeout": 5,
+        "broker_pool_limit": 10,
+        "task_publish_retry_policy": {"max_retries": 2, "interval_start": 0, "interval_step": 0.5,
+                                      "interval_max": 1},
+        "worker_hijack_root_logger": False,
+        "worker_redirect_stdouts": False,
+    }
+
+
 def _celery_manager():
+    from _plotly_utils.utils import PlotlyJSONEncoder
     from dash import CeleryManager
 
     class LedgerCeleryManager(_Ledger, CeleryManager):
@@ -331,6 +492,22 @@ def _celery_manager():
 
         def _store_result(self, key, value):
             self.handle.backend.set(key, json.dumps(value))
+
+        def _progress_setter(self, set_progress, result_key: str):
+            """Progress is best effort: one try, no retries (a write waits out an outage, and a job must
+            not wait on its progress bar), so the job computes on while Redis is away."""
+            progress_key = self._make_progress_key(result_key)
+            backend = self.handle.backend
+
+            def set_progress_once(value):
+                values = value if isinstance(value, (list, tuple)) else [value]
+                try:
+                    backend.set(progress_key, json.dumps(values, cls=PlotlyJSONEncoder), max_retries=0)
+                except Exception as exc:  # noqa: BLE001 - a lost progress update costs nothing
+                    if not broker_trouble(exc):
+                        raise
+
+            return set_progress_once
 
         def _stored_result(self, key):
             raw = self.handle.backend.get(key)

@@ -16,6 +16,7 @@ from sqlalchemy.exc import InterfaceError, ProgrammingError
 from werkzeug.exceptions import HTTPException
 
 from components.shell import JOB_NOTICE_ID
+from server import faults
 from server.background import JOB_FAILED, JOB_REFUSED, request_client_id
 from whestboard import logs
 
@@ -47,17 +48,30 @@ def refuse_unusable_inputs(err: Exception) -> None:
                            "sends; reload the page and try again")
 
 
+def user_message(err: Exception) -> str | None:
+    """The sentence the user sees for an error they can act on, or None for a bug (re-raised, a 500)."""
+    if isinstance(err, BackgroundCallbackError):
+        text = str(err).split("callback: ", 1)[-1].strip()
+        if JOB_FAILED in text:
+            return text.split("\nTraceback", 1)[0].strip()
+        kind = faults.classify_message(text)
+        return f"{JOB_FAILED}{kind} failure). {faults.sentence(kind)}" if kind else None
+    return faults.describe(err)
+
+
 def report_callback_error(err: Exception):
-    """Log every callback error with context; show dead jobs and refused ones to the user; answer 400 to
-    values a callback cannot use; re-raise the rest."""
+    """Log every callback error with context; show dead jobs, refused ones and infrastructure faults (a full
+    disk, the broker or the database away) to the user as a sentence; answer 400 to values a callback
+    cannot use; re-raise the rest."""
     if isinstance(err, BackgroundCallbackError) and JOB_REFUSED in str(err):  # the budgets said no
         set_props(JOB_NOTICE_ID, {"children": str(err).split(JOB_REFUSED, 1)[-1].strip(), "is_open": True})
         return None
-    if isinstance(err, INPUT_ERRORS) and not isinstance(err, BackgroundCallbackError):
+    if (isinstance(err, INPUT_ERRORS) and not isinstance(err, BackgroundCallbackError)
+            and faults.classify(err) is None):
         refuse_unusable_inputs(err)
     logs.error("callback.error", err, what=callback_what(), client=request_client_id())
-    if isinstance(err, BackgroundCallbackError) and JOB_FAILED in str(err):
-        message = str(err).split("callback: ", 1)[-1].strip()
+    message = user_message(err)
+    if message is not None:
         set_props(JOB_NOTICE_ID, {"children": message, "is_open": True})
         return None
     raise err

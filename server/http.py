@@ -14,7 +14,7 @@ import dash
 from flask import Flask, abort, g, got_request_exception, jsonify, request
 from flask.json.provider import DefaultJSONProvider
 
-from server import domains
+from server import domains, faults
 from server.background import request_client_id
 from server.hooks import callback_what
 from whestboard import config, logs
@@ -111,6 +111,27 @@ def install_request_limits(server: Flask) -> None:
     @server.errorhandler(RecursionError)
     def _too_deep(_exc):
         return jsonify({"error": "the request is nested too deeply to read; send plain values"}), 400
+
+
+# --------------------------------------------------------------------------- faults
+
+
+def install_fault_answers(server: Flask) -> None:
+    """A full disk, an unreachable broker or database answers 503 with a sentence saying what failed and
+    that nothing was lost (``server/faults.py``), not a bare 500; any other error stays a 500."""
+
+    @server.errorhandler(Exception)
+    def _infrastructure_fault(exc: Exception):
+        from werkzeug.exceptions import HTTPException
+
+        if isinstance(exc, HTTPException):
+            return exc
+        described = faults.describe(exc)
+        if described is None:
+            raise exc
+        logs.error("request.fault", exc, method=request.method, path=request.path, what=callback_what(),
+                   client=request_client_id(), fault=faults.classify(exc))
+        return jsonify({"error": described, "fault": faults.classify(exc)}), 503, {"Retry-After": "30"}
 
 
 # --------------------------------------------------------------------------- compression

@@ -332,3 +332,101 @@ def two_machines(root: Path, *, prepare_data=None, **env_extra: str):
                 celery_worker("worker", root / "two" / "state", redis_url, concurrency=2,
                               WHESTBOARD_DATA_DIR=str(data[1]), **shared) as (worker, worker_log):
             yield TwoMachines(one, two, worker, worker_log, data, db_url, redis_url)
+
+
+# --------------------------------------------------------------------------- faults: brokers that go away
+
+
+class RestartableRedis:
+    """A ``redis-server`` on a fixed loopback port that a test can stop and start again (a broker outage).
+
+    Started with no persistence, as the outage tests want the harshest case: whatever the broker held
+    (queued messages, stored results) is gone when it comes back.
+    """
+
+    def __init__(self) -> None:
+        exe = shutil.which("redis-server")
+        if not exe:
+            pytest.fail("redis-server not found: install Debian's redis-server (./scripts/test.sh does)")
+        self.exe, self.port = exe, free_port()
+        self.workdir = Path(tempfile.mkdtemp(prefix="wb-redis-"))
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 30.0) -> None:
+        import redis
+
+        with open(self.workdir / "redis.log", "a") as out:
+            self.proc = subprocess.Popen([self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
+                                          str(self.workdir), "--save", "", "--appendonly", "no"],
+                                         stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.time() + timeout
+        while True:
+            try:
+                redis.Redis.from_url(self.url).ping()
+                return
+            except redis.ConnectionError:
+                if self.proc.poll() is not None or time.time() > deadline:
+                    raise RuntimeError(f"redis-server did not start:\n{(self.workdir / 'redis.log').read_text()}"
+                                       ) from None
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_process(self.proc, grace=5)
+            self.proc = None
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+@contextmanager
+def restartable_redis():
+    server = RestartableRedis()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def start_gunicorn(target: str, state_dir: Path, port: int, *, workers: int = 2, threads: int = 2,
+                   ready_path: str = "/", **env_extra: str) -> tuple[subprocess.Popen, Path]:
+    """Like :func:`gunicorn` on a given port, left to the caller to stop: a restart must reuse the port."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    env = base_env(state_dir, WHESTBOARD_PORT=str(port), WHESTBOARD_WORKERS=str(workers),
+                   WHESTBOARD_THREADS=str(threads), **env_extra)
+    log = state_dir / f"gunicorn-{port}-{time.time_ns()}.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(gunicorn_argv(target), cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        wait_http(f"http://127.0.0.1:{port}{ready_path}", proc, log)
+        wait_workers(proc, workers, log)
+    except BaseException:
+        stop_process(proc)
+        raise
+    return proc, log
+
+
+def patient_client(base: str, *, patience: float = 90.0, **kw):
+    """A simulated browser whose requests wait out a server that is restarting (connection refused or
+    reset), as the page's poll does, for up to ``patience`` seconds per request; HTTP errors still fail."""
+    dashclient = load_dashclient()
+
+    class PatientClient(dashclient.DashClient):
+        refused = 0
+
+        def post(self, body, args, kind, label):
+            deadline = time.time() + patience
+            while True:
+                try:
+                    return super().post(body, args, kind, label)
+                except dashclient.CallbackFailed as exc:
+                    if not isinstance(exc.__cause__, requests.ConnectionError) or time.time() > deadline:
+                        raise
+                    self.refused += 1
+                    time.sleep(0.2)
+
+    return PatientClient(base, **kw)

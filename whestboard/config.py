@@ -260,3 +260,15 @@ def job_budgets() -> dict[str, float]:
             "per_client": _whole("WHESTBOARD_JOB_PER_CLIENT", 2, minimum=1),
             "total": _whole("WHESTBOARD_JOB_TOTAL", max(2, 2 * multiprocessing.cpu_count()), minimum=1),
             "wall_s": _number("WHESTBOARD_JOB_WALL_S", 1800, minimum=1, unit="number of seconds")}
+# --------------------------------------------------------------------------- faults and recovery
+
+
+def job_max_seconds() -> float:
+    """The longest a background job may run (``WHESTBOARD_JOB_WALL_S``, :func:`job_budgets`): the broker
+    redelivers an unacknowledged task only after this (plus a margin), so a slow job is never started twice."""
+    return job_budgets()["wall_s"]
+
+
+def min_free_disk_mb() -> float:
+    """Free space the state folder needs for ``/healthz`` to call it ok (``WHESTBOARD_MIN_FREE_MB``, 256)."""
+    return _number("WHESTBOARD_MIN_FREE_MB", 256.0, minimum=0, unit="number of MiB")

@@ -16,7 +16,7 @@ import dash
 from dash import Input, Output, State, dcc, html
 
 from components.shell import job_notice
-from server import background, hooks, http
+from server import background, health, hooks, http
 from server.cache import cache, cache_config
 from whestboard import config as settings
 
@@ -24,6 +24,8 @@ hooks.install()
 app = dash.Dash(__name__, background_callback_manager=background.background_callback_manager(), update_title=None)
 cache.init_app(app.server, config=cache_config())
 http.install_request_logging(app.server)
+http.install_fault_answers(app.server)
+app.server.add_url_rule("/healthz", "healthz", health.respond)
 server = app.server
 celery = background.celery_app()
 

@@ -14,13 +14,22 @@ lock-free state, answers with the child's pid, and reaps it when it exits.
 The job process is therefore a grandchild of the web worker: it survives the
 worker being killed, and Dash's pid-based ``job_running``/``terminate_job``
 keep working unchanged.
+
+**No job holds the web server's sockets.** gunicorn's workers inherit its listening
+socket, and a fork inherits every descriptor: a job process that outlived its worker
+(a SIGTERM to the master, a restart) kept the port bound, so the restarted gunicorn
+could not bind ("Address already in use") until the job ended. The launcher closes
+every listening socket it inherited before it forks anything (:func:`close_listening_sockets`).
 """
 
 from __future__ import annotations
 
+import errno
 import multiprocessing
 import os
 import signal
+import socket
+import stat
 import threading
 from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection
@@ -75,9 +84,43 @@ def _lower_priority() -> None:
             pass
 
 
+def _inherited_fds() -> list[int]:
+    try:
+        return sorted(int(name) for name in os.listdir("/proc/self/fd"))
+    except OSError:  # no /proc: look at what a process usually has open
+        return list(range(3, 1024))
+
+
+def _is_listening_socket(fd: int) -> bool:
+    try:
+        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            return False
+        with socket.socket(fileno=os.dup(fd)) as sock:
+            return bool(sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN))
+    except OSError as exc:
+        if exc.errno in (errno.EBADF, errno.ENOTSOCK, errno.ENOPROTOOPT):
+            return False
+        raise
+
+
+def close_listening_sockets() -> list[int]:
+    """Close every listening socket this process inherited (the web server's); the descriptors closed.
+
+    Only listening sockets: the launcher's own pipe is a connected socket pair, and open
+    dataset files must stay open in the jobs forked from here.
+    """
+    closed = []
+    for fd in _inherited_fds():
+        if fd > 2 and _is_listening_socket(fd):
+            os.close(fd)
+            closed.append(fd)
+    return closed
+
+
 def _serve(conn: Connection, registry: Mapping[str, JobFn]) -> None:
     """The launcher's loop: one request in, one forked job out, until the worker goes away."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    close_listening_sockets()  # no job may keep the web server's port once its server has gone
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
         _reap_children()

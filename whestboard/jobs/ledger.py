@@ -44,7 +44,9 @@ STALE_AFTER_S = 30.0
 #: A job nobody starts for this long is reported, not waited on forever: on a busy deployment jobs
 #: queue for minutes, but a task no worker knows (workers running other code) is never started.
 QUEUED_TOO_LONG_S = 900.0
-LOST_REASONS = ("worker died", "no worker started")
+#: How a job the backend refused (broker, store or disk away at launch) is marked failed.
+NOT_STARTED = "not started"
+LOST_REASONS = ("worker died", "no worker started", NOT_STARTED)
 ACTIVE = ("queued", "running")
 ENDED = ("finished", "failed", "cancelled")
 CANCELLED = "cancelled"
@@ -285,6 +287,18 @@ def _mark_failed(job: Job, reason: str, now: float, url: str | None) -> Job:
         logs.event("job.failed", job=job.id, what=job.kind, client=job.owner, verdict="failed", reason=reason,
                    attempts=job.attempts, duration_ms=_ms(job.started_at, now))
     return get(job.id, url) or job
+
+
+def fail_unstarted(job_id: str, *, reason: str, url: str | None = None) -> bool:
+    """A job that could not be handed to its backend (the broker refused it): failed, with why, at once,
+    instead of a row left ``queued`` until the 15-minute rule notices."""
+    with session(url) as s:
+        changed = s.execute(update(Job).where((Job.id == job_id) & (Job.status == "queued"))
+                            .values(status="failed", reason=logs.redact(reason)[:2000], finished_at=time.time())
+                            ).rowcount == 1
+    if changed:
+        logs.event("job.failed", job=job_id, verdict="failed", reason=reason)
+    return changed
 
 
 def cancel(handle: str, url: str | None = None) -> int:

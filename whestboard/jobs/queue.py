@@ -267,17 +267,46 @@ class Executor:
         try:
             result = self.body(JobContext(job, worker))
             status = "cancelled" if result.get("cancelled") else ("finished" if result.get("ok") else "failed")
-            ledger.finish(job.id, status=status, reason=result.get("error"), result=result, worker=worker)
+            _record_ending(job.id, status=status, reason=result.get("error"), result=result, worker=worker)
         except BaseException as exc:  # noqa: BLE001 - a job always ends with a status and a reason
-            cancelled = cancel_requested(job.id)
-            ledger.finish(job.id, status="cancelled" if cancelled else "failed", worker=worker,
-                          reason="cancelled while running" if cancelled else f"{type(exc).__name__}: {exc}")
+            cancelled = _asked_to_cancel(job.id)
+            _record_ending(job.id, status="cancelled" if cancelled else "failed", worker=worker,
+                           reason="cancelled while running" if cancelled else f"{type(exc).__name__}: {exc}")
             if not (cancelled or isinstance(exc, Exception)):
                 raise
         finally:
             beat.stop()
         logs.event("job.finish", job=job.id, what=job.kind, client=job.client, backend=BACKEND,
                    level=logging.INFO)
+
+
+#: How long an executor keeps trying to record how a job ended while the store refuses writes.
+ENDING_RETRY_S = 600.0
+
+
+def _asked_to_cancel(job_id: str) -> bool:
+    try:
+        return cancel_requested(job_id)
+    except Exception:  # noqa: BLE001 - the store may be what failed the job
+        return False
+
+
+def _record_ending(job_id: str, **ending: Any) -> None:
+    """``ledger.finish``, retried while the store refuses the write (a full disk under SQLite): the
+    heartbeat beats on meanwhile, so the job is recorded with its own reason once space is back, not
+    mistaken later for one whose worker died. A result too large for the store is dropped last."""
+    deadline = time.time() + ENDING_RETRY_S
+    while True:
+        try:
+            ledger.finish(job_id, **ending)
+            return
+        except Exception as exc:  # noqa: BLE001 - retried, then raised
+            if time.time() > deadline:
+                raise
+            logs.error("job.ending_unrecorded", exc, job=job_id)
+            if ending.get("result") is not None and time.time() > deadline - ENDING_RETRY_S / 2:
+                ending = {**ending, "result": None}
+            time.sleep(POLL_S)
 
 
 _executor_lock = threading.Lock()

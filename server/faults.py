@@ -1,0 +1,95 @@
+"""Infrastructure faults a user can act on: the disk, the broker or the database failed, not their input.
+
+A full disk under the state folder, Redis going away or the database refusing connections used to
+reach the user as a bare HTTP 500 with a traceback in the log. :func:`classify` recognises those
+failures (anywhere in an exception's chain, or in the message a background job left behind) and
+:func:`sentence` says, in one sentence, what failed, that nothing already stored was lost and what to
+do. The Dash error hook (``server/hooks.py``), the Flask error handler (``server/http.py``), the job
+wrapper (``server/background.py``) and ``/healthz`` use the same words.
+"""
+
+from __future__ import annotations
+
+import errno
+import sqlite3
+
+DISK, BROKER, STORE = "disk", "broker", "store"
+
+_SENTENCES = {
+    DISK: ("The server's disk is full, so this could not be saved. Nothing already stored was lost or "
+           "changed; please try again later."),
+    BROKER: ("The job queue (Redis) cannot be reached right now, so the job could not be handed to a worker. "
+             "Nothing was lost; please try again in a minute."),
+    STORE: ("The database cannot be reached right now. Nothing already stored was lost; please try again "
+            "in a minute."),
+}
+#: Words a job's stored error message carries when it died of one of these (it crossed a process boundary
+#: as text, so the exception itself is gone).
+_MESSAGE_MARKS = {
+    DISK: ("No space left on device", "database or disk is full", "Disk quota exceeded"),
+    BROKER: ("Error 111 connecting to", "Connection to Redis lost", "Redis is loading"),
+}
+
+
+def _chain(exc: BaseException):
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _broker_errors() -> tuple[type[BaseException], ...]:
+    found: list[type[BaseException]] = []
+    try:
+        import redis
+
+        found += [redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, redis.exceptions.BusyLoadingError]
+    except ImportError:
+        pass
+    try:
+        import kombu.exceptions
+
+        found.append(kombu.exceptions.OperationalError)
+    except ImportError:
+        pass
+    return tuple(found)
+
+
+def _store_errors() -> tuple[type[BaseException], ...]:
+    from sqlalchemy import exc as sa
+
+    return (sa.OperationalError, sa.InterfaceError)
+
+
+def classify(exc: BaseException) -> str | None:
+    """``"disk"``, ``"broker"``, ``"store"`` or None (a fault of the request or a bug, reported as such)."""
+    broker, store = _broker_errors(), _store_errors()
+    for link in _chain(exc):
+        if isinstance(link, OSError) and link.errno in (errno.ENOSPC, errno.EDQUOT):
+            return DISK
+        if isinstance(link, (sqlite3.OperationalError, *store)) and "disk is full" in str(link):
+            return DISK
+        if broker and isinstance(link, broker):
+            return BROKER
+        if isinstance(link, store) and "binding parameter" not in str(link):  # a value it cannot bind is the request's
+            return STORE
+    return classify_message(str(exc))
+
+
+def classify_message(message: str) -> str | None:
+    """The same question about an error that crossed a process boundary as text."""
+    for kind, marks in _MESSAGE_MARKS.items():
+        if any(mark in message for mark in marks):
+            return kind
+    return None
+
+
+def sentence(kind: str) -> str:
+    return _SENTENCES[kind]
+
+
+def describe(exc: BaseException) -> str | None:
+    """The user's sentence for an infrastructure fault, or None for anything else."""
+    kind = classify(exc)
+    return sentence(kind) if kind else None
