@@ -149,23 +149,35 @@ def gunicorn_argv(target: str = "app:server") -> list[str]:
     return [str(exe) if exe.exists() else "gunicorn", "-c", "gunicorn.conf.py", target]
 
 
-@contextmanager
-def gunicorn(target: str, state_dir: Path, *, workers: int = 2, threads: int = 2, ready_path: str = "/",
-             **env_extra: str):
-    """``gunicorn -c gunicorn.conf.py <target>`` on a free port, configured only through the environment."""
-    port = free_port()
+def start_gunicorn(target: str, state_dir: Path, port: int, *, workers: int = 2, threads: int = 2,
+                   ready_path: str = "/", **env_extra: str) -> tuple[subprocess.Popen, Path]:
+    """``gunicorn -c gunicorn.conf.py <target>`` on ``port``, left to the caller to stop (a restart must reuse
+    the port); configured only through the environment."""
     state_dir.mkdir(parents=True, exist_ok=True)
     env = base_env(state_dir, WHESTBOARD_PORT=str(port), WHESTBOARD_WORKERS=str(workers),
                    WHESTBOARD_THREADS=str(threads), **env_extra)
-    log = state_dir / f"gunicorn-{port}.log"
+    log = state_dir / f"gunicorn-{port}-{time.time_ns()}.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(gunicorn_argv(target), cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
     try:
-        wait_http(base + ready_path, proc, log)
+        wait_http(f"http://127.0.0.1:{port}{ready_path}", proc, log)
         wait_workers(proc, workers, log)
-        yield Server(base, proc, log, state_dir)
+    except BaseException:
+        stop_process(proc)
+        raise
+    return proc, log
+
+
+@contextmanager
+def gunicorn(target: str, state_dir: Path, *, workers: int = 2, threads: int = 2, ready_path: str = "/",
+             **env_extra: str):
+    """:func:`start_gunicorn` on a free port, stopped with its whole process group afterwards."""
+    port = free_port()
+    proc, log = start_gunicorn(target, state_dir, port, workers=workers, threads=threads, ready_path=ready_path,
+                               **env_extra)
+    try:
+        yield Server(f"http://127.0.0.1:{port}", proc, log, state_dir)
     finally:
         stop_process(proc)
 
@@ -389,25 +401,6 @@ def restartable_redis():
         yield server
     finally:
         server.close()
-
-
-def start_gunicorn(target: str, state_dir: Path, port: int, *, workers: int = 2, threads: int = 2,
-                   ready_path: str = "/", **env_extra: str) -> tuple[subprocess.Popen, Path]:
-    """Like :func:`gunicorn` on a given port, left to the caller to stop: a restart must reuse the port."""
-    state_dir.mkdir(parents=True, exist_ok=True)
-    env = base_env(state_dir, WHESTBOARD_PORT=str(port), WHESTBOARD_WORKERS=str(workers),
-                   WHESTBOARD_THREADS=str(threads), **env_extra)
-    log = state_dir / f"gunicorn-{port}-{time.time_ns()}.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen(gunicorn_argv(target), cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    try:
-        wait_http(f"http://127.0.0.1:{port}{ready_path}", proc, log)
-        wait_workers(proc, workers, log)
-    except BaseException:
-        stop_process(proc)
-        raise
-    return proc, log
 
 
 def patient_client(base: str, *, patience: float = 90.0, **kw):
