@@ -344,7 +344,7 @@ def _ranking_rows(table) -> list[dict]:
             else int(r["n_failed_mlps"]),
             "n_mlps": None if r["n_mlps"] is None or r["n_mlps"] != r["n_mlps"] else int(r["n_mlps"]),
             "submitted": r["submitted_at"].strftime("%Y-%m-%d %H:%M"),
-            "flags": _flags_text(r), "compare": _compare_cell(r, leader),
+            "flags": flags_text(r), "compare": _compare_cell(r, leader),
         })
     return rows
 
@@ -366,7 +366,7 @@ def _compare_cell(row: dict, leader: str | None) -> str | None:
     return f"[vs #1]({compare_url(own, f'sub:{leader}')})"
 
 
-def _flags_text(row: dict) -> str:
+def flags_text(row: dict) -> str:
     """Every flag of a ranking row in words (organizer columns are absent from a public board)."""
     parts = []
     if row.get("meter"):
@@ -477,7 +477,7 @@ def _flags_list(table) -> html.Ul | html.Div:
                if r.get("meter") or r.get("residual") or r.get("overfit") or r.get("flops_differ")]
     if not flagged:
         return html.Div("No team is flagged on this split.", className="text-muted", id="lb-flag-none")
-    return html.Ul([html.Li([html.B(r["team"]), f" ({r['submission_id']}): ", _flags_text(r)],
+    return html.Ul([html.Li([html.B(r["team"]), f" ({r['submission_id']}): ", flags_text(r)],
                             className="lb-flag") for r in flagged], className="mb-1", id="lb-flag-list")
 
 
@@ -585,7 +585,7 @@ def _team_panel(team: str, round_tag: str, organizer: bool) -> dbc.Card:
         return dbc.Card(dbc.CardBody(f"{team} has no graded submission."), id="lb-team-card")
     table, _ = _split_board(round_tag, "public", organizer)
     own = table[table["team"] == team].to_dict("records")
-    flags = _flags_text(own[0]) if own else ""
+    flags = flags_text(own[0]) if own else ""
     mlps = store.mlp_frame(history["submission_id"].tolist(), splits=(store.PUBLIC,))
     breakdown = integrity.failure_breakdown(mlps)
     failures = [html.Li(f"{sid}: {integrity.breakdown_text(counts)}") for sid, counts in breakdown.items()]

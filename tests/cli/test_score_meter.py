@@ -18,7 +18,7 @@ import pytest
 from components.upload_panels import verdict_table
 from tests.upstream import assert_same_per_mlp, make_official
 from whestboard.cli import main
-from whestboard.scoring.uploads import _verdict_row
+from whestboard.scoring.uploads import verdict_row
 
 TAMPERING = Path(__file__).parents[1] / "sandbox" / "tampering"
 WHEST = Path(sys.executable).with_name("whest")
@@ -77,7 +77,7 @@ def test_a_counter_reset_is_flagged_in_json_text_and_the_upload_result(capsys, o
     assert text.count("ok, METER TAMPERING") == 2
     assert f"meter tampering, MLP {per_mlp[0]['mlp_index']}: {per_mlp[0]['meter_tampering']}" in text
     assert "2 of 2 MLP(s) flagged: the score above is the grader's" in text
-    page = rendered(verdict_table([_verdict_row(e) for e in per_mlp]))
+    page = rendered(verdict_table([verdict_row(e) for e in per_mlp]))
     assert "upload-meter-tampering" in page and per_mlp[0]["meter_tampering"] in page
     assert "Meter tampering seen on 2 of 2 MLP(s)" in page
 
@@ -89,7 +89,7 @@ def test_the_honest_twin_is_clean_everywhere(capsys, official, tmp_path):
     assert status == 0
     per_mlp = json.loads(out)["results"]["per_mlp"]
     assert [e["meter_tampering"] for e in per_mlp] == [None, None]
-    page = rendered(verdict_table([_verdict_row(e) for e in per_mlp]))
+    page = rendered(verdict_table([verdict_row(e) for e in per_mlp]))
     assert "upload-meter-tampering" not in page and "meter tampering" not in page
 
 
@@ -99,7 +99,7 @@ def test_a_flagged_run_imported_to_the_leaderboard_carries_the_integrity_flag(ca
     from whestboard.leaderboard import files, integrity, store
 
     app.the_app()  # the pages register with the app
-    from pages.leaderboard import _flags_text
+    from pages.leaderboard import flags_text
 
     uploads = []
     for name in ("counter_reset.py", "counter_reset_twin.py"):
@@ -116,6 +116,6 @@ def test_a_flagged_run_imported_to_the_leaderboard_carries_the_integrity_flag(ca
     assert bool(board.loc["counter_reset.py", "meter"]) and not board.loc["counter_reset_twin.py", "meter"]
     assert board.loc["counter_reset.py", "meter_text"] == f"meter tampering on 2 of 2 MLP(s): {sentence}"
     assert board.loc["counter_reset_twin.py", "meter_text"] == ""
-    assert f"⚠ meter tampering on 2 of 2 MLP(s): {sentence}" in _flags_text(board.loc["counter_reset.py"].to_dict())
+    assert f"⚠ meter tampering on 2 of 2 MLP(s): {sentence}" in flags_text(board.loc["counter_reset.py"].to_dict())
     stored = store.mlp_frame().set_index("mlp_index")
     assert stored["meter_tampering"].notna().sum() == 2  # the sentence is stored per MLP, the twin's are empty

@@ -58,8 +58,8 @@ def _job_inputs(spec: dict):
     return dataset, rulebook, inputs.select_mlps(dataset, spec.get("mlps"))
 
 
-def _verdict_row(entry: dict) -> dict:
-
+def verdict_row(entry: dict) -> dict:
+    """One MLP's line of the upload verdict table: the grader's verdict word and sentence, and our meter flag."""
     verdict, message = verdict_of(entry)
     return {"mlp_index": entry["mlp_index"], "mlp_name": entry.get("mlp_name", ""), "verdict": verdict,
             "message": entry.get("failure_reason") or message, "flops_used": entry.get("flops_used", 0),
@@ -96,7 +96,7 @@ def run_upload_job(ctx) -> dict:
     verdicts: list[dict] = []
 
     def progress(done: int, total: int, entry: dict) -> None:
-        verdicts.append(_verdict_row(entry))
+        verdicts.append(verdict_row(entry))
         ctx.report(phase="scoring", done=done, total=total, verdicts=verdicts,
                    message=f"scored MLP {entry['mlp_index']} ({done}/{total})")
 
@@ -113,7 +113,7 @@ def run_upload_job(ctx) -> dict:
     if outcome.cancelled:
         return {**result, "cancelled": True, "error": "cancelled between MLPs", "verdicts": verdicts}
     result.update(ok=True, run_id=outcome.run_id, cached=outcome.cached,
-                  verdicts=[_verdict_row(e) for e in outcome.report["results"]["per_mlp"]])
+                  verdicts=[verdict_row(e) for e in outcome.report["results"]["per_mlp"]])
     result["baselines"] = _baseline_runs(dataset, request_indices, rulebook, ctx)
     return result
 
