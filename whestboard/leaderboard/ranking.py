@@ -377,6 +377,11 @@ def all_points(*, url: str | None = None) -> pd.DataFrame:
     return store.cached("all_points:" + reference_fingerprint(), compute, url=url)
 
 
+def mlp_variance(*, url: str | None = None) -> pd.Series:
+    """``store.mlp_variance_summary``, cached per store revision."""
+    return store.cached("mlp_variance", lambda: store.mlp_variance_summary(url=url), url=url)
+
+
 def round_ranking(round_tag: str, *, url: str | None = None) -> pd.DataFrame:
     """The ranking table of one round, cached per store revision."""
 

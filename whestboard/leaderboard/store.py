@@ -618,7 +618,7 @@ def _submission_frame(rows: Sequence) -> pd.DataFrame:
           else pd.DataFrame(columns=names))
     df = df.rename(columns={v: k for k, v in _RENAMED.items()})[SUBMISSION_COLUMNS]
     for col in _REPEATED_TEXT:  # one string object per distinct value: 500,000 rows name 300 teams
-        df[col] = [v if v is None else sys.intern(v) for v in df[col]]
+        df[col] = [sys.intern(v) if isinstance(v, str) else v for v in df[col]]
     df["submitted_at"] = pd.to_datetime(df["submitted_at"], utc=True)
     for col in ("mean_flops_used", "final_layer_mse", "adjusted_score", "mean_multiplier",
                 "mean_effective_compute", "mean_avg_variance"):
@@ -629,45 +629,89 @@ def _submission_frame(rows: Sequence) -> pd.DataFrame:
     return df
 
 
-#: The columns a round's scatter bins, read without the rest of the row (no text but the id and team).
-FIELD_COLUMNS = ("submission_id", "team", "adjusted_score", "final_layer_mse", "mean_flops_used",
-                 "mean_effective_compute", "n_failed_mlps")
+#: The columns a round's scatter bins, read without the rest of the row (no text but the id).
+FIELD_COLUMNS = ("submission_id", "adjusted_score", "final_layer_mse", "mean_flops_used", "mean_effective_compute")
 
 
 def round_field(round_tag: str, *, url: str | None = None) -> pd.DataFrame:
     """The round's graded submissions in FIELD_COLUMNS only: what the scatter's density is binned from.
 
-    A tenth of a full frame's cost: no time parsed per row, the team's name held once per team.
+    A fraction of a full frame's cost: no time parsed, no text but the id, built a chunk at a time.
     """
     t = SubmissionRow.__table__
-    query = (select(t.c.id, t.c.team, t.c.adjusted_score, t.c.final_layer_mse, t.c.mean_flops_used,
-                    t.c.mean_effective_compute, t.c.n_failed_mlps)
+    query = (select(t.c.id, t.c.adjusted_score, t.c.final_layer_mse, t.c.mean_flops_used, t.c.mean_effective_compute)
              .where(t.c.round_tag == round_tag, t.c.status == "graded").order_by(t.c.id))
-    columns: list[list] = [[] for _ in FIELD_COLUMNS]
+    return _columns_in_parts(query, FIELD_COLUMNS, FIELD_COLUMNS[1:], url).assign(status="graded")
+
+
+def _plain_rows(s: Session, query) -> Iterator[list[tuple]]:
+    """The query's rows as the driver returns them (plain tuples), FRAME_CHUNK_ROWS at a time.
+
+    For narrow numeric reads of a whole round: SQLAlchemy's row objects cost more than the
+    values in them, and a frame built from tuples is built in C. Only for columns the driver
+    returns as they are stored (numbers, text; times are cast to text in the query).
+    """
+    connection = s.connection()
+    compiled = query.compile(dialect=connection.dialect)
+    params = compiled.construct_params()
+    args = tuple(params[name] for name in compiled.positiontup) if compiled.positional else params
+    cursor = connection.connection.dbapi_connection.cursor()
+    try:
+        cursor.execute(str(compiled), args)
+        while part := cursor.fetchmany(FRAME_CHUNK_ROWS):
+            yield part
+    finally:
+        cursor.close()
+
+
+def _columns_in_parts(query, names: Sequence[str], numeric: Sequence[str], url: str | None) -> pd.DataFrame:
+    """A narrow query's rows as a frame, a chunk at a time (no row object outlives its chunk)."""
+    parts = []
     with db.session(url) as s:
-        result = s.execute(query, execution_options={"yield_per": FRAME_CHUNK_ROWS})
-        for part in result.partitions(FRAME_CHUNK_ROWS):
-            for target, values in zip(columns, zip(*part, strict=True), strict=True):
-                target.extend(values)
-    df = pd.DataFrame(dict(zip(FIELD_COLUMNS, columns, strict=True)))
-    df["team"] = [sys.intern(v) for v in df["team"]]
-    for col in FIELD_COLUMNS[2:6]:
-        df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
-    df["n_failed_mlps"] = pd.to_numeric(df["n_failed_mlps"], errors="coerce").astype(float)
+        for part in _plain_rows(s, query):
+            chunk = pd.DataFrame.from_records(part, columns=list(names))
+            for col in numeric:
+                chunk[col] = pd.to_numeric(chunk[col], errors="coerce").astype(float)
+            parts.append(chunk)
+    if not parts:
+        return pd.DataFrame({name: pd.Series(dtype=float if name in numeric else object) for name in names})
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+
+
+def timeline_field(*, url: str | None = None) -> pd.DataFrame:
+    """Every graded submission's id, team, round, time, score and own variance: what a timeline bins.
+
+    Times are read as text and parsed once per column, not once per row.
+    """
+    from sqlalchemy import cast
+
+    t = SubmissionRow.__table__
+    query = (select(t.c.id, t.c.team, t.c.round_tag, cast(t.c.submitted_at, String), t.c.adjusted_score,
+                    t.c.mean_avg_variance).where(t.c.status == "graded").order_by(t.c.id))
+    names = ("submission_id", "team", "round", "submitted_at", "adjusted_score", "mean_avg_variance")
+    df = _columns_in_parts(query, names, names[4:], url)
+    df["submitted_at"] = pd.to_datetime(df["submitted_at"], utc=True, format="ISO8601")
     df["status"] = "graded"
     return df
 
 
 def round_counts(round_tag: str, *, url: str | None = None) -> tuple[dict[str, int], int]:
-    """Submissions of the round per team (any status), and how many of them are graded; in SQL."""
+    """Submissions of the round per team (any status), and how many of them are graded.
+
+    Counted by the database, once per store revision and process (``cached``).
+    """
     from sqlalchemy import func
 
-    t = SubmissionRow.__table__
-    graded = func.sum(func.cast(t.c.status == "graded", Integer))
-    query = select(t.c.team, func.count(), graded).where(t.c.round_tag == round_tag).group_by(t.c.team)
-    with db.session(url) as s:
-        rows = s.execute(query).all()
-    return {team: int(n) for team, n, _ in rows}, sum(int(g or 0) for _, _, g in rows)
+    def compute() -> tuple[dict[str, int], int]:
+        t = SubmissionRow.__table__
+        graded = func.sum(func.cast(t.c.status == "graded", Integer))
+        query = select(t.c.team, func.count(), graded).where(t.c.round_tag == round_tag).group_by(t.c.team)
+        with db.session(url) as s:
+            rows = s.execute(query).all()
+        return {team: int(n) for team, n, _ in rows}, sum(int(g or 0) for _, _, g in rows)
+
+    per_team, n_graded = cached(f"round_counts:{round_tag}", compute, url=url)
+    return dict(per_team), n_graded
 
 
 def rounds_present(*, url: str | None = None) -> set[str]:
@@ -681,7 +725,7 @@ def best_candidates(round_tag: str, *, url: str | None = None) -> pd.DataFrame:
 
     ``ranking.best_per_team`` of these equals that of the whole round (it keeps the lowest score,
     then the earliest, then the smallest id), so a ranking of 500,000 submissions reads a few
-    hundred rows; the minimum per team is found by the database.
+    hundred rows; the minimum per team is found by the database, once per revision (``cached``).
     """
     from sqlalchemy import and_, func
 
@@ -691,8 +735,12 @@ def best_candidates(round_tag: str, *, url: str | None = None) -> pd.DataFrame:
               .where(graded).group_by(t.c.team).subquery())
     query = (select(t).join(lowest, and_(t.c.team == lowest.c.team, t.c.adjusted_score == lowest.c.lowest))
              .where(graded).order_by(t.c.submitted_at, t.c.id))
-    with db.session(url) as s:
-        return _submission_frame(s.execute(query).all())
+
+    def compute() -> pd.DataFrame:
+        with db.session(url) as s:
+            return _submission_frame(s.execute(query).all())
+
+    return cached(f"best_candidates:{round_tag}", compute, url=url).copy()
 
 
 def in_window(round_tag: str, x_column: str, y_column: str, x_range: tuple[float, float],
