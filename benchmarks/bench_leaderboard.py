@@ -196,7 +196,10 @@ def main(argv: list[str] | None = None) -> int:
         print(RESULT_MARK + json.dumps(rows))
         return 0
     sizes = [int(n) for n in args.sizes.split(",")] if args.sizes else [args.submissions]
-    results = {n: measure(n, args) for n in sizes}
+    results = {}
+    for n in sizes:
+        results[n] = measure(n, args)
+        print(f"{n:,} submissions measured: {json.dumps(results[n])}", flush=True)
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at end "
           "(other work on the machine slows every number)")
     return _print_table(results)
@@ -213,10 +216,13 @@ def measure(n_subs: int, args) -> list[tuple]:
                "WHESTBOARD_ORGANIZER_TOKEN": TOKEN}
         subs, mlps = synthetic_frames(n_subs, args.mlps, args.mlp_submissions)
         paths = [Path(tmp) / "field.csv"]
-        subs.to_csv(paths[0], index=False)
+        # Compact, as a grader's export would be (a file is at most 64 MiB): 8 significant digits, times
+        # to the minute, the optional columns left out.
+        subs = subs.drop(columns=["flopscope_version", "dataset", "source", "mean_effective_compute", "nominated"])
+        subs.to_csv(paths[0], index=False, float_format="%.8g", date_format="%Y-%m-%dT%H:%MZ")
         if len(mlps):
             paths.append(Path(tmp) / "field.per_mlp.csv")
-            mlps.to_csv(paths[1], index=False)
+            mlps.to_csv(paths[1], index=False, float_format="%.10g")
         del subs, mlps
         rows = _child(env, "--stage", "import", "--files", *map(str, paths))
         rows += _child(env, "--stage", "pages", "--submissions", str(n_subs), "--repeats", str(args.repeats))

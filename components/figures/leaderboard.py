@@ -6,10 +6,18 @@
   team highlighted. WebGL (Scattergl) so 10,000 dots pan and zoom smoothly.
 * ``timeline_figure``: every submission by time against "x better than
   sampling" (MC@B / score), with the 1x parity line and rounds as shaded spans.
+* ``density_scatter_figure`` and ``density_timeline_figure``: the same for a field of more
+  than ``DOT_LIMIT`` graded submissions, which no browser should receive dot by dot: the
+  density of the field in bins counted on the server (a heatmap, stated in the title), and
+  as dots only what an organizer reads from it: every team's best, the frontier (no other
+  submission spends fewer FLOPs for a lower value), a bounded sample of the outliers beyond
+  each edge (each edge's count names all of them); on the timeline, each round's record line
+  and every team's best per round. A zoom fetches the dots of its window (``window_trace``)
+  when at most ``DOT_LIMIT`` lie there.
 
-Both put the highlighted team in the LAST trace (the timeline its best-so-far step
-line just before it), so the page can re-highlight with a small ``Patch`` instead of
-resending every dot.
+All put the highlighted team in the LAST trace (the timeline its best-so-far step
+line just before it, the scatter the zoomed window's dots), so the page can re-highlight
+and zoom with a small ``Patch`` instead of resending every dot.
 """
 
 from __future__ import annotations
