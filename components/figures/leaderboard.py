@@ -204,10 +204,14 @@ def scatter_figure(
 def highlight_trace(prep: Prepared, team: str | None) -> go.Scattergl:
     """The highlighted team's submissions (drawn last, on top); empty when no team is chosen."""
     rows = prep.graded[prep.graded["team"] == team] if team else prep.graded.iloc[0:0]
+    name = f"team: {team}" if team else "highlighted team"
+    if len(rows) > DOT_LIMIT:  # a response stays bounded even for a team that submitted without end
+        name += f" (its {DOT_LIMIT:,} lowest of {len(rows):,})"
+        rows = rows.nsmallest(DOT_LIMIT, prep.y_col)
     lx, ly = log_coords(rows[prep.x_col].to_numpy(np.float64), rows[prep.y_col].to_numpy(np.float64), prep.frame)
     px, py = pinned(lx, ly, prep.frame)
     return go.Scattergl(
-        x=_round_sig(px), y=_round_sig(py), mode="markers", name=f"team: {team}" if team else "highlighted team",
+        x=_round_sig(px), y=_round_sig(py), mode="markers", name=name,
         marker=dict(color=HIGHLIGHT, size=11, line=dict(color="white", width=1.5)),
         customdata=hover_columns(rows), hovertemplate=HOVER, showlegend=bool(team),
     )
@@ -637,7 +641,11 @@ def timeline_best_trace(points: pd.DataFrame, team: str | None) -> go.Scatter:
 def timeline_highlight_trace(points: pd.DataFrame, team: str | None) -> go.Scattergl:
     graded = timeline_points(points)
     rows = graded[graded["team"] == team] if team else graded.iloc[0:0]
-    return _timeline_trace(rows, name=f"team: {team}" if team else "highlighted team",
+    name = f"team: {team}" if team else "highlighted team"
+    if len(rows) > DOT_LIMIT:  # bounded, as the scatter's highlight
+        name += f" (its {DOT_LIMIT:,} best of {len(rows):,})"
+        rows = rows.nlargest(DOT_LIMIT, "vs_mc").sort_values("submitted_at", kind="mergesort")
+    return _timeline_trace(rows, name=name,
                            marker=dict(color=HIGHLIGHT, size=11, line=dict(color="white", width=1.5)),
                            showlegend=bool(team))
 
