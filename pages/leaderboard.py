@@ -7,7 +7,12 @@ overfitting flags) are computed on the server only for a request carrying the or
 number computed from withheld MLPs.
 Changing the round follows a link (a new page render); highlighting a team
 only patches the highlight traces and rewrites the address in place with
-``history.replaceState``, so 10,000 dots are not resent. Nothing on this page
+``history.replaceState``, so 10,000 dots are not resent. A round of more than
+``figs.DOT_LIMIT`` graded submissions is drawn as density bins counted on the server plus
+every team's best, the frontier and the edge outliers; zooming patches in the dots of the
+window, read from the store, when at most ``figs.DOT_LIMIT`` lie there. Every figure is
+cached without a team; a team's dots are read by team. The ranking sends the top
+``RANKING_ROWS`` rows (and the chosen team's), so no response grows with the field. Nothing on this page
 writes to a ``dcc.Location``: a Location whose props went stale would push the
 old address back and re-render the page. Organizer actions (upload, edit, delete) check the token on the
 server through ``whestboard.leaderboard.auth``, exactly as the HTTP API does.
@@ -55,11 +60,6 @@ MCB_NOTE = (
 # ---------------------------------------------------------------------------
 
 
-def _round_points(round_tag: str):
-    points = ranking.all_points()
-    return points[points["round"] == round_tag]
-
-
 def _mc_reference(round_tag: str) -> figs.McReference:
     rnd = get_round(round_tag)
     ref = ranking.round_reference(round_tag)
@@ -82,8 +82,7 @@ def _band(round_tag: str):
 
 
 def _default_round() -> str:
-    points = ranking.all_points()
-    present = set(points["round"]) if not points.empty else set()
+    present = store.rounds_present()
     for tag in reversed(list(ALL_ROUNDS)):
         if tag in present:
             return tag
@@ -127,6 +126,7 @@ def layout(round: str | None = None, team: str | None = None, y: str | None = No
             _controls(round_tag, team, y, x),
             html.Div(id="lb-summary", className="small text-muted mb-2"),
             dcc.Loading(dcc.Graph(id="lb-scatter", config=GRAPH_CONFIG, style={"height": "560px"}), delay_show=300),
+            html.Div(id="lb-zoom-note", className="small text-muted"),
             html.H4("Ranking", className="mt-4"),
             dbc.Row([
                 dbc.Col(html.Label("Split", className="col-form-label-sm fw-semibold"), width="auto"),
@@ -328,10 +328,21 @@ def si_max_bytes() -> int:
 # ---------------------------------------------------------------------------
 
 
-def _ranking_rows(table) -> list[dict]:
+#: Ranking rows sent to the page: the top of the board (and the chosen team's row, wherever it ranks).
+RANKING_ROWS = 1_000
+
+
+def _shown_rows_note(table) -> list:
+    if len(table) <= RANKING_ROWS:
+        return []
+    return [f" The ranking shows the top {RANKING_ROWS:,} of {len(table):,} teams; choose a team to add its row."]
+
+
+def _ranking_rows(table, team: str | None = None) -> list[dict]:
     rows = []
-    records = table.to_dict("records")
-    leader = min(records, key=lambda r: r["rank"])["submission_id"] if records else None
+    ordered = table.sort_values(["rank", "submission_id"], kind="mergesort", ignore_index=True)
+    records = ordered[(ordered.index < RANKING_ROWS) | (ordered["team"] == team)].to_dict("records")
+    leader = ordered["submission_id"].iloc[0] if len(ordered) else None
     for r in records:
         ci = f" [{sci(r['ci_low'])}, {sci(r['ci_high'])}]" if _has_per_mlp(r) else " (no per-MLP results)"
         rows.append({
@@ -399,11 +410,10 @@ def _row_style(team: str | None) -> dict:
                                  "style": {"backgroundColor": "#fde2e2", "fontWeight": "600"}}]}
 
 
-def _summary(round_tag: str, points) -> list:
+def _summary(round_tag: str, n_submissions: int, n_teams: int) -> list:
     rnd = get_round(round_tag)
     ref = ranking.round_reference(round_tag)
-    n_teams = points["team"].nunique() if not points.empty else 0
-    parts = [f"{len(points):,} submissions from {n_teams:,} teams in {round_tag} "
+    parts = [f"{n_submissions:,} submissions from {n_teams:,} teams in {round_tag} "
              f"({rnd.shape_label}, B = {sci(rnd.budget)} FLOPs, residual time {rnd.residual_rule})."]
     if ref:
         parts.append(f" Monte Carlo curve from {ref.dataset_key} ({ref.n_mlps} MLPs): mean σ² = "
@@ -444,15 +454,34 @@ def _render_board(y_metric: str, x_metric: str, _revision, split: str, token: st
 
 
 def _board(y_metric: str, x_metric: str, round_tag: str, team: str | None, split: str, organizer: bool):
-    points = _round_points(round_tag)
-    fig = _scatter(round_tag, y_metric, x_metric, team, _data_version(round_tag))
-    teams = sorted(points["team"].unique()) if not points.empty else []
+    per_team, _ = store.round_counts(round_tag)
+    fig = _with_highlight(_scatter(round_tag, y_metric, x_metric, _data_version(round_tag)), round_tag,
+                          y_metric, x_metric, team)
+    teams = sorted(per_team)
     options = [{"label": t, "value": t} for t in teams]
-    if team and team not in teams:
+    if team and team not in per_team:
         options.append({"label": f"{team} (no submissions in {round_tag})", "value": team})
     table, note = _split_board(round_tag, split, organizer)
-    return (fig, len(fig["data"]) - 1, _ranking_rows(table), _row_style(team), _summary(round_tag, points),
+    summary = _summary(round_tag, sum(per_team.values()), len(per_team)) + _shown_rows_note(table)
+    return (fig, len(fig["data"]) - 1, _ranking_rows(table, team), _row_style(team), summary,
             options, note, _flags_list(table), _ties_text(table))
+
+
+def _with_highlight(fig: dict, round_tag: str, y_metric: str, x_metric: str, team: str | None) -> dict:
+    """The cached figure with the team's dots in its last trace (a copy: the cached one stays team-free)."""
+    if not team:
+        return fig
+    out = {**fig, "data": list(fig["data"])}
+    out["data"][-1] = _scatter_highlight(fig, round_tag, y_metric, x_metric, team)
+    return out
+
+
+def _scatter_highlight(fig: dict, round_tag: str, y_metric: str, x_metric: str, team: str | None) -> dict:
+    """The team's dots in the figure's frame, read from the store by team (never the whole field)."""
+    layout = fig["layout"]
+    frame = figs.Frame(tuple(layout["xaxis"]["range"]), tuple(layout["yaxis"]["range"]))
+    rows = store.frame(round_tag=round_tag, team=team) if team else store.frame(ids=[])
+    return figs.highlight_trace(figs.prepare_in(rows, y_metric, x_metric, frame), team).to_plotly_json()
 
 
 def _split_board(round_tag: str, split: str, organizer: bool):
@@ -506,7 +535,10 @@ def _ties_text(table) -> str | None:
           State("lb-team", "value"))
 def _render_timeline(_revision, team: str | None):
     try:
-        fig = _timeline(team, _data_version(None))
+        fig = _timeline(_data_version(None))
+        if team:
+            fig = {**fig, "data": list(fig["data"])}
+            fig["data"][-2:] = _timeline_highlight(team)
     except (SQLAlchemyError, OSError):  # the board's summary already says the store cannot be read
         return {}, None
     return fig, len(fig["data"]) - 1
@@ -521,16 +553,47 @@ def _data_version(round_tag: str | None) -> str:
 
 # Figures are built once per (arguments, data version) and shared by every worker through the
 # app's cache (files, or Redis when scaled out): a page view then costs a cache read, not a rebuild.
+# They are built without a highlighted team; a team's dots are read by team and put in the last trace.
+# A round of more than figs.DOT_LIMIT graded submissions is drawn as server-side density bins plus the
+# dots an organizer reads (every team's best, the frontier, outliers); a zoom fetches the dots in view.
 @cache.memoize(timeout=24 * 3600)
-def _scatter(round_tag: str, y_metric: str, x_metric: str, team: str | None, _version: str) -> dict:
-    fig = figs.scatter_figure(_round_points(round_tag), _mc_reference(round_tag), round_tag=round_tag,
-                              y_metric=y_metric, x_metric=x_metric, team=team)
-    return fig.to_plotly_json()
+def _scatter(round_tag: str, y_metric: str, x_metric: str, _version: str) -> dict:
+    per_team, n_graded = store.round_counts(round_tag)
+    ref = _mc_reference(round_tag)
+    if n_graded <= figs.DOT_LIMIT:
+        return figs.scatter_figure(store.frame(round_tag=round_tag), ref, round_tag=round_tag, y_metric=y_metric,
+                                   x_metric=x_metric).to_plotly_json()
+    prep = figs.prepare(store.round_field(round_tag), ref, y_metric, x_metric)
+    best = ranking.best_per_team(store.best_candidates(round_tag))["submission_id"]
+    view = figs.field_view(prep, best)
+    details = store.frame(ids=prep.graded["submission_id"].iloc[view.drawn].tolist())
+    return figs.density_scatter_figure(prep, details, view, ref, round_tag=round_tag, y_metric=y_metric,
+                                       x_metric=x_metric,
+                                       n_not_graded=sum(per_team.values()) - n_graded).to_plotly_json()
 
 
 @cache.memoize(timeout=24 * 3600)
-def _timeline(team: str | None, _version: str) -> dict:
-    return figs.timeline_figure(ranking.all_points(), team=team, round_order=list(ALL_ROUNDS)).to_plotly_json()
+def _timeline(_version: str) -> dict:
+    if store.count() <= figs.DOT_LIMIT:
+        return figs.timeline_figure(ranking.all_points(), round_order=list(ALL_ROUNDS)).to_plotly_json()
+    variance = ranking.mlp_variance()
+    field = ranking.with_mc_reference(store.timeline_field(), variance)
+    graded = figs.timeline_points(field)
+    details = ranking.with_mc_reference(store.frame(ids=figs.timeline_drawn_ids(graded)), variance)
+    return figs.density_timeline_figure(field, details, round_order=list(ALL_ROUNDS)).to_plotly_json()
+
+
+def _team_points(team: str | None):
+    """One team's submissions with their MC@B (what its timeline traces draw), read by team."""
+    rows = store.frame(team=team) if team else store.frame(ids=[])
+    return ranking.with_mc_reference(rows, ranking.mlp_variance())
+
+
+def _timeline_highlight(team: str | None) -> list[dict]:
+    """The team's best-so-far line and its dots: the timeline's last two traces."""
+    points = _team_points(team)
+    return [figs.timeline_best_trace(points, team).to_plotly_json(),
+            figs.timeline_highlight_trace(points, team).to_plotly_json()]
 
 
 @callback(
@@ -549,16 +612,74 @@ def _highlight(team: str | None, round_tag: str, y_metric: str, x_metric: str, i
     """Only the highlight traces change: a few dots travel, not the whole field."""
     if index is None:
         return no_update, no_update, _row_style(team)
-    points = _round_points(round_tag)
-    prep = figs.prepare(points, _mc_reference(round_tag), y_metric, x_metric)
+    base = _scatter(round_tag, y_metric, x_metric, _data_version(round_tag))
     scatter_patch = dash.Patch()
-    scatter_patch["data"][index] = figs.highlight_trace(prep, team).to_plotly_json()
+    scatter_patch["data"][index] = _scatter_highlight(base, round_tag, y_metric, x_metric, team)
     timeline_patch = no_update
     if timeline_index is not None:
         timeline_patch = dash.Patch()
-        timeline_patch["data"][timeline_index] = figs.timeline_highlight_trace(ranking.all_points(), team).to_plotly_json()
-        timeline_patch["data"][timeline_index - 1] = figs.timeline_best_trace(ranking.all_points(), team).to_plotly_json()
+        best, dots = _timeline_highlight(team)
+        timeline_patch["data"][timeline_index] = dots
+        timeline_patch["data"][timeline_index - 1] = best
     return scatter_patch, timeline_patch, _row_style(team)
+
+
+#: A zoom's window as plotly reports it (log10 of the axis values on a log axis).
+_RANGE_KEYS = {"x": ("xaxis.range[0]", "xaxis.range[1]"), "y": ("yaxis.range[0]", "yaxis.range[1]")}
+
+
+def _zoom_window(relayout: dict, frame: figs.Frame) -> figs.Frame | None:
+    """The window a relayout event zoomed to (an axis it left alone keeps the frame's range); None when
+    the event changed no range (a legend click, a hover mode) or holds something that is not one."""
+    ranges = {}
+    for axis, (low_key, high_key) in _RANGE_KEYS.items():
+        pair = relayout.get(f"{axis}axis.range")
+        pair = pair if isinstance(pair, list) and len(pair) == 2 else [relayout.get(low_key), relayout.get(high_key)]
+        if all(isinstance(v, int | float) and not isinstance(v, bool) and abs(v) < 400 for v in pair):
+            ranges[axis] = (float(min(pair)), float(max(pair)))
+    if not ranges:
+        return None
+    return figs.Frame(ranges.get("x", frame.x), ranges.get("y", frame.y))
+
+
+@callback(
+    Output("lb-scatter", "figure", allow_duplicate=True),
+    Output("lb-zoom-note", "children"),
+    Input("lb-scatter", "relayoutData"),
+    State("lb-round", "data"),
+    State("lb-y", "value"),
+    State("lb-x", "value"),
+    State("lb-highlight-index", "data"),
+    prevent_initial_call=True,
+)
+def _zoom(relayout, round_tag: str, y_metric: str, x_metric: str, index):
+    """A large round's zoom: the dots in the window, read from the store, when at most figs.DOT_LIMIT lie there."""
+    if (not isinstance(relayout, dict) or not isinstance(index, int) or index < 1 or round_tag not in ALL_ROUNDS
+            or y_metric not in figs.Y_METRICS or x_metric not in figs.X_METRICS):
+        return no_update, no_update
+    try:
+        _, n_graded = store.round_counts(round_tag)
+        if n_graded <= figs.DOT_LIMIT:  # every dot is drawn already
+            return no_update, no_update
+        base = _scatter(round_tag, y_metric, x_metric, _data_version(round_tag))
+        layout = base["layout"]
+        window = _zoom_window(relayout, figs.Frame(tuple(layout["xaxis"]["range"]), tuple(layout["yaxis"]["range"])))
+        x_col, y_col = figs.X_METRICS[x_metric][0], figs.Y_METRICS[y_metric][0]
+        patch = dash.Patch()
+        if window is None:
+            if not any(key.endswith("autorange") for key in relayout):
+                return no_update, no_update
+            patch["data"][index - 1] = figs.window_trace(x_col, y_col, None, 0).to_plotly_json()
+            return patch, None
+        n, rows = store.in_window(round_tag, x_col, y_col, (10 ** window.x[0], 10 ** window.x[1]),
+                                  (10 ** window.y[0], 10 ** window.y[1]), figs.DOT_LIMIT)
+    except (SQLAlchemyError, OSError):
+        return no_update, "The submissions store cannot be read; the zoomed dots are not shown."
+    patch["data"][index - 1] = figs.window_trace(x_col, y_col, rows, n).to_plotly_json()
+    note = (f"{n:,} graded submissions in the zoomed window, each drawn as a dot." if n <= figs.DOT_LIMIT else
+            f"{n:,} graded submissions in the zoomed window: zoom in until at most {figs.DOT_LIMIT:,} remain to see "
+            "them as dots.")
+    return patch, note
 
 
 @callback(
@@ -579,7 +700,7 @@ def _render_team_panel(team: str | None, _revision, token: str | None, round_tag
 
 
 def _team_panel(team: str, round_tag: str, organizer: bool) -> dbc.Card:
-    points = ranking.all_points()
+    points = store.frame(team=team)  # the team's rows only: a panel never reads the whole field
     history = integrity.team_history(points, team)
     if history.empty:
         return dbc.Card(dbc.CardBody(f"{team} has no graded submission."), id="lb-team-card")

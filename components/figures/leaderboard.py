@@ -6,10 +6,18 @@
   team highlighted. WebGL (Scattergl) so 10,000 dots pan and zoom smoothly.
 * ``timeline_figure``: every submission by time against "x better than
   sampling" (MC@B / score), with the 1x parity line and rounds as shaded spans.
+* ``density_scatter_figure`` and ``density_timeline_figure``: the same for a field of more
+  than ``DOT_LIMIT`` graded submissions, which no browser should receive dot by dot: the
+  density of the field in bins counted on the server (a heatmap, stated in the title), and
+  as dots only what an organizer reads from it: every team's best, the frontier (no other
+  submission spends fewer FLOPs for a lower value), a bounded sample of the outliers beyond
+  each edge (each edge's count names all of them); on the timeline, each round's record line
+  and every team's best per round. A zoom fetches the dots of its window (``window_trace``)
+  when at most ``DOT_LIMIT`` lie there.
 
-Both put the highlighted team in the LAST trace (the timeline its best-so-far step
-line just before it), so the page can re-highlight with a small ``Patch`` instead of
-resending every dot.
+All put the highlighted team in the LAST trace (the timeline its best-so-far step
+line just before it, the scatter the zoomed window's dots), so the page can re-highlight
+and zoom with a small ``Patch`` instead of resending every dot.
 """
 
 from __future__ import annotations
@@ -143,6 +151,16 @@ def prepare(points: pd.DataFrame, ref: McReference, y_metric: str, x_metric: str
     return Prepared(graded, x_col, y_col, frame)
 
 
+def prepare_in(points: pd.DataFrame, y_metric: str, x_metric: str, frame: Frame) -> Prepared:
+    """``prepare`` in a frame already chosen (the drawn figure's): a few rows, not the field it came from."""
+    y_col, _ = Y_METRICS[y_metric]
+    x_col, _ = X_METRICS[x_metric]
+    graded = points[points["status"] == "graded"].copy()
+    if x_metric == "compute":
+        graded[x_col] = graded[x_col].fillna(graded["mean_flops_used"])
+    return Prepared(graded, x_col, y_col, frame)
+
+
 def scatter_figure(
     points: pd.DataFrame,
     ref: McReference,
@@ -173,11 +191,199 @@ def scatter_figure(
             customdata=custom[mask], hovertemplate=HOVER,
         ))
     _add_edge_markers(fig, lx, ly, side, custom, frame)
+    fig.add_trace(window_trace(prep.x_col, prep.y_col, None, 0))
     fig.add_trace(highlight_trace(prep, team))
     n_failed_subs = int((points["status"] != "graded").sum())
     title = f"{round_tag}: {len(graded):,} graded submissions"
     if n_failed_subs:
         title += f" ({n_failed_subs:,} failed submissions not plotted)"
+    _scatter_layout(fig, title, frame, round_tag, y_metric, x_metric)
+    return fig
+
+
+def highlight_trace(prep: Prepared, team: str | None) -> go.Scattergl:
+    """The highlighted team's submissions (drawn last, on top); empty when no team is chosen."""
+    rows = prep.graded[prep.graded["team"] == team] if team else prep.graded.iloc[0:0]
+    name = f"team: {team}" if team else "highlighted team"
+    if len(rows) > DOT_LIMIT:  # a response stays bounded even for a team that submitted without end
+        name += f" (its {DOT_LIMIT:,} lowest of {len(rows):,})"
+        rows = rows.nsmallest(DOT_LIMIT, prep.y_col)
+    lx, ly = log_coords(rows[prep.x_col].to_numpy(np.float64), rows[prep.y_col].to_numpy(np.float64), prep.frame)
+    px, py = pinned(lx, ly, prep.frame)
+    return go.Scattergl(
+        x=_round_sig(px), y=_round_sig(py), mode="markers", name=name,
+        marker=dict(color=HIGHLIGHT, size=11, line=dict(color="white", width=1.5)),
+        customdata=hover_columns(rows), hovertemplate=HOVER, showlegend=bool(team),
+    )
+
+
+# ---------------------------------------------------------------------------
+# the scatter of a large field: density bins plus the dots an organizer reads
+# ---------------------------------------------------------------------------
+
+#: Above this many graded submissions in a round the scatter is drawn as density plus chosen dots,
+#: and a zoom fetches the dots of the window when at most this many lie in it.
+DOT_LIMIT = 5_000
+#: Dots drawn per frame edge in the density view (the edge's count names all of them).
+EDGE_DOT_LIMIT = 200
+#: Density bins across x and y (log10 units of the frame).
+DENSITY_BINS = (90, 60)
+DENSITY_SCALE = [[0.0, "rgba(222,235,247,0.9)"], [0.5, "rgba(107,174,214,0.9)"], [1.0, "rgba(8,48,107,0.95)"]]
+BEST = "rgba(30, 30, 30, 0.9)"
+FRONTIER = "#2ca02c"
+
+
+def frontier_mask(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The Pareto frontier: the dots no other dot beats on both axes (as low or lower x and y).
+
+    Sorted by x (then y), a dot is on the frontier when its y is below every y before it;
+    of exact duplicates one is kept. Zero, missing and infinite values are never on it.
+    """
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    idx = np.flatnonzero(np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0))
+    order = idx[np.lexsort((y[idx], x[idx]))]
+    ys = y[order]
+    before = np.concatenate([[np.inf], np.minimum.accumulate(ys)[:-1]]) if ys.size else ys
+    mask = np.zeros(x.shape, bool)
+    mask[order[ys < before]] = True
+    return mask
+
+
+@dataclass(frozen=True)
+class FieldView:
+    """What the density view of a round draws: which dots individually, and the bins of the rest."""
+
+    best: np.ndarray  # positions (in prep.graded) of each team's best submission
+    frontier: np.ndarray  # positions of the frontier, by increasing x
+    edges: dict[str, tuple[np.ndarray, int]]  # edge -> (positions drawn, how many are beyond it)
+    x_edges: np.ndarray  # bin edges, log10
+    y_edges: np.ndarray
+    counts: np.ndarray  # (y bins, x bins): submissions in the frame not drawn as a dot
+
+    @property
+    def drawn(self) -> np.ndarray:
+        """Every position drawn as a dot (whose details the figure's hover needs)."""
+        parts = [self.best, self.frontier, *(shown for shown, _ in self.edges.values())]
+        return np.unique(np.concatenate(parts)).astype(int) if parts else np.zeros(0, int)
+
+
+def field_view(prep: Prepared, best_ids) -> FieldView:
+    """Each team's best (by ``best_ids``), the frontier on the chosen axes, a bounded sample of the dots
+    beyond each edge, and the counts per bin of every other dot in the frame."""
+    graded, frame = prep.graded, prep.frame
+    x, y = graded[prep.x_col].to_numpy(np.float64), graded[prep.y_col].to_numpy(np.float64)
+    lx, ly = log_coords(x, y, frame)
+    side = edge_sides(lx, ly, frame)
+    best = np.flatnonzero(graded["submission_id"].isin(set(best_ids)).to_numpy())
+    on_frontier = frontier_mask(x, y)
+    frontier = np.flatnonzero(on_frontier)
+    frontier = frontier[np.lexsort((y[frontier], x[frontier]))]
+    edges = {}
+    for edge in EDGE_SYMBOLS:
+        beyond = np.flatnonzero(side == edge)
+        if not beyond.size:
+            continue
+        along = ly[beyond] if edge in ("left", "right") else lx[beyond]
+        ordered = beyond[np.argsort(along, kind="mergesort")]
+        picks = np.unique(np.linspace(0, ordered.size - 1, min(EDGE_DOT_LIMIT, ordered.size)).astype(int))
+        edges[edge] = (ordered[picks], int(beyond.size))
+    rest = side == ""
+    rest[best] = False
+    rest[frontier] = False
+    x_edges = np.linspace(frame.x[0], frame.x[1], DENSITY_BINS[0] + 1)
+    y_edges = np.linspace(frame.y[0], frame.y[1], DENSITY_BINS[1] + 1)
+    counts, _, _ = np.histogram2d(ly[rest], lx[rest], bins=(y_edges, x_edges))
+    return FieldView(best, frontier, edges, x_edges, y_edges, counts.astype(np.int64))
+
+
+def density_scatter_figure(prep: Prepared, details: pd.DataFrame, view: FieldView, ref: McReference, *,
+                           round_tag: str, y_metric: str, x_metric: str, n_not_graded: int = 0) -> go.Figure:
+    """A large round: density of the field in bins computed on the server, and the dots an organizer reads.
+
+    ``details`` holds the full rows (``store.frame`` columns) of ``view.drawn``, for their hover. The
+    last two traces are the dots a zoom fetched (empty here) and the highlighted team (empty).
+    """
+    graded, frame = prep.graded, prep.frame
+    fig = go.Figure()
+    _add_reference(fig, ref, frame, y_metric)
+    by_id = details.set_index("submission_id")
+    fig.add_trace(_density_trace(view))
+    for name, positions, marker, mode in (
+        (f"every team's best ({view.best.size:,})", view.best, dict(color=BEST, size=7), "markers"),
+        (f"frontier: no other submission has fewer FLOPs and a lower value ({view.frontier.size:,})", view.frontier,
+         dict(color=FRONTIER, size=8, symbol="diamond"), "lines+markers"),
+    ):
+        rows = graded.iloc[positions]
+        lx, ly = log_coords(rows[prep.x_col].to_numpy(np.float64), rows[prep.y_col].to_numpy(np.float64), frame)
+        px, py = pinned(lx, ly, frame)
+        fig.add_trace(go.Scattergl(
+            x=_round_sig(px), y=_round_sig(py), mode=mode, name=name, marker=marker,
+            line=dict(color=FRONTIER, width=1, shape="hv"), customdata=hover_columns(by_id.loc[rows["submission_id"]]
+                                                                                   .reset_index()),
+            hovertemplate=HOVER,
+        ))
+    annotations = []
+    for edge, (positions, count) in view.edges.items():
+        rows = graded.iloc[positions]
+        lx, ly = log_coords(rows[prep.x_col].to_numpy(np.float64), rows[prep.y_col].to_numpy(np.float64), frame)
+        px, py = pinned(lx, ly, frame)
+        fig.add_trace(go.Scattergl(
+            x=_round_sig(px), y=_round_sig(py), mode="markers", name=f"outside the frame ({edge})",
+            marker=dict(symbol=EDGE_SYMBOLS[edge], size=9, color="rgba(40,40,40,0.8)"),
+            customdata=hover_columns(by_id.loc[rows["submission_id"]].reset_index()),
+            hovertemplate="<i>outside the frame, shown at its edge</i><br>" + HOVER, showlegend=False,
+        ))
+        text = _edge_annotation(edge, count)
+        if positions.size < count:
+            text["text"] += f" ({positions.size:,} drawn)"
+        annotations.append(text)
+    for a in annotations:
+        fig.add_annotation(**a)
+    fig.add_trace(window_trace(prep.x_col, prep.y_col, None, 0))
+    fig.add_trace(go.Scattergl(x=[], y=[], mode="markers", name="highlighted team", showlegend=False))
+    title = (f"{round_tag}: {len(graded):,} graded submissions"
+             + (f" ({n_not_graded:,} failed submissions not plotted)" if n_not_graded else "")
+             + f"<br><sup>Shade: submissions per bin of the rest ({DENSITY_BINS[0]} x {DENSITY_BINS[1]} bins, "
+             f"counted on the server); dots: every team's best, the frontier, outliers at the edges. Zoom in: "
+             f"the dots of a window holding at most {DOT_LIMIT:,} are fetched and drawn.</sup>")
+    _scatter_layout(fig, title, frame, round_tag, y_metric, x_metric)
+    fig.update_layout(margin=dict(t=70))
+    return fig
+
+
+def _density_trace(view: FieldView) -> go.Heatmap:
+    counts = view.counts.astype(float)
+    shown = np.where(counts > 0, np.log10(np.maximum(counts, 1)), np.nan)
+    top = max(float(np.nanmax(shown)) if np.isfinite(shown).any() else 0.0, 1.0)
+    ticks = [t for t in range(int(np.floor(top)) + 1)]
+    x_mid = 10.0 ** ((view.x_edges[:-1] + view.x_edges[1:]) / 2)
+    y_mid = 10.0 ** ((view.y_edges[:-1] + view.y_edges[1:]) / 2)
+    return go.Heatmap(
+        x=_round_sig(x_mid), y=_round_sig(y_mid), z=np.round(shown, 3), customdata=view.counts.astype(np.int32),
+        zmin=0, zmax=top, colorscale=DENSITY_SCALE,
+        hovertemplate="%{customdata:,} submissions in this bin<extra>density</extra>", name="density of the rest",
+        showscale=True, showlegend=True, colorbar=dict(title="per bin", tickvals=ticks,
+                                                     ticktext=[f"{10 ** t:,}" for t in ticks], thickness=10, len=0.6),
+    )
+
+
+def window_trace(x_col: str, y_col: str, rows: pd.DataFrame | None, n_in_view: int,
+                 limit: int = DOT_LIMIT) -> go.Scattergl:
+    """The dots of a zoomed window (``rows``), or an empty trace saying how many lie there."""
+    if rows is None or rows.empty:
+        name = (f"{n_in_view:,} submissions in view: zoom in to at most {limit:,} to see them" if n_in_view
+                else "dots in the zoomed window")
+        return go.Scattergl(x=[], y=[], mode="markers", name=name, showlegend=bool(n_in_view),
+                            marker=dict(color=GREY, size=6))
+    x = rows[x_col].fillna(rows["mean_flops_used"]) if x_col == "mean_effective_compute" else rows[x_col]
+    return go.Scattergl(
+        x=_round_sig(x.to_numpy(np.float64)), y=_round_sig(rows[y_col].to_numpy(np.float64)), mode="markers",
+        name=f"the {len(rows):,} submissions in view", marker=dict(color=GREY, size=6),
+        customdata=hover_columns(rows), hovertemplate=HOVER,
+    )
+
+
+def _scatter_layout(fig: go.Figure, title: str, frame: Frame, round_tag: str, y_metric: str, x_metric: str) -> None:
     fig.update_layout(
         title=dict(text=title, x=0.01, font=dict(size=15)),
         xaxis=dict(type="log", title=X_METRICS[x_metric][1], range=list(frame.x), exponentformat="power"),
@@ -186,19 +392,6 @@ def scatter_figure(
         height=560, margin=dict(l=70, r=20, t=50, b=60),
         legend=dict(orientation="h", y=-0.16, x=0), hovermode="closest",
         uirevision=f"{round_tag}:{y_metric}:{x_metric}",
-    )
-    return fig
-
-
-def highlight_trace(prep: Prepared, team: str | None) -> go.Scattergl:
-    """The highlighted team's submissions (drawn last, on top); empty when no team is chosen."""
-    rows = prep.graded[prep.graded["team"] == team] if team else prep.graded.iloc[0:0]
-    lx, ly = log_coords(rows[prep.x_col].to_numpy(np.float64), rows[prep.y_col].to_numpy(np.float64), prep.frame)
-    px, py = pinned(lx, ly, prep.frame)
-    return go.Scattergl(
-        x=_round_sig(px), y=_round_sig(py), mode="markers", name=f"team: {team}" if team else "highlighted team",
-        marker=dict(color=HIGHLIGHT, size=11, line=dict(color="white", width=1.5)),
-        customdata=hover_columns(rows), hovertemplate=HOVER, showlegend=bool(team),
     )
 
 
@@ -304,14 +497,7 @@ def timeline_figure(points: pd.DataFrame, *, team: str | None = None, round_orde
     graded = timeline_points(points)
     fig = go.Figure()
     order = round_order or sorted(points["round"].unique())
-    spans = round_spans(graded)
-    whole = (spans[-1][2] - spans[0][1]) if spans else pd.Timedelta(0)
-    pad = max(whole * 0.01, pd.Timedelta(seconds=1))
-    for i, (tag, start, end) in enumerate(spans):
-        colour = ROUND_COLOURS[order.index(tag) % len(ROUND_COLOURS)] if tag in order else ROUND_COLOURS[0]
-        fig.add_vrect(x0=_plotly_time(start - pad), x1=_plotly_time(end + pad), fillcolor=colour, line_width=0, layer="below",
-                      annotation_text=tag, annotation_position="top left", annotation_font_size=11,
-                      annotation_yshift=-14 * (i % 2))
+    _add_round_spans(fig, graded, order)
     for tag in order:
         rows = graded[graded["round"] == tag]
         if rows.empty:
@@ -323,14 +509,110 @@ def timeline_figure(points: pd.DataFrame, *, team: str | None = None, round_orde
                   annotation_font_size=11)
     fig.add_trace(timeline_best_trace(graded, team))
     fig.add_trace(timeline_highlight_trace(graded, team))
+    _timeline_layout(fig, "Field against sampling over time (MC@B / score, higher is better)")
+    return fig
+
+
+#: Time bins and "x better than sampling" bins of a large field's timeline density.
+TIMELINE_BINS = (160, 50)
+
+
+def timeline_records(graded: pd.DataFrame) -> pd.DataFrame:
+    """The submissions that set a round's record when they came (the field's best so far, MC@B / score)."""
+    ordered = graded.sort_values(["submitted_at", "submission_id"], kind="mergesort")
+    best_before = ordered.groupby("round", sort=False)["vs_mc"].transform(
+        lambda v: v.cummax().shift(1, fill_value=-np.inf))
+    return ordered[ordered["vs_mc"] > best_before]
+
+
+def timeline_team_bests(graded: pd.DataFrame) -> pd.DataFrame:
+    """Each team's best submission (highest MC@B / score) in each round."""
+    ordered = graded.sort_values(["vs_mc", "submitted_at", "submission_id"], ascending=[False, True, True],
+                                 kind="mergesort")
+    return ordered.drop_duplicates(["round", "team"], keep="first")
+
+
+def timeline_drawn_ids(graded: pd.DataFrame) -> list[str]:
+    """The submissions a large timeline draws as dots (whose details its hover needs)."""
+    ids = pd.concat([timeline_team_bests(graded)["submission_id"], timeline_records(graded)["submission_id"]])
+    return ids.unique().tolist()
+
+
+def density_timeline_figure(field: pd.DataFrame, details: pd.DataFrame, *,
+                            round_order: list[str] | None = None) -> go.Figure:
+    """A large field over time: density of every submission in bins counted on the server, each round's
+    record line, and every team's best per round as a dot (hover from ``details``, full rows with MC@B).
+
+    The last two traces are the highlighted team's best-so-far line and its dots (empty here), as in
+    ``timeline_figure``.
+    """
+    graded = timeline_points(field)
+    fig = go.Figure()
+    order = round_order or sorted(graded["round"].unique())
+    _add_round_spans(fig, graded, order)
+    times = pd.to_datetime(graded["submitted_at"], utc=True)
+    seconds = (times - pd.Timestamp("1970-01-01", tz="UTC")).dt.total_seconds().to_numpy()
+    ly = np.log10(graded["vs_mc"].to_numpy(np.float64))
+    if seconds.size:
+        t_edges = np.linspace(seconds.min(), seconds.max() + 1.0, TIMELINE_BINS[0] + 1)
+        y_edges = np.linspace(ly.min(), ly.max() + 1e-9, TIMELINE_BINS[1] + 1)
+        counts, _, _ = np.histogram2d(ly, seconds, bins=(y_edges, t_edges))
+        shown = np.where(counts > 0, np.log10(np.maximum(counts, 1)), np.nan)
+        top = max(float(np.nanmax(shown)), 1.0)
+        ticks = list(range(int(np.floor(top)) + 1))
+        mid_t = pd.to_datetime((t_edges[:-1] + t_edges[1:]) / 2, unit="s", utc=True)
+        fig.add_trace(go.Heatmap(
+            x=[_plotly_time(t) for t in mid_t], y=_round_sig(10.0 ** ((y_edges[:-1] + y_edges[1:]) / 2)),
+            z=np.round(shown, 3), customdata=counts.astype(np.int32), zmin=0, zmax=top, colorscale=DENSITY_SCALE,
+            hovertemplate="%{customdata:,} submissions in this bin<extra>density</extra>",
+            name=f"density of all {len(graded):,} submissions", showlegend=True,
+            colorbar=dict(title="per bin", tickvals=ticks, ticktext=[f"{10 ** t:,}" for t in ticks], thickness=10,
+                          len=0.6),
+        ))
+    by_id = details.set_index("submission_id")
+    bests = by_id.loc[timeline_team_bests(graded)["submission_id"]].reset_index()
+    fig.add_trace(_timeline_trace(bests, name=f"every team's best per round ({len(bests):,})",
+                                  marker=dict(color=BEST, size=6, opacity=0.8)))
+    records = timeline_records(graded)
+    for i, (tag, rows) in enumerate(records.groupby("round", sort=False)):
+        shown_rows = by_id.loc[rows["submission_id"]].reset_index()
+        colour = ROUND_MARKERS[order.index(tag) % len(ROUND_MARKERS)] if tag in order else ROUND_MARKERS[0]
+        trace = _timeline_trace(shown_rows, name=f"{tag}: record so far", marker=dict(color=colour, size=8),
+                                showlegend=i == 0)
+        fig.add_trace(go.Scatter(x=trace.x, y=trace.y, mode="lines+markers", name=f"{tag}: record so far",
+                                 line=dict(color=colour, shape="hv", width=1.5), marker=dict(color=colour, size=7),
+                                 customdata=trace.customdata, hovertemplate=TIMELINE_HOVER))
+    fig.add_hline(y=1.0, line=dict(color="#333", dash="dash", width=1.2),
+                  annotation_text="1x: as good as Monte Carlo at the budget", annotation_position="bottom right",
+                  annotation_font_size=11)
+    fig.add_trace(timeline_best_trace(details.iloc[0:0], None))
+    fig.add_trace(timeline_highlight_trace(details.iloc[0:0], None))
+    _timeline_layout(fig, "Field against sampling over time (MC@B / score, higher is better)<br><sup>Shade: "
+                     f"submissions per bin ({TIMELINE_BINS[0]} x {TIMELINE_BINS[1]}, counted on the server); dots: "
+                     "every team's best per round and each round's record line</sup>")
+    fig.update_layout(margin=dict(t=70))
+    return fig
+
+
+def _add_round_spans(fig: go.Figure, graded: pd.DataFrame, order: list[str]) -> None:
+    spans = round_spans(graded)
+    whole = (spans[-1][2] - spans[0][1]) if spans else pd.Timedelta(0)
+    pad = max(whole * 0.01, pd.Timedelta(seconds=1))
+    for i, (tag, start, end) in enumerate(spans):
+        colour = ROUND_COLOURS[order.index(tag) % len(ROUND_COLOURS)] if tag in order else ROUND_COLOURS[0]
+        fig.add_vrect(x0=_plotly_time(start - pad), x1=_plotly_time(end + pad), fillcolor=colour, line_width=0,
+                      layer="below", annotation_text=tag, annotation_position="top left", annotation_font_size=11,
+                      annotation_yshift=-14 * (i % 2))
+
+
+def _timeline_layout(fig: go.Figure, title: str) -> None:
     fig.update_layout(
-        title=dict(text="Field against sampling over time (MC@B / score, higher is better)", x=0.01, font=dict(size=15)),
+        title=dict(text=title, x=0.01, font=dict(size=15)),
         xaxis=dict(title="submitted (UTC)", type="date"),
         yaxis=dict(type="log", title="x better than Monte Carlo at B", exponentformat="power"),
         height=420, margin=dict(l=70, r=20, t=50, b=50),
         legend=dict(orientation="h", y=-0.2, x=0), hovermode="closest", uirevision="timeline",
     )
-    return fig
 
 
 def _timeline_trace(rows: pd.DataFrame, *, name: str, marker: dict, showlegend: bool = True) -> go.Scattergl:
@@ -359,7 +641,11 @@ def timeline_best_trace(points: pd.DataFrame, team: str | None) -> go.Scatter:
 def timeline_highlight_trace(points: pd.DataFrame, team: str | None) -> go.Scattergl:
     graded = timeline_points(points)
     rows = graded[graded["team"] == team] if team else graded.iloc[0:0]
-    return _timeline_trace(rows, name=f"team: {team}" if team else "highlighted team",
+    name = f"team: {team}" if team else "highlighted team"
+    if len(rows) > DOT_LIMIT:  # bounded, as the scatter's highlight
+        name += f" (its {DOT_LIMIT:,} best of {len(rows):,})"
+        rows = rows.nlargest(DOT_LIMIT, "vs_mc").sort_values("submitted_at", kind="mergesort")
+    return _timeline_trace(rows, name=name,
                            marker=dict(color=HIGHLIGHT, size=11, line=dict(color="white", width=1.5)),
                            showlegend=bool(team))
 

@@ -93,3 +93,14 @@ def test_the_figures_draw_on_the_default_template_without_naming_one(foreign_tem
     assert scatter.layout.template.layout.paper_bgcolor == foreign_template
     timeline = figs.timeline_figure(_points(), team="t3", round_order=["v1-warmup"])
     assert timeline.layout.template.layout.paper_bgcolor == foreign_template
+
+
+def test_a_teams_highlight_is_bounded_to_its_lowest_dots(monkeypatch):
+    points = _points()
+    monkeypatch.setattr(figs, "DOT_LIMIT", 5)
+    prep = figs.prepare(points, REF, "score", "flops")
+    trace = figs.highlight_trace(prep, "t3")
+    own = prep.graded[prep.graded["team"] == "t3"]
+    assert len(own) > 5 and len(trace.x) == 5
+    assert sorted(row[1] for row in trace.customdata) == sorted(own.nsmallest(5, "adjusted_score")["submission_id"])
+    assert trace.name == f"team: t3 (its 5 lowest of {len(own)})"

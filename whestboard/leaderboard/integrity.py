@@ -392,10 +392,12 @@ def board(round_tag: str, split: str = PUBLIC, *, url: str | None = None) -> pd.
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
 
     def compute() -> pd.DataFrame:
-        points = ranking.all_points(url=url)  # cached: the page's scatter reads the same frame
-        subs = points[points["round"] == round_tag].drop(columns=["mc_at_b", "mc_basis", "vs_mc"])
         summary = (store.split_summary([split], url=url) if split != PUBLIC
                    else pd.DataFrame(columns=["submission_id", "split"]))
+        # Only the submissions a best can come from: each team's lowest public score (found by the
+        # database), or those with results on the split; never the whole field of the round.
+        subs = (store.best_candidates(round_tag, url=url) if split == PUBLIC
+                else store.frame(round_tag=round_tag, ids=summary["submission_id"].unique().tolist(), url=url))
         best = ranking.best_per_team(split_submissions(subs, summary, split))
         mlps = store.mlp_frame(best["submission_id"].tolist(), splits=(split,), url=url)
         table = split_ranking(subs, summary, mlps, split)

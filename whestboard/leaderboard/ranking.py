@@ -292,10 +292,12 @@ def mc_reference(submissions: pd.DataFrame, mlp_variance: pd.Series, fallback: d
     rounds = submissions.set_index("submission_id")["round"]
     variance = own.fillna(rounds.map(fallback)).astype(float)
     basis = np.where(own.notna(), "own MLPs", np.where(variance.notna(), "round dataset", "unknown"))
-    values = [
-        get_round(r).mc_at_bm(v) if np.isfinite(v) and v > 0 else np.nan
-        for r, v in zip(rounds, variance, strict=True)
-    ]
+    # whestbench's MC@B once per distinct (round, variance): most submissions share their round's dataset
+    pairs = pd.DataFrame({"round": rounds.to_numpy(), "variance": variance.to_numpy()})
+    distinct = pairs.drop_duplicates()
+    distinct["mc_at_b"] = [get_round(r).mc_at_bm(v) if np.isfinite(v) and v > 0 else np.nan
+                           for r, v in zip(distinct["round"], distinct["variance"], strict=True)]
+    values = pairs.merge(distinct, how="left", on=["round", "variance"])["mc_at_b"].to_numpy(float)
     return pd.DataFrame({"mc_at_b": values, "mc_basis": basis}, index=own.index)
 
 
@@ -373,6 +375,11 @@ def all_points(*, url: str | None = None) -> pd.DataFrame:
         return with_mc_reference(store.frame(url=url), store.mlp_variance_summary(url=url))
 
     return store.cached("all_points:" + reference_fingerprint(), compute, url=url)
+
+
+def mlp_variance(*, url: str | None = None) -> pd.Series:
+    """``store.mlp_variance_summary``, cached per store revision."""
+    return store.cached("mlp_variance", lambda: store.mlp_variance_summary(url=url), url=url)
 
 
 def round_ranking(round_tag: str, *, url: str | None = None) -> pd.DataFrame:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 
 import pandas as pd
@@ -199,14 +200,18 @@ def text_problem(text: str, name: str, *, limit_after_strip: bool = False) -> st
     return None
 
 
+_ROW_COLUMNS = tuple(_RENAMED.get(k, k) for k in SUBMISSION_FIELDS)
+
+
 def _row_values(sub: Submission) -> dict:
-    values = {_RENAMED.get(k, k): v for k, v in asdict(sub).items()}
+    """The row's columns (a shallow copy: ``dataclasses.asdict`` deep-copies every value, half an import's time)."""
+    values = dict(zip(_ROW_COLUMNS, (getattr(sub, k) for k in SUBMISSION_FIELDS), strict=True))
     values["submitted_at"] = to_utc_naive(sub.submitted_at)
     return values
 
 
 def _mlp_values(res: MLPResult) -> dict:
-    return asdict(res)
+    return {k: getattr(res, k) for k in MLP_RESULT_FIELDS}
 
 
 def to_utc_naive(moment: datetime) -> datetime:
@@ -544,11 +549,42 @@ def was_seeded(*, url: str | None = None) -> bool:
 SUBMISSION_COLUMNS = list(SUBMISSION_FIELDS)
 
 
-def frame(*, round_tag: str | None = None, url: str | None = None) -> pd.DataFrame:
-    """Every submission (of one round) as a DataFrame in the import schema's columns."""
+def frame(*, round_tag: str | None = None, team: str | None = None, ids: Sequence[str] | None = None,
+          url: str | None = None) -> pd.DataFrame:
+    """Every submission (of one round, of one team, among ``ids``) as a DataFrame in the import schema's columns.
+
+    Read a few thousand rows at a time: the frame holds the store's text once per distinct value
+    (a team's name, a version), not once per row, and no list of row objects outlives its chunk.
+    """
+    table = SubmissionRow.__table__
+    query = _submissions_query(round_tag)
+    if team is not None:
+        query = query.where(table.c.team == team)
+    if ids is not None:
+        parts = []
+        with db.session(url) as s:
+            for chunk in _chunks(list(ids)):
+                parts.append(_submission_frame(s.execute(query.where(table.c.id.in_(chunk))).all()))
+        if not parts:
+            return _submission_frame([])
+        out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+        return out.sort_values(["submitted_at", "submission_id"], kind="mergesort", ignore_index=True)
+    return _frame_in_parts(query, url)
+
+
+#: Rows read per chunk when a frame is built from many rows.
+FRAME_CHUNK_ROWS = 20_000
+
+
+def _frame_in_parts(query, url: str | None) -> pd.DataFrame:
+    parts = []
     with db.session(url) as s:
-        rows = s.execute(_submissions_query(round_tag)).all()
-    return _submission_frame(rows)
+        result = s.execute(query, execution_options={"yield_per": FRAME_CHUNK_ROWS})
+        for part in result.partitions(FRAME_CHUNK_ROWS):
+            parts.append(_submission_frame(part))
+    if not parts:
+        return _submission_frame([])
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
 
 
 def iter_frames(rows_per_frame: int, *, url: str | None = None) -> Iterator[pd.DataFrame]:
@@ -573,12 +609,18 @@ def _submissions_query(round_tag: str | None):
     return query.order_by(table.c.submitted_at, table.c.id)
 
 
+_REPEATED_TEXT = ("team", "round", "status", "whestbench_version", "flopscope_version", "dataset", "estimator",
+                  "source")
+
+
 def _submission_frame(rows: Sequence) -> pd.DataFrame:
     """Rows of ``select(SubmissionRow)`` (tuples in its column order), built column by column."""
     names = [c.name for c in SubmissionRow.__table__.columns]
     df = (pd.DataFrame(dict(zip(names, map(list, zip(*rows, strict=True)), strict=True))) if len(rows)
           else pd.DataFrame(columns=names))
     df = df.rename(columns={v: k for k, v in _RENAMED.items()})[SUBMISSION_COLUMNS]
+    for col in _REPEATED_TEXT:  # one string object per distinct value: 500,000 rows name 300 teams
+        df[col] = [sys.intern(v) if isinstance(v, str) else v for v in df[col]]
     df["submitted_at"] = pd.to_datetime(df["submitted_at"], utc=True)
     for col in ("mean_flops_used", "final_layer_mse", "adjusted_score", "mean_multiplier",
                 "mean_effective_compute", "mean_avg_variance"):
@@ -587,6 +629,144 @@ def _submission_frame(rows: Sequence) -> pd.DataFrame:
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
     df["nominated"] = df["nominated"].fillna(False).astype(bool)
     return df
+
+
+#: The columns a round's scatter bins, read without the rest of the row (no text but the id).
+FIELD_COLUMNS = ("submission_id", "adjusted_score", "final_layer_mse", "mean_flops_used", "mean_effective_compute")
+
+
+def round_field(round_tag: str, *, url: str | None = None) -> pd.DataFrame:
+    """The round's graded submissions in FIELD_COLUMNS only: what the scatter's density is binned from.
+
+    A fraction of a full frame's cost: no time parsed, no text but the id, built a chunk at a time.
+    """
+    t = SubmissionRow.__table__
+    query = (select(t.c.id, t.c.adjusted_score, t.c.final_layer_mse, t.c.mean_flops_used, t.c.mean_effective_compute)
+             .where(t.c.round_tag == round_tag, t.c.status == "graded").order_by(t.c.id))
+    return _columns_in_parts(query, FIELD_COLUMNS, FIELD_COLUMNS[1:], url).assign(status="graded")
+
+
+def _plain_rows(s: Session, query) -> Iterator[list[tuple]]:
+    """The query's rows as the driver returns them (plain tuples), FRAME_CHUNK_ROWS at a time.
+
+    For narrow numeric reads of a whole round: SQLAlchemy's row objects cost more than the
+    values in them, and a frame built from tuples is built in C. Only for columns the driver
+    returns as they are stored (numbers, text; times are cast to text in the query).
+    """
+    connection = s.connection()
+    compiled = query.compile(dialect=connection.dialect)
+    params = compiled.construct_params()
+    args = tuple(params[name] for name in compiled.positiontup) if compiled.positional else params
+    cursor = connection.connection.dbapi_connection.cursor()
+    try:
+        cursor.execute(str(compiled), args)
+        while part := cursor.fetchmany(FRAME_CHUNK_ROWS):
+            yield part
+    finally:
+        cursor.close()
+
+
+def _columns_in_parts(query, names: Sequence[str], numeric: Sequence[str], url: str | None) -> pd.DataFrame:
+    """A narrow query's rows as a frame, a chunk at a time (no row object outlives its chunk)."""
+    parts = []
+    with db.session(url) as s:
+        for part in _plain_rows(s, query):
+            chunk = pd.DataFrame.from_records(part, columns=list(names))
+            for col in numeric:
+                chunk[col] = pd.to_numeric(chunk[col], errors="coerce").astype(float)
+            parts.append(chunk)
+    if not parts:
+        return pd.DataFrame({name: pd.Series(dtype=float if name in numeric else object) for name in names})
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+
+
+def timeline_field(*, url: str | None = None) -> pd.DataFrame:
+    """Every graded submission's id, team, round, time, score and own variance: what a timeline bins.
+
+    Times are read as text and parsed once per column, not once per row.
+    """
+    from sqlalchemy import cast
+
+    t = SubmissionRow.__table__
+    query = (select(t.c.id, t.c.team, t.c.round_tag, cast(t.c.submitted_at, String), t.c.adjusted_score,
+                    t.c.mean_avg_variance).where(t.c.status == "graded").order_by(t.c.id))
+    names = ("submission_id", "team", "round", "submitted_at", "adjusted_score", "mean_avg_variance")
+    df = _columns_in_parts(query, names, names[4:], url)
+    df["submitted_at"] = pd.to_datetime(df["submitted_at"], utc=True, format="ISO8601")
+    df["status"] = "graded"
+    return df
+
+
+def round_counts(round_tag: str, *, url: str | None = None) -> tuple[dict[str, int], int]:
+    """Submissions of the round per team (any status), and how many of them are graded.
+
+    Counted by the database, once per store revision and process (``cached``).
+    """
+    from sqlalchemy import func
+
+    def compute() -> tuple[dict[str, int], int]:
+        t = SubmissionRow.__table__
+        graded = func.sum(func.cast(t.c.status == "graded", Integer))
+        query = select(t.c.team, func.count(), graded).where(t.c.round_tag == round_tag).group_by(t.c.team)
+        with db.session(url) as s:
+            rows = s.execute(query).all()
+        return {team: int(n) for team, n, _ in rows}, sum(int(g or 0) for _, _, g in rows)
+
+    per_team, n_graded = cached(f"round_counts:{round_tag}", compute, url=url)
+    return dict(per_team), n_graded
+
+
+def rounds_present(*, url: str | None = None) -> set[str]:
+    t = SubmissionRow.__table__
+    with db.session(url) as s:
+        return set(s.execute(select(t.c.round_tag).distinct()).scalars())
+
+
+def best_candidates(round_tag: str, *, url: str | None = None) -> pd.DataFrame:
+    """The round's graded submissions whose score is their team's lowest (ties kept), as ``frame`` rows.
+
+    ``ranking.best_per_team`` of these equals that of the whole round (it keeps the lowest score,
+    then the earliest, then the smallest id), so a ranking of 500,000 submissions reads a few
+    hundred rows; the minimum per team is found by the database, once per revision (``cached``).
+    """
+    from sqlalchemy import and_, func
+
+    t = SubmissionRow.__table__
+    graded = and_(t.c.round_tag == round_tag, t.c.status == "graded", t.c.adjusted_score.is_not(None))
+    lowest = (select(t.c.team.label("team"), func.min(t.c.adjusted_score).label("lowest"))
+              .where(graded).group_by(t.c.team).subquery())
+    query = (select(t).join(lowest, and_(t.c.team == lowest.c.team, t.c.adjusted_score == lowest.c.lowest))
+             .where(graded).order_by(t.c.submitted_at, t.c.id))
+
+    def compute() -> pd.DataFrame:
+        with db.session(url) as s:
+            return _submission_frame(s.execute(query).all())
+
+    return cached(f"best_candidates:{round_tag}", compute, url=url).copy()
+
+
+def in_window(round_tag: str, x_column: str, y_column: str, x_range: tuple[float, float],
+              y_range: tuple[float, float], limit: int, *, url: str | None = None) -> tuple[int, pd.DataFrame]:
+    """How many graded submissions of the round lie in the window, and their rows when at most ``limit`` do.
+
+    ``x_column``: ``mean_flops_used`` or ``mean_effective_compute`` (which falls back to the FLOPs,
+    as the scatter draws it); ``y_column``: ``adjusted_score`` or ``final_layer_mse``. Counted and
+    read by the database, so a zoom costs the dots in view, never the field.
+    """
+    from sqlalchemy import and_, func
+
+    t = SubmissionRow.__table__
+    x = func.coalesce(t.c.mean_effective_compute, t.c.mean_flops_used) if x_column == "mean_effective_compute" \
+        else t.c[x_column]
+    y = t.c[y_column]
+    where = and_(t.c.round_tag == round_tag, t.c.status == "graded", x >= x_range[0], x <= x_range[1],
+                 y >= y_range[0], y <= y_range[1])
+    with db.session(url) as s:
+        n = int(s.execute(select(func.count()).select_from(t).where(where)).scalar_one())
+        if n > limit:
+            return n, _submission_frame([])
+        rows = s.execute(select(t).where(where).order_by(t.c.submitted_at, t.c.id)).all()
+    return n, _submission_frame(rows)
 
 
 def mlp_frame(submission_ids: Sequence[str] | None = None, *, splits: Sequence[str] | None = None,

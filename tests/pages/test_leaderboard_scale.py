@@ -1,0 +1,187 @@
+"""A round too large to send dot by dot: density bins, every team's best exactly, the frontier, zoomed dots.
+
+The page draws a round of more than ``DOT_LIMIT`` graded submissions as server-side density plus the
+dots an organizer reads. Here the limit is lowered so that a field of 1,200 imported submissions is
+"large"; every expectation is computed from the store's rows by brute force, not by the page's code.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import pytest
+
+from tests.leaderboard import submissions_helpers as helpers
+from whestboard.leaderboard import files as si
+
+ROUND = "v2-phase2"
+LIMIT = 300
+N_SUBMISSIONS = 1_200
+N_TEAMS = 40
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """The app over a store holding a 1,200-submission round, with the dot limit lowered to 300."""
+    folder = tmp_path_factory.mktemp("lb-scale")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WHESTBOARD_DATABASE_URL", f"sqlite:///{folder / 'store.sqlite'}")
+        mp.setenv("WHESTBOARD_STATE_DIR", str(folder / "state"))
+        import app
+        from components.figures import leaderboard as figs
+
+        mp.setattr(figs, "DOT_LIMIT", LIMIT)
+        dash_app = app.the_app()
+        http = dash_app.server.test_client()
+        http.get("/")
+        http.callback_map = dash_app.callback_map
+        si.import_files([helpers.write_csvs(folder / "files", _field())])
+        from whestboard.leaderboard import store
+
+        rows = store.frame(round_tag=ROUND)
+        yield http, rows[rows["status"] == "graded"].reset_index(drop=True)
+
+
+def _field() -> list:
+    """Submissions spread over four decades of FLOPs and scores, 40 teams, a few failed runs."""
+    rng = np.random.default_rng(7)
+    rows = []
+    for i in range(N_SUBMISSIONS):
+        flops = 10 ** rng.uniform(8, 12)
+        score = 10 ** rng.normal(-4, 0.8)
+        row, mlps = helpers.submission_row(f"s{i:05d}", f"team-{rng.integers(N_TEAMS):02d}", round_tag=ROUND,
+                                           scores=(score, score * 1.5), flops=(flops, flops), minutes=int(i))
+        if i % 97 == 0:
+            row = {**row, "status": "failed"}
+        rows.append((row, mlps))
+    return rows
+
+
+def _call(http, outputs, inputs, state=(), output_key=None):
+    out = "...".join(f"{i}.{p}" for i, p in outputs)
+    payload = {"output": output_key or (f"..{out}.." if len(outputs) > 1 else out),
+               "outputs": [{"id": i, "property": p} for i, p in outputs] if len(outputs) > 1
+               else {"id": outputs[0][0], "property": outputs[0][1]},
+               "inputs": [{"id": i, "property": p, "value": v} for i, p, v in inputs],
+               "state": [{"id": i, "property": p, "value": v} for i, p, v in state],
+               "changedPropIds": [f"{inputs[0][0]}.{inputs[0][1]}"]}
+    response = http.post("/_dash-update-component", json=payload)
+    assert response.status_code == 200, response.data[:500]
+    return len(response.data), response.get_json()["response"]
+
+
+def _board(http):
+    outputs = [("lb-scatter", "figure"), ("lb-highlight-index", "data"), ("lb-ranking", "rowData"),
+               ("lb-ranking", "getRowStyle"), ("lb-summary", "children"), ("lb-team", "options"),
+               ("lb-split-note", "children"), ("lb-flags", "children"), ("lb-ties", "children")]
+    return _call(http, outputs, [("lb-y", "value", "score"), ("lb-x", "value", "flops"), ("lb-revision", "data", 0),
+                                 ("lb-split", "value", "public"), ("lb-token", "value", None)],
+                 [("lb-round", "data", ROUND), ("lb-team", "value", None)])
+
+
+def _zoom(http, window, index):
+    key = next(k for k in http.callback_map if "lb-scatter.figure@" in k and "lb-zoom-note" in k)
+    outputs = [tuple(part.split("@")[0].rsplit(".", 1)) for part in key[2:-2].split("...")]
+    relayout = {"xaxis.range[0]": window[0][0], "xaxis.range[1]": window[0][1],
+                "yaxis.range[0]": window[1][0], "yaxis.range[1]": window[1][1]}
+    return _call(http, outputs, [("lb-scatter", "relayoutData", relayout)], output_key=key,
+                 state=[("lb-round", "data", ROUND), ("lb-y", "value", "score"), ("lb-x", "value", "flops"),
+                        ("lb-highlight-index", "data", index)])[1]
+
+
+def _values(array) -> np.ndarray:
+    """A plotly array as the browser reads it: a list, or base64 typed data (with its shape)."""
+    if isinstance(array, dict) and "bdata" in array:
+        values = np.frombuffer(base64.b64decode(array["bdata"]), dtype=np.dtype(array["dtype"])).astype(float)
+        return values.reshape([int(n) for n in str(array["shape"]).split(",")]) if "shape" in array else values
+    return np.asarray(array, dtype=float)
+
+
+def _trace(figure: dict, prefix: str) -> dict:
+    return next(t for t in figure["data"] if str(t.get("name", "")).startswith(prefix))
+
+
+def _ids(trace: dict) -> list[str]:
+    return [row[1] for row in trace.get("customdata") or []]
+
+
+def _best_per_team(graded):
+    ordered = graded.sort_values(["adjusted_score", "submitted_at", "submission_id"], kind="mergesort")
+    return ordered.drop_duplicates("team").set_index("submission_id")
+
+
+def _frontier(graded) -> set[str]:
+    """Brute force: a submission no other one matches or beats on both FLOPs and score."""
+    x, y = graded["mean_flops_used"].to_numpy(), graded["adjusted_score"].to_numpy()
+    beaten = ((x[None, :] <= x[:, None]) & (y[None, :] <= y[:, None])
+              & ((x[None, :] < x[:, None]) | (y[None, :] < y[:, None]))).any(axis=1)
+    return set(graded["submission_id"][~beaten])
+
+
+def _inside(graded, x_range, y_range) -> np.ndarray:
+    lx, ly = np.log10(graded["mean_flops_used"].to_numpy()), np.log10(graded["adjusted_score"].to_numpy())
+    return (lx >= x_range[0]) & (lx <= x_range[1]) & (ly >= y_range[0]) & (ly <= y_range[1])
+
+
+def test_a_large_round_shows_every_teams_best_exactly_the_frontier_and_the_density_of_the_rest(served):
+    http, graded = served
+    size, body = _board(http)
+    figure = body["lb-scatter"]["figure"]
+    assert len(graded) > LIMIT and size < 2_500_000
+    best = _best_per_team(graded)
+    shown = _trace(figure, "every team's best")
+    assert sorted(_ids(shown)) == sorted(best.index) and best["team"].str.startswith("team-").sum() == N_TEAMS
+    for row in shown["customdata"]:  # the hover's numbers are the stored ones, exactly
+        assert (row[0], row[3], row[7]) == (best.loc[row[1], "team"], best.loc[row[1], "adjusted_score"],
+                                            best.loc[row[1], "mean_flops_used"])
+    frontier = _trace(figure, "frontier")
+    assert set(_ids(frontier)) == _frontier(graded) and len(_ids(frontier)) == len(_frontier(graded))
+    layout = figure["layout"]
+    inside = _inside(graded, layout["xaxis"]["range"], layout["yaxis"]["range"])
+    drawn = graded["submission_id"].isin(set(best.index) | _frontier(graded)).to_numpy()
+    density = next(t for t in figure["data"] if t["type"] == "heatmap")
+    assert _values(density["customdata"]).sum() == (inside & ~drawn).sum()
+    dots = sum(len(_values(t["x"])) for t in figure["data"] if t["type"] == "scattergl")
+    assert dots < len(graded) / 2  # the field is not sent dot by dot
+    assert "counted on the server" in figure["layout"]["title"]["text"]
+
+
+def test_zooming_fetches_every_dot_in_the_window_and_only_those(served):
+    http, graded = served
+    _, body = _board(http)
+    index = body["lb-highlight-index"]["data"]
+    lx, ly = np.log10(graded["mean_flops_used"]), np.log10(graded["adjusted_score"])
+    window = ((float(lx.median()) - 0.4, float(lx.median()) + 0.4), (float(ly.median()) - 0.4, float(ly.median()) + 0.4))
+    expected = graded["submission_id"][_inside(graded, *window)]
+    assert 0 < len(expected) <= LIMIT
+    answer = _zoom(http, window, index)
+    [operation] = answer["lb-scatter"]["figure"]["operations"]
+    assert operation["location"] == ["data", index - 1]
+    trace = operation["params"]["value"]
+    assert sorted(_ids(trace)) == sorted(expected)
+    by_id = graded.set_index("submission_id")
+    assert _values(trace["x"]) == pytest.approx(by_id.loc[_ids(trace), "mean_flops_used"].to_numpy(), rel=1e-4)
+    assert f"{len(expected):,} graded submissions in the zoomed window" in answer["lb-zoom-note"]["children"]
+    whole = body["lb-scatter"]["figure"]["layout"]
+    answer = _zoom(http, (whole["xaxis"]["range"], whole["yaxis"]["range"]), index)
+    trace = answer["lb-scatter"]["figure"]["operations"][0]["params"]["value"]
+    assert _ids(trace) == [] and f"at most {LIMIT:,} remain" in answer["lb-zoom-note"]["children"]
+
+
+def test_the_timeline_of_a_large_field_bins_every_submission_and_keeps_each_teams_best(served):
+    http, graded = served
+    size, body = _call(http, [("lb-timeline", "figure"), ("lb-timeline-index", "data")],
+                       [("lb-revision", "data", 0)], [("lb-team", "value", None)])
+    figure = body["lb-timeline"]["figure"]
+    from whestboard.leaderboard import store
+
+    everything = store.frame()
+    n_graded = int((everything["status"] == "graded").sum())
+    density = next(t for t in figure["data"] if t["type"] == "heatmap")
+    assert _values(density["customdata"]).sum() == n_graded and size < 2_500_000
+    bests = _trace(figure, "every team's best per round")
+    per_round = everything[everything["status"] == "graded"].groupby("round")["team"].nunique().sum()
+    assert len(_ids(bests)) == per_round
+    assert json.dumps(figure).count("record so far") >= 1
