@@ -39,7 +39,11 @@ def require_loopback(base_url: str) -> None:
 
 
 class CallbackFailed(RuntimeError):
-    """A callback answered with an HTTP error or never finished."""
+    """A callback answered with an HTTP error or never finished (``status`` 0), with the answer's text."""
+
+    def __init__(self, message: str, status: int = 0, body: str = "") -> None:
+        super().__init__(message)
+        self.status, self.body = status, body
 
 
 @dataclass
@@ -160,7 +164,7 @@ class DashClient:
         ok = r.status_code in (200, 204)
         self._note(kind, label, started, r.status_code, ok)
         if not ok:
-            raise CallbackFailed(f"{label} -> HTTP {r.status_code}: {r.text[:300]}")
+            raise CallbackFailed(f"{label} -> HTTP {r.status_code}: {r.text[:300]}", r.status_code, r.text)
         return (r.json() if r.status_code == 200 else {}), r.status_code
 
     def _run_background(self, dep: dict, body: dict, label: str, max_seconds: float) -> dict:

@@ -25,8 +25,9 @@ from typing import Any
 
 #: The most entries a list value (a multi-dropdown's choice, a checklist) may hold.
 MAX_LIST = 10_000
-#: The longest text a text box may send (a page's longest field is a few hundred characters).
-MAX_TEXT = 100_000
+#: The longest text a text box may send: what a user may paste (a selection of 100,000 indices is 200,000
+#: characters), left to the page's own parser to answer with a sentence; request bodies are capped apart.
+MAX_TEXT = 1_000_000
 COUNT_PROPS = ("n_clicks", "n_intervals", "n_submit", "n_blur", "n_clicks_timestamp", "n_blur_timestamp",
                "n_submit_timestamp")
 EVENT_PROPS = ("clickData", "hoverData", "selectedData", "relayoutData", "restyleData", "cellClicked",

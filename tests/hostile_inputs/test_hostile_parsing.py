@@ -133,10 +133,17 @@ def alert_text(component) -> str:
 def probe(server, page, button: str, message_at: str) -> tuple[str, PeakMemory, bool]:
     """Click ``button`` on a loaded page; (message shown, peak memory, store unchanged)."""
     files, rows = store_files(server.state_dir), store_rows(server.state_dir)
+    refusal = None
     with PeakMemory(worker_pids(server)) as memory:
-        page.click(button, max_seconds=CALLBACK_TIMEOUT_S)
+        try:
+            page.click(button, max_seconds=CALLBACK_TIMEOUT_S)
+        except dashclient.CallbackFailed as failed:  # a value out of its component's domain: 400, a sentence
+            if failed.status != 400:
+                raise
+            refusal = failed.body
     unchanged = store_files(server.state_dir) == files and store_rows(server.state_dir) == rows
-    return alert_text(page.values.get(message_at, {}).get("children")), memory, unchanged
+    message = refusal if refusal is not None else alert_text(page.values.get(message_at, {}).get("children"))
+    return message, memory, unchanged
 
 
 def assert_refused(server, message: str, expected: list[str], memory: PeakMemory, unchanged: bool) -> None:
@@ -162,6 +169,7 @@ def lab_cases(n: int) -> list:
     help_text = "write indices such as 0:8, 3 or 0,2,5"
     budget_help = "or a multiple of the round's B (0.5B)"
     mc_help = "write a whole number of samples from 2 to 1e9"
+    out_of_domain = "lab-mlps.value = "
     return [
         pytest.param("mlps=0:100000000", {}, [f"MLPs {n}..99999999 are not in this dataset (it has {n} MLPs: "
                                               f"0..{last})", help_text], id="mlps-huge-range"),
@@ -177,8 +185,9 @@ def lab_cases(n: int) -> list:
         pytest.param("", {"lab-mlps": "5:3"}, ["MLP range '5:3' selects no MLP"], id="mlps-empty-range"),
         pytest.param("", {"lab-mlps": "1.5"}, ["cannot read MLP selection part '1.5'", help_text],
                      id="mlps-not-integer"),
-        pytest.param("", {"lab-mlps": list(range(10**5))}, [f"lists more than {n} MLPs"], id="mlps-json-list"),
-        pytest.param("", {"lab-mlps": {"0": 8}}, ["cannot read MLP selection {'0': 8}"], id="mlps-json-object"),
+        # A text box never holds a list or an object: a hand-made request is answered 400, naming the box.
+        pytest.param("", {"lab-mlps": list(range(10**5))}, [out_of_domain], id="mlps-json-list"),
+        pytest.param("", {"lab-mlps": {"0": 8}}, [out_of_domain], id="mlps-json-object"),
         pytest.param("budget=2**99999999", {}, ["budget per MLP '2**99999999' is more than 1e300 FLOPs",
                                                 "1000 x B = 6.8e+13 FLOPs", "write at most 1000B"],
                      id="budget-huge-power"),
