@@ -208,11 +208,11 @@ def bare_server(tmp_path_factory):
          explicit_seeds=True, show_progress=False)
     state = tmp_path_factory.mktemp("bare-state")
     with serve_app(state, timeout=240, WHESTBOARD_DATA_DIR=str(data)) as base:
-        yield base, data / "tiny-warmup"
+        yield base, data / "tiny-warmup", state
 
 
 def test_a_round_without_data_says_so(browser, bare_server):
-    base, _ = bare_server  # serves one v1-warmup-shaped dataset and nothing of the other rounds
+    base, _, _ = bare_server  # serves one v1-warmup-shaped dataset and nothing of the other rounds
     with checked_page(browser, base, timeout_ms=120_000) as page:
         page.goto(f"{base}/convergence?round=v2-phase2")
         wait_for_dash(page)
@@ -220,8 +220,8 @@ def test_a_round_without_data_says_so(browser, bare_server):
         assert "v2-phase2" in panel.inner_text()
 
 
-def test_missing_baselines_are_computed_in_the_background_with_progress(browser, bare_server):
-    base, path = bare_server
+def test_missing_baselines_are_computed_in_the_background_with_progress(browser, bare_server, monkeypatch):
+    base, path, state = bare_server
     with checked_page(browser, base, timeout_ms=120_000, viewport={"width": 1400, "height": 1000}) as page:
         page.goto(f"{base}/convergence?dataset=tiny-warmup")
         wait_for_dash(page)
@@ -233,4 +233,16 @@ def test_missing_baselines_are_computed_in_the_background_with_progress(browser,
                                "t => t.name.startsWith('Covariance propagation'))")
         names = page.evaluate(f"() => document.querySelector('{GRAPH}').data.map(t => t.name)")
         assert any(n.startswith("Mean propagation") for n in names)
-        assert (path / "band" / "baselines" / "cov.json").is_file()
+    # Kept in the server's store, where every machine reads them; the dataset's folder is never written.
+    assert not (path / "band" / "baselines" / "cov.json").exists()
+    from whestboard.band.baselines import load_baselines
+    from whestboard.data import open_dataset
+    from whestboard.store import reset_engines
+
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(state))
+    reset_engines()
+    try:
+        assert {"mean", "cov"} <= set(load_baselines(open_dataset(path)))
+    finally:
+        monkeypatch.undo()
+        reset_engines()
