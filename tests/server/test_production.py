@@ -176,17 +176,26 @@ def test_a_lab_run_across_workers_records_the_graders_flops(app_server, twin_ser
 # --------------------------------------------------------------------------- background jobs across workers
 
 
+#: Ten users at once (test_concurrent_users_each_get_their_own_answer_computed_once), all from 127.0.0.1.
+CONCURRENT_JOBS = {"WHESTBOARD_JOB_PER_CLIENT": "16", "WHESTBOARD_JOB_TOTAL": "16"}
+
+
 @pytest.fixture(scope="module")
 def jobs_server(tmp_path_factory):
-    """The test-only Dash app (tests/prod_jobs_app.py) under gunicorn: 2 workers, 2 threads, preloaded."""
-    with gunicorn("tests.server.prod_jobs_app:server", tmp_path_factory.mktemp("jobs-state"), workers=2, threads=2) as s:
+    """The test-only Dash app (tests/prod_jobs_app.py) under gunicorn: 2 workers, 2 threads, preloaded.
+
+    The simulated users all come from the loopback address, so to the job budgets they are one client:
+    the server allows that client (and the machine) as many jobs at once as the tests start."""
+    with gunicorn("tests.server.prod_jobs_app:server", tmp_path_factory.mktemp("jobs-state"), workers=2, threads=2,
+                  **CONCURRENT_JOBS) as s:
         yield s
 
 
 @pytest.fixture(scope="module")
 def jobs_twin(jobs_server):
     """A second gunicorn of the same app on the same state folder: another process requests can land on."""
-    with gunicorn("tests.server.prod_jobs_app:server", jobs_server.state_dir, workers=1, threads=2) as s:
+    with gunicorn("tests.server.prod_jobs_app:server", jobs_server.state_dir, workers=1, threads=2,
+                  **CONCURRENT_JOBS) as s:
         yield s
 
 

@@ -88,6 +88,11 @@ class MeterWatch:
 
     def __init__(self, participant_roots: tuple[str, ...], *, numpy_offered: bool) -> None:
         self.roots = tuple(os.path.realpath(r).rstrip("/") + "/" for r in participant_roots if r)
+        #: The Python installation the worker runs from: never the participant's, even where it lies under a
+        #: participant root (a checkout under /tmp, whose /tmp is the worker's scratch space).
+        self.installed = tuple(sorted({os.path.realpath(p).rstrip("/") + "/"
+                                       for p in (sys.prefix, sys.exec_prefix, sys.base_prefix) if p}))
+        self._preloaded: set[int] = set()
         self.numpy_offered = numpy_offered
         self.recording = False
         self.phase = "load"
@@ -109,6 +114,7 @@ class MeterWatch:
         self._contexts = budget_module._all_budget_contexts
         self._watch_new_budgets(budget_module)
         self._baseline = _flopscope_snapshot()
+        self._preloaded = {id(module) for module in list(sys.modules.values())}
         self._numpy_offered_ids = _flopscope_numpy_ids()
         _WATCH = self
         if not _HOOKED:
@@ -139,6 +145,17 @@ class MeterWatch:
     def pause(self) -> None:
         self.recording = False
 
+    def participant_path(self, path: str) -> bool:
+        """Whether a file is the participant's: under one of its roots, and not part of the installation."""
+        return path.startswith(self.roots) and not path.startswith(self.installed)
+
+    def participant_modules(self):
+        """Modules the participant's code loaded: files of its own, imported after the watch was installed."""
+        for module in list(sys.modules.values()):
+            origin = getattr(module, "__file__", None) or ""
+            if id(module) not in self._preloaded and isinstance(origin, str) and self.participant_path(origin):
+                yield module, origin
+
     # -- audit events ----------------------------------------------------------------------
 
     def _findings(self) -> _Seen:
@@ -148,7 +165,7 @@ class MeterWatch:
         if event == "ctypes.dlopen":
             name = str(args[0]) if args and args[0] is not None else ""
             path = os.path.realpath(name) if name.startswith(("/", ".")) else name
-            if path.startswith(self.roots):
+            if self.participant_path(path):
                 self.standing.add(f"dlopen:{path}", f"loaded its own shared library {os.path.basename(path)} "
                                                     f"through ctypes during {self.phase}")
         elif event == "ctypes.dlsym" and len(args) > 1 and isinstance(args[1], str):
@@ -257,7 +274,7 @@ class MeterWatch:
 
     def _raw_numpy(self, estimator):
         held = []
-        for where, value in _participant_values(estimator, self.roots):
+        for where, value in _participant_values(estimator, self.participant_modules(), self.roots):
             if _is_raw_numpy(value, self._numpy_offered_ids):
                 held.append(f"{where} ({_numpy_name(value)})")
         if held:
@@ -343,14 +360,12 @@ def _hidden_work(budget_ctx):
             return
 
 
-def _participant_values(estimator, roots: tuple[str, ...]):
+def _participant_values(estimator, modules, roots: tuple[str, ...]):
     """(where, value) for the participant's module globals and the estimator's attributes, one level deep."""
-    for module in list(sys.modules.values()):
-        origin = getattr(module, "__file__", None) or ""
-        if isinstance(origin, str) and origin.startswith(roots):
-            shown = _relative(origin, roots)
-            for name, value in list(vars(module).items()):
-                yield from _one_level(f"{shown}'s {name}", value)
+    for module, origin in modules:
+        shown = _relative(origin, roots)
+        for name, value in list(vars(module).items()):
+            yield from _one_level(f"{shown}'s {name}", value)
     for owner, label in ((estimator, "the estimator"), (type(estimator), "the estimator's class")):
         for name, value in list(getattr(owner, "__dict__", {}).items()):
             yield from _one_level(f"{label}'s {name}", value)
