@@ -142,23 +142,24 @@ class Prepared:
 
 
 def prepare(points: pd.DataFrame, ref: McReference, y_metric: str, x_metric: str) -> Prepared:
-    y_col, _ = Y_METRICS[y_metric]
-    x_col, _ = X_METRICS[x_metric]
-    graded = points[points["status"] == "graded"].copy()
-    if x_metric == "compute":
-        graded[x_col] = graded[x_col].fillna(graded["mean_flops_used"])
+    graded, x_col, y_col = _graded(points, y_metric, x_metric)
     frame = default_frame(graded[x_col].to_numpy(np.float64), graded[y_col].to_numpy(np.float64), ref, y_metric)
     return Prepared(graded, x_col, y_col, frame)
 
 
 def prepare_in(points: pd.DataFrame, y_metric: str, x_metric: str, frame: Frame) -> Prepared:
     """``prepare`` in a frame already chosen (the drawn figure's): a few rows, not the field it came from."""
+    return Prepared(*_graded(points, y_metric, x_metric), frame)
+
+
+def _graded(points: pd.DataFrame, y_metric: str, x_metric: str) -> tuple[pd.DataFrame, str, str]:
+    """The graded rows with the chosen axes' columns (compute falls back to FLOPs where it is unknown)."""
     y_col, _ = Y_METRICS[y_metric]
     x_col, _ = X_METRICS[x_metric]
     graded = points[points["status"] == "graded"].copy()
     if x_metric == "compute":
         graded[x_col] = graded[x_col].fillna(graded["mean_flops_used"])
-    return Prepared(graded, x_col, y_col, frame)
+    return graded, x_col, y_col
 
 
 def scatter_figure(
