@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.test_score_corpus import write_folder
 from tests.upstream import assert_same_per_mlp, make_official
 from whestboard.cli import main
 
@@ -98,10 +99,7 @@ def official(tmp_path_factory):
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("submissions")
-    for name, text in CORPUS.items():
-        (root / name).mkdir()
-        (root / name / "estimator.py").write_text(textwrap.dedent(text).lstrip())
-    return {name: root / name for name in CORPUS}
+    return {name: write_folder(root / name, {"estimator.py": text}) for name, text in CORPUS.items()}
 
 
 @pytest.fixture(scope="module")

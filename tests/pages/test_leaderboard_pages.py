@@ -34,7 +34,7 @@ def served(tmp_path_factory):
         yield http, private
 
 
-def _call(http, outputs, inputs, state=(), output_key=None):
+def post_callback(http, outputs, inputs, state=(), output_key=None):
     """One callback as the renderer posts it; the answer's JSON text and body."""
     out = "...".join(f"{i}.{p}" for i, p in outputs)
     payload = {"output": output_key or (f"..{out}.." if len(outputs) > 1 else out),
@@ -54,7 +54,7 @@ BOARD_OUTPUTS = [("lb-scatter", "figure"), ("lb-highlight-index", "data"), ("lb-
 
 
 def _board(http, split: str, token: str | None):
-    return _call(http, BOARD_OUTPUTS, [("lb-y", "value", "score"), ("lb-x", "value", "flops"),
+    return post_callback(http, BOARD_OUTPUTS, [("lb-y", "value", "score"), ("lb-x", "value", "flops"),
                                        ("lb-revision", "data", 0), ("lb-split", "value", split),
                                        ("lb-token", "value", token)],
                  [("lb-round", "data", "v1-warmup"), ("lb-team", "value", None)])
@@ -131,7 +131,7 @@ PUBPRIV = [("lb-pubpriv", "figure"), ("lb-pubpriv-note", "children")]
 
 
 def _pubpriv(http, token):
-    return _call(http, PUBPRIV, [("lb-colour", "value", "flag"), ("lb-token", "value", token),
+    return post_callback(http, PUBPRIV, [("lb-colour", "value", "flag"), ("lb-token", "value", token),
                                  ("lb-revision", "data", 0), ("lb-team", "value", None)],
                  [("lb-round", "data", "v1-warmup")])
 
@@ -150,11 +150,11 @@ def test_public_against_private_is_built_only_for_the_organizer(served):
 def test_the_team_panel_from_the_ranking_shows_history_without_private_numbers(served):
     http, private = served
     key = next(k for k in http.callback_map if k.startswith("lb-team.value@"))  # an allow_duplicate output
-    _, clicked = _call(http, [("lb-team", "value")], [("lb-ranking", "cellClicked",
+    _, clicked = post_callback(http, [("lb-team", "value")], [("lb-ranking", "cellClicked",
                                                        {"colId": "team", "value": "alpha", "rowIndex": 0})],
                        output_key=key)
     assert clicked["lb-team"]["value"] == "alpha"
-    text, body = _call(http, [("lb-team-panel", "children")],
+    text, body = post_callback(http, [("lb-team-panel", "children")],
                        [("lb-team", "value", "alpha"), ("lb-revision", "data", 0), ("lb-token", "value", None)],
                        [("lb-round", "data", "v1-warmup")])
     assert _leaks(body, private) == []
@@ -164,7 +164,7 @@ def test_the_team_panel_from_the_ranking_shows_history_without_private_numbers(s
 
 def test_the_team_panel_gives_the_per_mlp_share_in_a_priced_round(served):
     http, private = served
-    _, body = _call(http, [("lb-team-panel", "children")],
+    _, body = post_callback(http, [("lb-team-panel", "children")],
                     [("lb-team", "value", "delta"), ("lb-revision", "data", 0), ("lb-token", "value", None)],
                     [("lb-round", "data", "v1-warmup")])
     share = 1e6 / 2e10  # every one of delta's public MLPs: F = 1e6, C = 2e10

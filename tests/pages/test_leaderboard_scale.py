@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from tests.leaderboard import submissions_helpers as helpers
+from tests.pages.test_leaderboard_pages import post_callback
 from whestboard.leaderboard import files as si
 
 ROUND = "v2-phase2"
@@ -60,16 +61,9 @@ def _field() -> list:
 
 
 def _call(http, outputs, inputs, state=(), output_key=None):
-    out = "...".join(f"{i}.{p}" for i, p in outputs)
-    payload = {"output": output_key or (f"..{out}.." if len(outputs) > 1 else out),
-               "outputs": [{"id": i, "property": p} for i, p in outputs] if len(outputs) > 1
-               else {"id": outputs[0][0], "property": outputs[0][1]},
-               "inputs": [{"id": i, "property": p, "value": v} for i, p, v in inputs],
-               "state": [{"id": i, "property": p, "value": v} for i, p, v in state],
-               "changedPropIds": [f"{inputs[0][0]}.{inputs[0][1]}"]}
-    response = http.post("/_dash-update-component", json=payload)
-    assert response.status_code == 200, response.data[:500]
-    return len(response.data), response.get_json()["response"]
+    """One callback as the renderer posts it; the answer's size in bytes and body."""
+    text, body = post_callback(http, outputs, inputs, state, output_key)
+    return len(text.encode()), body
 
 
 def _board(http):
