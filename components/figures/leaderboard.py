@@ -518,25 +518,56 @@ def timeline_figure(points: pd.DataFrame, *, team: str | None = None, round_orde
 TIMELINE_BINS = (160, 50)
 
 
+def _id_ranks(graded: pd.DataFrame) -> np.ndarray:
+    """Each row's place in id order (the store reads rows so, and then no text is sorted): what breaks ties."""
+    ids = graded["submission_id"]
+    if ids.is_monotonic_increasing:
+        return np.arange(len(ids))
+    ranks = np.empty(len(ids), np.int64)
+    ranks[np.argsort(ids.to_numpy(object), kind="stable")] = np.arange(len(ids))
+    return ranks
+
+
+def _times(rows: pd.DataFrame) -> np.ndarray:
+    return pd.to_datetime(rows["submitted_at"], utc=True).to_numpy("datetime64[ns]").view(np.int64)
+
+
+def timeline_record_positions(graded: pd.DataFrame, ranks: np.ndarray | None = None) -> np.ndarray:
+    """Positions of the submissions that set a round's record when they came (by time, then id): each beats
+    every earlier submission of its round on MC@B / score."""
+    ranks = _id_ranks(graded) if ranks is None else ranks
+    order = np.lexsort((ranks, _times(graded)))
+    rounds = pd.factorize(graded["round"])[0][order]
+    vs_mc = pd.Series(graded["vs_mc"].to_numpy(np.float64)[order])
+    best_before = vs_mc.groupby(rounds).cummax().groupby(rounds).shift(1, fill_value=-np.inf).to_numpy()
+    return order[vs_mc.to_numpy() > best_before]
+
+
+def timeline_best_positions(graded: pd.DataFrame, ranks: np.ndarray | None = None) -> np.ndarray:
+    """Positions of each team's best submission (highest MC@B / score) in each round, best first;
+    the earliest, then the lowest id, on a tie."""
+    ranks = _id_ranks(graded) if ranks is None else ranks
+    order = np.lexsort((ranks, _times(graded), -graded["vs_mc"].to_numpy(np.float64)))
+    pair = (pd.factorize(graded["round"])[0].astype(np.int64) * (len(graded) + 1)
+            + pd.factorize(graded["team"])[0])[order]
+    return order[~pd.Series(pair).duplicated().to_numpy()]
+
+
 def timeline_records(graded: pd.DataFrame) -> pd.DataFrame:
     """The submissions that set a round's record when they came (the field's best so far, MC@B / score)."""
-    ordered = graded.sort_values(["submitted_at", "submission_id"], kind="mergesort")
-    best_before = ordered.groupby("round", sort=False)["vs_mc"].transform(
-        lambda v: v.cummax().shift(1, fill_value=-np.inf))
-    return ordered[ordered["vs_mc"] > best_before]
+    return graded.iloc[timeline_record_positions(graded)]
 
 
 def timeline_team_bests(graded: pd.DataFrame) -> pd.DataFrame:
     """Each team's best submission (highest MC@B / score) in each round."""
-    ordered = graded.sort_values(["vs_mc", "submitted_at", "submission_id"], ascending=[False, True, True],
-                                 kind="mergesort")
-    return ordered.drop_duplicates(["round", "team"], keep="first")
+    return graded.iloc[timeline_best_positions(graded)]
 
 
 def timeline_drawn_ids(graded: pd.DataFrame) -> list[str]:
     """The submissions a large timeline draws as dots (whose details its hover needs)."""
-    ids = pd.concat([timeline_team_bests(graded)["submission_id"], timeline_records(graded)["submission_id"]])
-    return ids.unique().tolist()
+    ranks = _id_ranks(graded)
+    positions = np.concatenate([timeline_best_positions(graded, ranks), timeline_record_positions(graded, ranks)])
+    return list(dict.fromkeys(graded["submission_id"].to_numpy(object)[positions].tolist()))
 
 
 def density_timeline_figure(field: pd.DataFrame, details: pd.DataFrame, *,
@@ -571,10 +602,11 @@ def density_timeline_figure(field: pd.DataFrame, details: pd.DataFrame, *,
                           len=0.6),
         ))
     by_id = details.set_index("submission_id")
-    bests = by_id.loc[timeline_team_bests(graded)["submission_id"]].reset_index()
+    ranks = _id_ranks(graded)
+    bests = by_id.loc[graded["submission_id"].to_numpy(object)[timeline_best_positions(graded, ranks)]].reset_index()
     fig.add_trace(_timeline_trace(bests, name=f"every team's best per round ({len(bests):,})",
                                   marker=dict(color=BEST, size=6, opacity=0.8)))
-    records = timeline_records(graded)
+    records = graded.iloc[timeline_record_positions(graded, ranks)]
     for i, (tag, rows) in enumerate(records.groupby("round", sort=False)):
         shown_rows = by_id.loc[rows["submission_id"]].reset_index()
         colour = ROUND_MARKERS[order.index(tag) % len(ROUND_MARKERS)] if tag in order else ROUND_MARKERS[0]

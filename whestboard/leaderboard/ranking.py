@@ -287,18 +287,21 @@ def mc_reference(submissions: pd.DataFrame, mlp_variance: pd.Series, fallback: d
     and ``mc_basis`` ("own MLPs", "round dataset" or "unknown").
     """
 
-    own = submissions.set_index("submission_id")["mean_avg_variance"].astype(float)
-    own = own.fillna(mlp_variance.reindex(own.index).astype(float))
-    rounds = submissions.set_index("submission_id")["round"]
-    variance = own.fillna(rounds.map(fallback)).astype(float)
-    basis = np.where(own.notna(), "own MLPs", np.where(variance.notna(), "round dataset", "unknown"))
+    ids = submissions["submission_id"]
+    own = pd.to_numeric(submissions["mean_avg_variance"], errors="coerce").to_numpy(np.float64).copy()
+    listed = (ids.isin(mlp_variance.index) & np.isnan(own)).to_numpy()
+    own[listed] = ids[listed].map(mlp_variance).to_numpy(np.float64)
+    round_codes, tags = pd.factorize(submissions["round"])
+    fallback_of = np.array([fallback.get(tag, np.nan) for tag in tags] + [np.nan], np.float64)
+    variance = np.where(np.isnan(own), fallback_of[round_codes], own)  # code -1 (no round): the trailing NaN
+    basis = np.where(~np.isnan(own), "own MLPs", np.where(~np.isnan(variance), "round dataset", "unknown"))
     # whestbench's MC@B once per distinct (round, variance): most submissions share their round's dataset
-    pairs = pd.DataFrame({"round": rounds.to_numpy(), "variance": variance.to_numpy()})
+    pairs = pd.DataFrame({"round": round_codes, "variance": variance})
     distinct = pairs.drop_duplicates()
-    distinct["mc_at_b"] = [get_round(r).mc_at_bm(v) if np.isfinite(v) and v > 0 else np.nan
+    distinct["mc_at_b"] = [get_round(tags[r]).mc_at_bm(v) if r >= 0 and np.isfinite(v) and v > 0 else np.nan
                            for r, v in zip(distinct["round"], distinct["variance"], strict=True)]
     values = pairs.merge(distinct, how="left", on=["round", "variance"])["mc_at_b"].to_numpy(float)
-    return pd.DataFrame({"mc_at_b": values, "mc_basis": basis}, index=own.index)
+    return pd.DataFrame({"mc_at_b": values, "mc_basis": basis}, index=pd.Index(ids))
 
 
 def mlp_variance_of(mlp_results: pd.DataFrame) -> pd.Series:
@@ -361,8 +364,8 @@ def with_mc_reference(submissions: pd.DataFrame, mlp_variance: pd.Series) -> pd.
     if out.empty:
         return out.assign(mc_at_b=pd.Series(dtype=float), mc_basis=pd.Series(dtype=str), vs_mc=pd.Series(dtype=float))
     ref = mc_reference(out, mlp_variance, _fallback_variances())
-    out["mc_at_b"] = out["submission_id"].map(ref["mc_at_b"]).astype(float)
-    out["mc_basis"] = out["submission_id"].map(ref["mc_basis"])
+    out["mc_at_b"] = ref["mc_at_b"].to_numpy(np.float64)  # mc_reference keeps the submissions' order
+    out["mc_basis"] = ref["mc_basis"].to_numpy()
     with np.errstate(divide="ignore", invalid="ignore"):
         out["vs_mc"] = out["mc_at_b"] / out["adjusted_score"]
     return out

@@ -636,14 +636,39 @@ FIELD_COLUMNS = ("submission_id", "adjusted_score", "final_layer_mse", "mean_flo
 
 
 def round_field(round_tag: str, *, url: str | None = None) -> pd.DataFrame:
-    """The round's graded submissions in FIELD_COLUMNS only: what the scatter's density is binned from.
+    """The round's graded submissions in FIELD_COLUMNS only, by id: what the scatter's density is binned from.
 
-    A fraction of a full frame's cost: no time parsed, no text but the id, built a chunk at a time.
+    Taken from ``round_scan`` (one read of the round per store revision, shared with the counts and
+    each team's best): no time parsed, no text but the id.
     """
+    scan = round_scan(round_tag, url=url)
+    graded = scan[scan["graded"].to_numpy(bool)]
+    return graded[list(FIELD_COLUMNS)].reset_index(drop=True).assign(status="graded")
+
+
+#: What ``round_scan`` reads of every submission of a round (``graded``: its status is "graded").
+SCAN_COLUMNS = ("submission_id", "team", "graded", *FIELD_COLUMNS[1:])
+
+
+def round_scan(round_tag: str, *, url: str | None = None) -> pd.DataFrame:
+    """Every submission of the round in SCAN_COLUMNS, ordered by id: one narrow read per store revision.
+
+    The round's counts per team, each team's lowest score and the scatter's field are all derived from
+    it (``cached``), so the first draw of a 350,000-submission round reads the round once.
+    """
+    from sqlalchemy import case
+
     t = SubmissionRow.__table__
-    query = (select(t.c.id, t.c.adjusted_score, t.c.final_layer_mse, t.c.mean_flops_used, t.c.mean_effective_compute)
-             .where(t.c.round_tag == round_tag, t.c.status == "graded").order_by(t.c.id))
-    return _columns_in_parts(query, FIELD_COLUMNS, FIELD_COLUMNS[1:], url).assign(status="graded")
+    query = (select(t.c.id, t.c.team, case((t.c.status == "graded", 1), else_=0), t.c.adjusted_score,
+                    t.c.final_layer_mse, t.c.mean_flops_used, t.c.mean_effective_compute)
+             .where(t.c.round_tag == round_tag).order_by(t.c.id))
+
+    def compute() -> pd.DataFrame:
+        scan = _columns_in_parts(query, SCAN_COLUMNS, FIELD_COLUMNS[1:], url)
+        scan["graded"] = scan["graded"].astype(bool)
+        return scan
+
+    return cached(f"round_scan:{round_tag}", compute, url=url)
 
 
 def _plain_rows(s: Session, query) -> Iterator[list[tuple]]:
@@ -698,19 +723,12 @@ def timeline_field(*, url: str | None = None) -> pd.DataFrame:
 
 
 def round_counts(round_tag: str, *, url: str | None = None) -> tuple[dict[str, int], int]:
-    """Submissions of the round per team (any status), and how many of them are graded.
-
-    Counted by the database, once per store revision and process (``cached``).
-    """
-    from sqlalchemy import func
+    """Submissions of the round per team (any status), and how many of them are graded (from ``round_scan``)."""
 
     def compute() -> tuple[dict[str, int], int]:
-        t = SubmissionRow.__table__
-        graded = func.sum(func.cast(t.c.status == "graded", Integer))
-        query = select(t.c.team, func.count(), graded).where(t.c.round_tag == round_tag).group_by(t.c.team)
-        with db.session(url) as s:
-            rows = s.execute(query).all()
-        return {team: int(n) for team, n, _ in rows}, sum(int(g or 0) for _, _, g in rows)
+        scan = round_scan(round_tag, url=url)
+        per_team = scan["team"].value_counts(sort=False)
+        return {str(team): int(n) for team, n in per_team.items()}, int(scan["graded"].sum())
 
     per_team, n_graded = cached(f"round_counts:{round_tag}", compute, url=url)
     return dict(per_team), n_graded
@@ -727,20 +745,14 @@ def best_candidates(round_tag: str, *, url: str | None = None) -> pd.DataFrame:
 
     ``ranking.best_per_team`` of these equals that of the whole round (it keeps the lowest score,
     then the earliest, then the smallest id), so a ranking of 500,000 submissions reads a few
-    hundred rows; the minimum per team is found by the database, once per revision (``cached``).
+    hundred full rows; the lowest score per team comes from ``round_scan``, once per revision (``cached``).
     """
-    from sqlalchemy import and_, func
-
-    t = SubmissionRow.__table__
-    graded = and_(t.c.round_tag == round_tag, t.c.status == "graded", t.c.adjusted_score.is_not(None))
-    lowest = (select(t.c.team.label("team"), func.min(t.c.adjusted_score).label("lowest"))
-              .where(graded).group_by(t.c.team).subquery())
-    query = (select(t).join(lowest, and_(t.c.team == lowest.c.team, t.c.adjusted_score == lowest.c.lowest))
-             .where(graded).order_by(t.c.submitted_at, t.c.id))
 
     def compute() -> pd.DataFrame:
-        with db.session(url) as s:
-            return _submission_frame(s.execute(query).all())
+        scan = round_scan(round_tag, url=url)
+        scored = scan[scan["graded"].to_numpy(bool) & scan["adjusted_score"].notna().to_numpy()]
+        lowest = scored.groupby("team", sort=False)["adjusted_score"].transform("min")
+        return frame(ids=scored["submission_id"][scored["adjusted_score"] == lowest].tolist(), url=url)
 
     return cached(f"best_candidates:{round_tag}", compute, url=url).copy()
 
