@@ -28,7 +28,6 @@ import dash
 import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
-from sqlalchemy.exc import SQLAlchemyError
 
 from components.compare_panels import compare_url
 from components.figures import leaderboard as figs
@@ -38,8 +37,9 @@ from server.cache import cache
 from whestboard.band import band_frame
 from whestboard.leaderboard import auth, integrity, ranking, store
 from whestboard.leaderboard import files as si
+from whestboard.leaderboard import view as board_view
+from whestboard.leaderboard.view import flags_text
 from whestboard.rules.rounds import ALL_ROUNDS, get_round
-from whestboard.store.values import finite
 
 dash.register_page(__name__, path="/leaderboard", name="Leaderboard", order=4, title="Leaderboard · Whestboard")
 
@@ -328,48 +328,10 @@ def si_max_bytes() -> int:
 # ---------------------------------------------------------------------------
 
 
-#: Ranking rows sent to the page: the top of the board (and the chosen team's row, wherever it ranks).
-RANKING_ROWS = 1_000
-
-
-def _shown_rows_note(table) -> list:
-    if len(table) <= RANKING_ROWS:
-        return []
-    return [f" The ranking shows the top {RANKING_ROWS:,} of {len(table):,} teams; choose a team to add its row."]
-
-
-def _ranking_rows(table, team: str | None = None) -> list[dict]:
-    rows = []
-    ordered = table.sort_values(["rank", "submission_id"], kind="mergesort", ignore_index=True)
-    records = ordered[(ordered.index < RANKING_ROWS) | (ordered["team"] == team)].to_dict("records")
-    leader = ordered["submission_id"].iloc[0] if len(ordered) else None
-    for r in records:
-        ci = f" [{sci(r['ci_low'])}, {sci(r['ci_high'])}]" if _has_per_mlp(r) else " (no per-MLP results)"
-        rows.append({
-            "rank": int(r["rank"]), "team": r["team"], "submission_id": r["submission_id"],
-            "score_text": sci(r["adjusted_score"], 4) + ci, "adjusted_score": r["adjusted_score"],
-            "vs_leader": _verdict_text(r), "vs_mc": finite(r["vs_mc"]),
-            "final_layer_mse": finite(r["final_layer_mse"]), "mean_flops_used": finite(r["mean_flops_used"]),
-            "mean_multiplier": finite(r["mean_multiplier"]),
-            "n_failed_mlps": None if r["n_failed_mlps"] is None or r["n_failed_mlps"] != r["n_failed_mlps"]
-            else int(r["n_failed_mlps"]),
-            "n_mlps": None if r["n_mlps"] is None or r["n_mlps"] != r["n_mlps"] else int(r["n_mlps"]),
-            "submitted": r["submitted_at"].strftime("%Y-%m-%d %H:%M"),
-            "flags": flags_text(r), "compare": _compare_cell(r, leader),
-        })
-    return rows
-
-
-def _has_per_mlp(row: dict) -> bool:
-    """Whether a ranking row came with per-MLP results (only then has it an interval, and a pairing)."""
-    low = row["ci_low"]
-    return low is not None and low == low  # NaN: no interval
-
-
 def _compare_cell(row: dict, leader: str | None) -> str | None:
     """A markdown link to the paired comparison of this row's submission with the leader's; None when the
     submission has no per-MLP results (nothing to pair)."""
-    if not _has_per_mlp(row):
+    if not row["has_per_mlp"]:
         return None
     own = f"sub:{row['submission_id']}"
     if row["submission_id"] == leader:
@@ -377,53 +339,10 @@ def _compare_cell(row: dict, leader: str | None) -> str | None:
     return f"[vs #1]({compare_url(own, f'sub:{leader}')})"
 
 
-def flags_text(row: dict) -> str:
-    """Every flag of a ranking row in words (organizer columns are absent from a public board)."""
-    parts = []
-    if row.get("meter"):
-        parts.append("⚠ " + row["meter_text"])
-    if row.get("residual"):
-        parts.append("⚠ " + row["residual_text"])
-    if row.get("overfit") or row.get("flops_differ"):
-        parts.append("⚠ overfitting signature: " + row["overfit_text"])
-    if row.get("failures"):
-        parts.append("failed MLPs: " + row["failures"])
-    if row.get("tied_next"):
-        parts.append(f"≈ next rank (paired p = {row['p_next']:.2g})")
-    return " · ".join(parts)
-
-
-def _verdict_text(row: dict) -> str:
-    verdict = row["verdict"]
-    if verdict == ranking.VERDICT_LEADER:
-        return "leader"
-    if verdict == ranking.VERDICT_TIED:
-        return f"≈ leader (p = {row['p_value']:.2g}, {int(row['n_shared'])} MLPs)"
-    if verdict == ranking.VERDICT_BEHIND:
-        return f"behind (p = {row['p_value']:.2g}, {int(row['n_shared'])} MLPs)"
-    return f"— {verdict}"
-
-
 def _row_style(team: str | None) -> dict:
     """AG Grid style rules (always a styleConditions object: an empty dict breaks the grid)."""
     return {"styleConditions": [{"condition": f"params.data.team === {json.dumps(team or None)}",
                                  "style": {"backgroundColor": "#fde2e2", "fontWeight": "600"}}]}
-
-
-def _summary(round_tag: str, n_submissions: int, n_teams: int) -> list:
-    rnd = get_round(round_tag)
-    ref = ranking.round_reference(round_tag)
-    parts = [f"{n_submissions:,} submissions from {n_teams:,} teams in {round_tag} "
-             f"({rnd.shape_label}, B = {sci(rnd.budget)} FLOPs, residual time {rnd.residual_rule})."]
-    if ref:
-        parts.append(f" Monte Carlo curve from {ref.dataset_key} ({ref.n_mlps} MLPs): mean σ² = "
-                     f"{sci(ref.mean_avg_variance)}, MC@B = {sci(rnd.mc_at_bm(ref.mean_avg_variance))}, "
-                     f"reference noise floor = {sci(ref.noise_floor)} (MSE differences below it are not resolved).")
-        if ref.note:
-            parts.append(" " + ref.note)
-    else:
-        parts.append(" No dataset of this round is served, so no Monte Carlo curve is drawn.")
-    return parts
 
 
 @callback(
@@ -448,23 +367,28 @@ def _render_board(y_metric: str, x_metric: str, _revision, split: str, token: st
                   team: str | None):
     try:
         return _board(y_metric, x_metric, round_tag, team, split or "public", auth.is_organizer(token))
-    except (SQLAlchemyError, OSError) as exc:  # an unreachable store: say so instead of a traceback
+    except board_view.READ_ERRORS as exc:  # an unreachable store: say so instead of a traceback
         message = dbc.Alert(f"The submissions store cannot be read: {type(exc).__name__}: {exc}", color="danger")
         return {}, None, [], _row_style(team), message, [], None, None, None
 
 
 def _board(y_metric: str, x_metric: str, round_tag: str, team: str | None, split: str, organizer: bool):
-    per_team, _ = store.round_counts(round_tag)
+    view = board_view.board(round_tag, split, organizer=organizer, team=team)
     fig = _with_highlight(_scatter(round_tag, y_metric, x_metric, _data_version(round_tag)), round_tag,
                           y_metric, x_metric, team)
-    teams = sorted(per_team)
-    options = [{"label": t, "value": t} for t in teams]
-    if team and team not in per_team:
+    options = [{"label": t, "value": t} for t in view.teams]
+    if view.team_unknown:
         options.append({"label": f"{team} (no submissions in {round_tag})", "value": team})
-    table, note = _split_board(round_tag, split, organizer)
-    summary = _summary(round_tag, sum(per_team.values()), len(per_team)) + _shown_rows_note(table)
-    return (fig, len(fig["data"]) - 1, _ranking_rows(table, team), _row_style(team), summary,
-            options, note, _flags_list(table), _ties_text(table))
+    rows = [{**row, "compare": _compare_cell(row, view.leader_id)} for row in view.rows]
+    return (fig, len(fig["data"]) - 1, rows, _row_style(team), view.summary, options, _refused_note(view.refused),
+            _flags_list(view.flagged), view.ties)
+
+
+def _refused_note(refused: str | None) -> dbc.Alert | None:
+    if refused is None:
+        return None
+    return dbc.Alert(f"{refused.capitalize()}: enter it under “Organizer” below. Showing the public split.",
+                     color="warning", className="py-2 small", id="lb-split-refused")
 
 
 def _with_highlight(fig: dict, round_tag: str, y_metric: str, x_metric: str, team: str | None) -> dict:
@@ -484,51 +408,11 @@ def _scatter_highlight(fig: dict, round_tag: str, y_metric: str, x_metric: str, 
     return figs.highlight_trace(figs.prepare_in(rows, y_metric, x_metric, frame), team).to_plotly_json()
 
 
-def _split_board(round_tag: str, split: str, organizer: bool):
-    """The chosen split's board as this viewer may see it, and a note when the split was refused.
-
-    The organizer check happens here, on the server: without the token the private
-    and rerun splits are not computed for the response at all, and the public board
-    loses every column computed from withheld MLPs.
-    """
-    note = None
-    try:
-        integrity.require_split_access(split, organizer)
-    except PermissionError as exc:
-        note = dbc.Alert(f"{str(exc).capitalize()}: enter it under “Organizer” below. Showing the public split.",
-                         color="warning", className="py-2 small", id="lb-split-refused")
-        split = "public"
-    return integrity.viewer_board(round_tag, split, organizer=organizer), note
-
-
-def _flags_list(table) -> html.Ul | html.Div:
-    flagged = [r for r in table.to_dict("records")
-               if r.get("meter") or r.get("residual") or r.get("overfit") or r.get("flops_differ")]
+def _flags_list(flagged: list[board_view.FlaggedTeam]) -> html.Ul | html.Div:
     if not flagged:
         return html.Div("No team is flagged on this split.", className="text-muted", id="lb-flag-none")
-    return html.Ul([html.Li([html.B(r["team"]), f" ({r['submission_id']}): ", flags_text(r)],
-                            className="lb-flag") for r in flagged], className="mb-1", id="lb-flag-list")
-
-
-def _ties_text(table) -> str | None:
-    if len(table) < 2:
-        return None
-    ordered = table.sort_values("adjusted_score", kind="mergesort").to_dict("records")
-    tied = []
-    for upper, lower in zip(ordered[: integrity.TOP_NEIGHBOURS - 1], ordered[1:integrity.TOP_NEIGHBOURS],
-                            strict=False):
-        if upper["tied_next"]:
-            tied.append(f"{upper['team']} ≈ {lower['team']} (p = {upper['p_next']:.2g})")
-    top = ordered[0]
-    extra = top.get("extra_mlps")
-    parts = ["Neighbours at the top a paired test cannot tell apart: " + (", ".join(tied) if tied else "none") + "."]
-    if extra == extra and extra is not None:
-        parts.append(f" #1 {top['team']} against #2 {ordered[1]['team']}: "
-                     + (("the spread of their differences says their MLPs suffice, yet the paired test does not "
-                         "separate them." if top["tied_next"] else "already separated.") if extra == 0 else
-                        "never separated (their differences average to 0)." if extra == float("inf") else
-                        f"about {int(extra):,} extra MLPs from the same distribution would separate them."))
-    return "".join(parts)
+    return html.Ul([html.Li([html.B(f.team), f" ({f.submission_id}): ", f.text], className="lb-flag")
+                    for f in flagged], className="mb-1", id="lb-flag-list")
 
 
 @callback(Output("lb-timeline", "figure"), Output("lb-timeline-index", "data"), Input("lb-revision", "data"),
@@ -539,7 +423,7 @@ def _render_timeline(_revision, team: str | None):
         if team:
             fig = {**fig, "data": list(fig["data"])}
             fig["data"][-2:] = _timeline_highlight(team)
-    except (SQLAlchemyError, OSError):  # the board's summary already says the store cannot be read
+    except board_view.READ_ERRORS:  # the board's summary already says the store cannot be read
         return {}, None
     return fig, len(fig["data"]) - 1
 
@@ -673,7 +557,7 @@ def _zoom(relayout, round_tag: str, y_metric: str, x_metric: str, index):
             return patch, None
         n, rows = store.in_window(round_tag, x_col, y_col, (10 ** window.x[0], 10 ** window.x[1]),
                                   (10 ** window.y[0], 10 ** window.y[1]), figs.DOT_LIMIT)
-    except (SQLAlchemyError, OSError):
+    except board_view.READ_ERRORS:
         return no_update, "The submissions store cannot be read; the zoomed dots are not shown."
     patch["data"][index - 1] = figs.window_trace(x_col, y_col, rows, n).to_plotly_json()
     note = (f"{n:,} graded submissions in the zoomed window, each drawn as a dot." if n <= figs.DOT_LIMIT else
@@ -695,7 +579,7 @@ def _render_team_panel(team: str | None, _revision, token: str | None, round_tag
         return html.Div("Choose a team (or click one in the ranking) to see its history.", className="text-muted small")
     try:
         return _team_panel(team, round_tag, auth.is_organizer(token))
-    except (SQLAlchemyError, OSError):  # the board's summary already says the store cannot be read
+    except board_view.READ_ERRORS:  # the board's summary already says the store cannot be read
         return None
 
 
@@ -704,7 +588,7 @@ def _team_panel(team: str, round_tag: str, organizer: bool) -> dbc.Card:
     history = integrity.team_history(points, team)
     if history.empty:
         return dbc.Card(dbc.CardBody(f"{team} has no graded submission."), id="lb-team-card")
-    table, _ = _split_board(round_tag, "public", organizer)
+    table = board_view.board(round_tag, store.PUBLIC, organizer=organizer).table
     own = table[table["team"] == team].to_dict("records")
     flags = flags_text(own[0]) if own else ""
     mlps = store.mlp_frame(history["submission_id"].tolist(), splits=(store.PUBLIC,))
@@ -754,7 +638,7 @@ def _render_public_private(colour: str, token: str | None, _revision, team: str 
             "Shown with the organizer token (under “Organizer” below): it is built from the withheld MLPs."
     try:
         table = integrity.viewer_board(round_tag, "public", organizer=True)
-    except (SQLAlchemyError, OSError):
+    except board_view.READ_ERRORS:
         return {}, None
     fig = figs.public_private_figure(table, colour_by=colour if colour in figs.COLOUR_CHOICES else "flag", team=team)
     n_flagged = int((table["overfit"] | table["flops_differ"]).sum())
@@ -854,7 +738,7 @@ def _organizer_action(contents, _edit, _delete, filenames, token, team, sid, spl
     except (ValueError, KeyError) as exc:
         text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         return dbc.Alert(f"Nothing changed: {text}", color="danger", className="py-2"), no_update
-    except SQLAlchemyError as exc:  # unreachable store, or a write that lost its race every time
+    except board_view.WRITE_ERRORS as exc:  # unreachable store, or a write that lost its race every time
         return dbc.Alert(f"Nothing changed: the submissions store could not be written ({type(exc).__name__}); "
                          "try again.", color="danger", className="py-2"), no_update
     return dbc.Alert(message, color="success", className="py-2"), (revision or 0) + 1
