@@ -179,3 +179,20 @@ def test_the_timeline_of_a_large_field_bins_every_submission_and_keeps_each_team
     per_round = everything[everything["status"] == "graded"].groupby("round")["team"].nunique().sum()
     assert len(_ids(bests)) == per_round
     assert json.dumps(figure).count("record so far") >= 1
+    from whestboard.leaderboard import ranking
+
+    graded = ranking.with_mc_reference(everything[everything["status"] == "graded"], ranking.mlp_variance())
+    graded = graded[np.isfinite(graded["vs_mc"]) & (graded["vs_mc"] > 0)]
+    expected_bests, expected_records = set(), set()
+    for _, rows in graded.groupby(["round", "team"]):  # by brute force: the highest, then earliest, then lowest id
+        top = rows[rows["vs_mc"] == rows["vs_mc"].max()]
+        expected_bests.add(min(zip(top["submitted_at"], top["submission_id"], strict=True))[1])
+    for _, rows in graded.groupby("round"):
+        record = -np.inf
+        for _moment, sid, value in sorted(zip(rows["submitted_at"], rows["submission_id"], rows["vs_mc"], strict=True)):
+            if value > record:
+                expected_records.add(sid)
+                record = value
+    assert set(_ids(bests)) == expected_bests
+    records = [t for t in figure["data"] if str(t.get("name", "")).endswith("record so far")]
+    assert {sid for t in records for sid in _ids(t)} == expected_records

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import (
     Boolean,
@@ -692,17 +693,26 @@ def _plain_rows(s: Session, query) -> Iterator[list[tuple]]:
 
 
 def _columns_in_parts(query, names: Sequence[str], numeric: Sequence[str], url: str | None) -> pd.DataFrame:
-    """A narrow query's rows as a frame, a chunk at a time (no row object outlives its chunk)."""
-    parts = []
+    """A narrow query's rows as a frame, read a chunk at a time and converted by numpy, not row by row.
+
+    Each chunk becomes one object array (None turns into NaN where the column is numeric); a text
+    column other than the id holds one string object per distinct value (a team's name, a round).
+    """
+    chunks = []
     with db.session(url) as s:
         for part in _plain_rows(s, query):
-            chunk = pd.DataFrame.from_records(part, columns=list(names))
-            for col in numeric:
-                chunk[col] = pd.to_numeric(chunk[col], errors="coerce").astype(float)
-            parts.append(chunk)
-    if not parts:
-        return pd.DataFrame({name: pd.Series(dtype=float if name in numeric else object) for name in names})
-    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+            chunks.append(np.array(part, dtype=object).reshape(len(part), len(names)))
+    values = np.concatenate(chunks) if chunks else np.empty((0, len(names)), dtype=object)
+    columns = {}
+    for i, name in enumerate(names):
+        if name in numeric:
+            columns[name] = values[:, i].astype(np.float64)
+        elif i == 0:
+            columns[name] = pd.Series(values[:, i], dtype=object)
+        else:
+            codes, distinct = pd.factorize(values[:, i], use_na_sentinel=False)
+            columns[name] = pd.Series(np.asarray(distinct, dtype=object)[codes], dtype=object)
+    return pd.DataFrame(columns)
 
 
 def timeline_field(*, url: str | None = None) -> pd.DataFrame:
