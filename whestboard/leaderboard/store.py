@@ -695,24 +695,33 @@ def _plain_rows(s: Session, query) -> Iterator[list[tuple]]:
 def _columns_in_parts(query, names: Sequence[str], numeric: Sequence[str], url: str | None) -> pd.DataFrame:
     """A narrow query's rows as a frame, read a chunk at a time and converted by numpy, not row by row.
 
-    Each chunk becomes one object array (None turns into NaN where the column is numeric); a text
-    column other than the id holds one string object per distinct value (a team's name, a round).
+    Each chunk becomes one object array, split at once into its columns (None turns into NaN where the
+    column is numeric) and dropped; a text column other than the id holds one string object per
+    distinct value (a team's name, a round), so memory follows the columns, not the rows.
     """
-    chunks = []
+    columns: dict[str, list[np.ndarray]] = {name: [] for name in names}
     with db.session(url) as s:
         for part in _plain_rows(s, query):
-            chunks.append(np.array(part, dtype=object).reshape(len(part), len(names)))
-    values = np.concatenate(chunks) if chunks else np.empty((0, len(names)), dtype=object)
-    columns = {}
-    for i, name in enumerate(names):
+            values = np.array(part, dtype=object).reshape(len(part), len(names))
+            del part
+            for i, name in enumerate(names):
+                columns[name].append(values[:, i].astype(np.float64) if name in numeric else _text(values[:, i], i))
+    out = {}
+    for i, (name, parts) in enumerate(columns.items()):
         if name in numeric:
-            columns[name] = values[:, i].astype(np.float64)
-        elif i == 0:
-            columns[name] = pd.Series(values[:, i], dtype=object)
-        else:
-            codes, distinct = pd.factorize(values[:, i], use_na_sentinel=False)
-            columns[name] = pd.Series(np.asarray(distinct, dtype=object)[codes], dtype=object)
-    return pd.DataFrame(columns)
+            out[name] = np.concatenate(parts) if parts else np.empty(0, dtype=np.float64)
+            continue
+        joined = np.concatenate(parts) if parts else np.empty(0, dtype=object)
+        out[name] = pd.Series(_text(joined, i) if i and len(parts) > 1 else joined, dtype=object)
+    return pd.DataFrame(out)
+
+
+def _text(column: np.ndarray, position: int) -> np.ndarray:
+    """A text column as an object array; past the id (position 0), one string object per distinct value."""
+    if position == 0:
+        return column.copy()  # a copy: the chunk's 2-D array is freed with it
+    codes, distinct = pd.factorize(column, use_na_sentinel=False)
+    return np.asarray(distinct, dtype=object)[codes]
 
 
 def timeline_field(*, url: str | None = None) -> pd.DataFrame:
@@ -772,23 +781,22 @@ def in_window(round_tag: str, x_column: str, y_column: str, x_range: tuple[float
     """How many graded submissions of the round lie in the window, and their rows when at most ``limit`` do.
 
     ``x_column``: ``mean_flops_used`` or ``mean_effective_compute`` (which falls back to the FLOPs,
-    as the scatter draws it); ``y_column``: ``adjusted_score`` or ``final_layer_mse``. Counted and
-    read by the database, so a zoom costs the dots in view, never the field.
+    as the scatter draws it); ``y_column``: ``adjusted_score`` or ``final_layer_mse``. Counted on the
+    round's narrow read (``round_scan``, kept per store revision), so a zoom reads the full rows of
+    the dots in view only, never the field.
     """
-    from sqlalchemy import and_, func
-
-    t = SubmissionRow.__table__
-    x = func.coalesce(t.c.mean_effective_compute, t.c.mean_flops_used) if x_column == "mean_effective_compute" \
-        else t.c[x_column]
-    y = t.c[y_column]
-    where = and_(t.c.round_tag == round_tag, t.c.status == "graded", x >= x_range[0], x <= x_range[1],
-                 y >= y_range[0], y <= y_range[1])
-    with db.session(url) as s:
-        n = int(s.execute(select(func.count()).select_from(t).where(where)).scalar_one())
-        if n > limit:
-            return n, _submission_frame([])
-        rows = s.execute(select(t).where(where).order_by(t.c.submitted_at, t.c.id)).all()
-    return n, _submission_frame(rows)
+    scan = round_scan(round_tag, url=url)
+    x = scan[x_column].to_numpy(np.float64)
+    if x_column == "mean_effective_compute":
+        x = np.where(np.isnan(x), scan["mean_flops_used"].to_numpy(np.float64), x)
+    y = scan[y_column].to_numpy(np.float64)
+    with np.errstate(invalid="ignore"):  # a missing value is in no window, as in SQL
+        inside = (scan["graded"].to_numpy(bool) & (x >= x_range[0]) & (x <= x_range[1])
+                  & (y >= y_range[0]) & (y <= y_range[1]))
+    n = int(inside.sum())
+    if n > limit:
+        return n, _submission_frame([])
+    return n, frame(ids=scan["submission_id"].to_numpy(object)[inside].tolist(), url=url)
 
 
 def mlp_frame(submission_ids: Sequence[str] | None = None, *, splits: Sequence[str] | None = None,
