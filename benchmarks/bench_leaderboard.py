@@ -7,6 +7,10 @@ the timeline, a team highlight, an axis toggle and the CSV export. Synthetic
 numbers exist only here, to load the page; nothing of them is shipped.
 
     .venv/bin/python benchmarks/bench_leaderboard.py [--submissions 10000] [--mlps 50] [--repeats 3]
+    .venv/bin/python benchmarks/bench_leaderboard.py --sizes 10000,100000,500000 [--keep-state DIR]
+
+``--keep-state DIR`` imports each size once into ``DIR/<size>`` and keeps it, so a later run with the
+same DIR times only the pages (the shared figure cache is emptied first: every "cold" is cold).
 
 Each submission carries ``--mlps`` public and as many private per-MLP results
 (100 MLPs, as the grader scores a phase). Targets: the board callback (scatter,

@@ -12,7 +12,7 @@ only patches the highlight traces and rewrites the address in place with
 every team's best, the frontier and the edge outliers; zooming patches in the dots of the
 window, read from the store, when at most ``figs.DOT_LIMIT`` lie there. Every figure is
 cached without a team; a team's dots are read by team. The ranking sends the top
-``RANKING_ROWS`` rows (and the chosen team's), so no response grows with the field. Nothing on this page
+``view.RANKING_ROWS`` rows (and the chosen team's), so no response grows with the field. Nothing on this page
 writes to a ``dcc.Location``: a Location whose props went stale would push the
 old address back and re-render the page. Organizer actions (upload, edit, delete) check the token on the
 server through ``whestboard.leaderboard.auth``, exactly as the HTTP API does.
