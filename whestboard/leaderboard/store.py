@@ -665,7 +665,7 @@ def round_scan(round_tag: str, *, url: str | None = None) -> pd.DataFrame:
              .where(t.c.round_tag == round_tag).order_by(t.c.id))
 
     def compute() -> pd.DataFrame:
-        scan = _columns_in_parts(query, SCAN_COLUMNS, FIELD_COLUMNS[1:], url)
+        scan = _columns_in_parts(query, SCAN_COLUMNS, FIELD_COLUMNS[1:], url, repeated=("team",))
         scan["graded"] = scan["graded"].astype(bool)
         return scan
 
@@ -692,12 +692,13 @@ def _plain_rows(s: Session, query) -> Iterator[list[tuple]]:
         cursor.close()
 
 
-def _columns_in_parts(query, names: Sequence[str], numeric: Sequence[str], url: str | None) -> pd.DataFrame:
+def _columns_in_parts(query, names: Sequence[str], numeric: Sequence[str], url: str | None,
+                      repeated: Sequence[str] = ()) -> pd.DataFrame:
     """A narrow query's rows as a frame, read a chunk at a time and converted by numpy, not row by row.
 
     Each chunk becomes one object array, split at once into its columns (None turns into NaN where the
-    column is numeric) and dropped; a text column other than the id holds one string object per
-    distinct value (a team's name, a round), so memory follows the columns, not the rows.
+    column is numeric) and dropped; a ``repeated`` text column (a team's name, a round) holds one
+    string object per distinct value of a chunk, so memory follows the columns, not the rows.
     """
     columns: dict[str, list[np.ndarray]] = {name: [] for name in names}
     with db.session(url) as s:
@@ -705,23 +706,20 @@ def _columns_in_parts(query, names: Sequence[str], numeric: Sequence[str], url: 
             values = np.array(part, dtype=object).reshape(len(part), len(names))
             del part
             for i, name in enumerate(names):
-                columns[name].append(values[:, i].astype(np.float64) if name in numeric else _text(values[:, i], i))
+                column = values[:, i]
+                if name in numeric:
+                    columns[name].append(column.astype(np.float64))
+                elif name in repeated:
+                    codes, distinct = pd.factorize(column, use_na_sentinel=False)
+                    columns[name].append(np.asarray(distinct, dtype=object)[codes])
+                else:
+                    columns[name].append(column.copy())  # a copy: the chunk's 2-D array is freed with it
     out = {}
-    for i, (name, parts) in enumerate(columns.items()):
-        if name in numeric:
-            out[name] = np.concatenate(parts) if parts else np.empty(0, dtype=np.float64)
-            continue
-        joined = np.concatenate(parts) if parts else np.empty(0, dtype=object)
-        out[name] = pd.Series(_text(joined, i) if i and len(parts) > 1 else joined, dtype=object)
+    for name, parts in columns.items():
+        kind = np.float64 if name in numeric else object
+        joined = np.concatenate(parts) if parts else np.empty(0, dtype=kind)
+        out[name] = joined if name in numeric else pd.Series(joined, dtype=object)
     return pd.DataFrame(out)
-
-
-def _text(column: np.ndarray, position: int) -> np.ndarray:
-    """A text column as an object array; past the id (position 0), one string object per distinct value."""
-    if position == 0:
-        return column.copy()  # a copy: the chunk's 2-D array is freed with it
-    codes, distinct = pd.factorize(column, use_na_sentinel=False)
-    return np.asarray(distinct, dtype=object)[codes]
 
 
 def timeline_field(*, url: str | None = None) -> pd.DataFrame:
@@ -735,7 +733,7 @@ def timeline_field(*, url: str | None = None) -> pd.DataFrame:
     query = (select(t.c.id, t.c.team, t.c.round_tag, cast(t.c.submitted_at, String), t.c.adjusted_score,
                     t.c.mean_avg_variance).where(t.c.status == "graded").order_by(t.c.id))
     names = ("submission_id", "team", "round", "submitted_at", "adjusted_score", "mean_avg_variance")
-    df = _columns_in_parts(query, names, names[4:], url)
+    df = _columns_in_parts(query, names, names[4:], url, repeated=("team", "round"))
     df["submitted_at"] = pd.to_datetime(df["submitted_at"], utc=True, format="ISO8601")
     df["status"] = "graded"
     return df
