@@ -7,12 +7,12 @@
 from __future__ import annotations
 
 import math
-from urllib.parse import urlencode
 
 import dash_bootstrap_components as dbc
 from dash import html
 
 from components.format import sci
+from components.url_state import href
 from whestboard.compare.paired import too_few_sentence
 
 COMPARE_PATH = "/compare"
@@ -24,8 +24,7 @@ SMALL_SAMPLE_NOTE = (f" With fewer than {SMALL_SAMPLE} MLPs the bootstrap interv
 
 def compare_url(a: str | None, b: str | None = None) -> str:
     """``/compare?a=...&b=...`` (either may be left out: the page then asks for it)."""
-    query = {k: v for k, v in (("a", a), ("b", b)) if v}
-    return COMPARE_PATH + (f"?{urlencode(query)}" if query else "")
+    return href(COMPARE_PATH, {"a": a, "b": b})
 
 
 def run_id_of(side_id: str | None) -> str | None:

@@ -5,17 +5,18 @@ A page calls ``resolve_selection(**query)`` on its query parameters
 and, when the URL names something that is not served, ``not_found_panel``.
 Changing a selector navigates to ``target_path?dataset=...&round=...`` through
 the shell's ``url`` Location, so the choice is always in a shareable address
-and the page re-renders from it. One callback here serves every page.
+and the page re-renders from it (a navigation, unlike a page's own controls, which rewrite the address in
+place through ``components.url_state``). One callback here serves every page.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import urlencode
 
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html, no_update
 
+from components.url_state import href
 from whestboard.data import registry
 from whestboard.rules.rounds import ALL_ROUNDS
 
@@ -76,9 +77,7 @@ def resolve_selection(dataset: str | None = None, round: str | None = None, **_i
 
 def page_url(path: str, dataset_key: str | None, round_tag: str | None = None, **extra) -> str:
     """``path?dataset=..&round=..`` (and any extra parameters), skipping empty values."""
-    params = {"dataset": dataset_key, "round": round_tag, **extra}
-    query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
-    return f"{path}?{query}" if query else path
+    return href(path, {"dataset": dataset_key, "round": round_tag, **extra})
 
 
 def _round_options() -> list[dict]:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-from urllib.parse import urlencode
 
 import dash_bootstrap_components as dbc
 from dash import html
 
 from components.compare_panels import compare_url
 from components.format import integer, sci
+from components.url_state import href
 from whestboard.rules.failures import error_hint
 
 VERDICT_COLORS = {"ok": "success", "budget": "danger", "combined": "danger", "time": "danger",
@@ -220,11 +220,12 @@ def job_card(job, *, now: float | None = None) -> html.Div:
     links = []
     if result.get("run_id"):
         label = (result.get("upload") or {}).get("filename", "")
-        query = urlencode({"dataset": job.spec.get("dataset", ""), "highlight": f"estimator:{label}"})
+        dataset = job.spec.get("dataset", "")
         links = [html.Div([
             "Run ", html.Code(result["run_id"], id="upload-run-id"), " recorded: see its dot on the ",
-            html.A("convergence page", href=f"/convergence?{query}", id="upload-convergence-link"),
-            " (highlighted) or compare in the ", html.A("lab", href=f"/lab?dataset={job.spec.get('dataset', '')}"),
+            html.A("convergence page", id="upload-convergence-link",
+                   href=href("/convergence", {"dataset": dataset, "highlight": f"estimator:{label}"})),
+            " (highlighted) or compare in the ", html.A("lab", href=href("/lab", {"dataset": dataset})),
             ".",
         ], className="mb-2"), _compare_links(result)]
     return html.Div([header, progress_bar(job), *links, whest_error_panel(result), _rule_line(result),

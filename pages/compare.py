@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Input, Output, State, callback, clientside_callback, dcc, html, no_update
+from dash import Input, Output, State, callback, dcc, html, no_update
 
 from components import compare_panels as panels
 from components.figures import compare as figs
 from components.shell import SESSION_UPLOADS_ID
+from components.url_state import address_store, keep_address_in_step, query_string
 from server.cache import cache
 from whestboard.compare import CompareError, anatomy_inputs, anatomy_of, dataset_of, heatmap_of, verdict
 from whestboard.compare.sides import cached_side, candidates, stores_revision
@@ -76,7 +77,7 @@ def layout(a: str | None = None, b: str | None = None, **_query) -> html.Div:
     return html.Div([
         html.H2("Compare"),
         html.P(INTRO, className="text-muted"),
-        dcc.Store(id="compare-url-sync"),
+        address_store("compare-address"),
         dbc.Row([
             dbc.Col([dbc.Label("A", html_for="compare-a", className="small fw-semibold"),
                      dcc.Dropdown(id="compare-a", value=a, options=_a_choices(None, a), placeholder="a run, upload, baseline or submission")], md=6),
@@ -197,24 +198,11 @@ def _heatmap(mlp, a, b):
         return no_update
 
 
-# The address follows A and B in place (replaceState): nothing writes to a dcc.Location, so no Location
-# with stale props pushes an old address back and re-renders the page (the leaderboard's rule).
-clientside_callback(
-    """
-    function(a, b) {
-        const params = new URLSearchParams();
-        if (a) { params.set('a', a); }
-        if (b) { params.set('b', b); }
-        const query = params.toString();
-        const target = window.location.pathname + (query ? '?' + query : '');
-        const triggered = (dash_clientside.callback_context.triggered || []).filter(t => t.prop_id !== '.');
-        if (triggered.length && window.location.pathname + window.location.search !== target) {
-            window.history.replaceState(window.history.state, '', target);
-        }
-        return target;
-    }
-    """,
-    Output("compare-url-sync", "data"),
-    Input("compare-a", "value"),
-    Input("compare-b", "value"),
-)
+@callback(Output("compare-address", "data"), Input("compare-a", "value"), Input("compare-b", "value"),
+          prevent_initial_call=True)
+def _address(a, b):
+    """The address follows A and B in place (``components.url_state``)."""
+    return query_string({"a": a, "b": b})
+
+
+keep_address_in_step("compare-address")

@@ -10,7 +10,6 @@ can be shared. Missing white-box baselines are computed in a background job.
 from __future__ import annotations
 
 import json
-from urllib.parse import urlencode
 
 import dash
 import dash_bootstrap_components as dbc
@@ -18,6 +17,7 @@ from dash import Input, Output, State, callback, clientside_callback, dcc, html,
 
 from components.figures import convergence as figs
 from components.selectors import not_found_panel, resolve_selection, selector_row
+from components.url_state import address_store, keep_address_in_step, query_string
 from server.background import priced
 from server.cache import cache
 from whestboard.band.baselines import BASELINE_LABELS, baselines_cost, compute_baselines, missing_baselines
@@ -89,7 +89,7 @@ def layout(dataset: str | None = None, round: str | None = None, highlight: str 
         dcc.Store(id="convergence-round", data=selection.round_tag),
         dcc.Store(id="convergence-refresh", data=0),
         dcc.Store(id="convergence-frame"),
-        dcc.Location(id="convergence-url", refresh=False),
+        address_store("convergence-address"),
         html.Div(id="convergence-status"),
         _baseline_panel(missing),
         dcc.Loading(dcc.Graph(id="convergence-graph", config=GRAPH_CONFIG, style={"height": "620px"}),
@@ -155,7 +155,7 @@ clientside_callback(
 
 
 @callback(
-    Output("convergence-url", "search"),
+    Output("convergence-address", "data"),
     Input("convergence-metric", "value"),
     Input("convergence-highlight", "value"),
     State("convergence-dataset", "data"),
@@ -165,7 +165,10 @@ clientside_callback(
 def _sync_url(metric: str, highlight: str | None, dataset_key: str, round_tag: str | None):
     params = {"round": round_tag, "dataset": dataset_key, "view": "all" if metric == "all" else None,
               "highlight": highlight}
-    return "?" + urlencode({k: v for k, v in params.items() if v})
+    return query_string(params)
+
+
+keep_address_in_step("convergence-address")
 
 
 @callback(

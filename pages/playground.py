@@ -9,8 +9,6 @@ progress and Cancel, and the page then draws what the job left in the cache.
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
-
 import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html, no_update
@@ -19,6 +17,7 @@ from flask import current_app, has_app_context
 from components import playground_panels as panels
 from components.figures import playground as figs
 from components.shell import SESSION_UPLOADS_ID
+from components.url_state import address_store, keep_address_in_step, query_string
 from server.background import priced
 from whestboard import config as settings
 from whestboard.data import generated
@@ -92,7 +91,7 @@ def _search(params: dict) -> str:
         query["mc"] = params["mc"]
     if params["round"]:
         query["round"] = params["round"]
-    return "?" + urlencode(query)
+    return query_string(query)
 
 
 # ---------------------------------------------------------------------------
@@ -132,7 +131,7 @@ def _from_link(width, depth, seed, samples, mc, round_tag) -> tuple[dict, list]:
 def layout(width=None, depth=None, seed=None, samples=None, mc=None, round=None, **_query):  # noqa: A002
     values, problems = _from_link(width, depth, seed, samples, mc, round)
     return html.Div([
-        dcc.Location(id="pg-url", refresh=False),
+        address_store("pg-address"),
         html.H2("Playground"),
         html.P(INTRO, className="text-muted"),
         html.Div([dbc.Alert(p, color="warning", className="py-2 small") for p in problems], id="pg-link-error"),
@@ -147,6 +146,9 @@ def layout(width=None, depth=None, seed=None, samples=None, mc=None, round=None,
         html.Div(id="pg-keep-out"),
         dcc.Loading(html.Div(id="pg-results"), type="default", delay_show=400),
     ], id="pg-page")
+
+
+keep_address_in_step("pg-address")
 
 
 def _render(result: Playground) -> html.Div:
@@ -228,7 +230,7 @@ def _upload_options(uploads):
 
 
 @callback(
-    Output("pg-url", "search"),
+    Output("pg-address", "data"),
     Output("pg-results", "children", allow_duplicate=True),
     Output("pg-params", "data"),
     Output("pg-job-request", "data"),

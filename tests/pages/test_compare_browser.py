@@ -48,6 +48,7 @@ def test_pick_two_runs_read_the_verdict_and_open_the_anatomy(browser, scored):
     with checked_page(browser, base) as page:
         page.goto(base + "/compare")
         wait_for_dash(page)
+        entries = page.evaluate("() => history.length")
         _pick(page, "#compare-a", mean_id)
         page.wait_for_function("() => (document.querySelector('#compare-hint') || {}).innerText?.includes('Pick B')")
         wait_for_dash(page)
@@ -55,6 +56,7 @@ def test_pick_two_runs_read_the_verdict_and_open_the_anatomy(browser, scored):
         page.wait_for_selector("#compare-verdict-panel")
         page.wait_for_function("id => new URLSearchParams(location.search).get('b') === 'run:' + id", arg=cov_id)
         assert f"a=run%3A{mean_id}" in page.url or f"a=run:{mean_id}" in page.url
+        assert page.evaluate("() => history.length") == entries  # rewritten in place, no entry added
         # The page's numbers are the CLI's: mean A, mean B, A - B and the interval, for both metrics.
         for card, key in (("compare-score", "score"), ("compare-mse", "final_layer_mse")):
             stat = expected[key]

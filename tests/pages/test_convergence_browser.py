@@ -133,6 +133,7 @@ def test_view_toggle_and_highlight_live_in_the_url_and_the_readout_compares_with
     tag, key = rounds[0]
     cpage.goto(f"{cpage.base_url}/convergence?round={tag}&highlight=team:convergence-testers")
     wait_for_dash(cpage)
+    entries = cpage.evaluate("() => history.length")
     fig = _figure(cpage)
     assert "highlighted: team:convergence-testers" in fig["names"] or any(
         n.startswith("runs outside") for n in fig["names"])
@@ -195,6 +196,12 @@ def test_view_toggle_and_highlight_live_in_the_url_and_the_readout_compares_with
     query = parse_qs(urlparse(cpage.url).query)
     assert query["view"] == ["all"] and query["highlight"] == ["team:convergence-testers"]
     assert query["round"] == [tag]
+    # in place: no history entry was added, and a reload opens the same view from the address
+    assert cpage.evaluate("() => history.length") == entries
+    cpage.reload()
+    wait_for_dash(cpage)
+    cpage.wait_for_function(f"() => document.querySelector('{GRAPH}').layout.yaxis.title.text.startsWith('all')")
+    assert cpage.get_by_label("all layers").is_checked()
 
 
 @pytest.fixture(scope="module")

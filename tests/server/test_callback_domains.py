@@ -62,7 +62,7 @@ def _call(http, output_key, outputs, inputs, state=()):
 def _playground_plan(http, **changes):
     values = {"pg-width": 16, "pg-depth": 4, "pg-seed": "1", "pg-samples": "auto", "pg-mc": 2, "pg-round": "auto",
               "pg-uploads": []} | changes
-    key = next(k for k in http.callback_map if k.startswith("..pg-url.search..."))
+    key = next(k for k in http.callback_map if k.startswith("..pg-address.data..."))
     outputs = [(o.component_id, o.component_property) for o in http.callback_map[key]["output"]]
     return _call(http, key, outputs, [(cid, "value", v) for cid, v in values.items()],
                  [("pg-mc-link", "data", None)])
