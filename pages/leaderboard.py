@@ -22,16 +22,16 @@ from __future__ import annotations
 
 import base64
 import json
-from urllib.parse import urlencode
 
 import dash
 import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
-from dash import ALL, Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
+from dash import ALL, Input, Output, State, callback, ctx, dcc, html, no_update
 
 from components.compare_panels import compare_url
 from components.figures import leaderboard as figs
 from components.format import sci
+from components.url_state import address_store, keep_address_in_step, query_string
 from server.api import EXPORT_PATH, MAX_UPLOAD_BYTES, MLP_EXPORT_PATH
 from server.cache import cache
 from whestboard.band import band_frame
@@ -97,7 +97,7 @@ COLOUR_CHOICES = [{"label": "colour: flag", "value": "flag"}, {"label": "colour:
 def _query(round_tag: str, team: str | None, y: str, x: str, split: str = "public") -> str:
     params = {"round": round_tag, "team": team or None, "y": None if y == "score" else y,
               "x": None if x == "flops" else x, "split": None if split == "public" else split}
-    return "?" + urlencode({k: v for k, v in params.items() if v})
+    return query_string(params)
 
 
 # ---------------------------------------------------------------------------
@@ -154,7 +154,7 @@ def layout(round: str | None = None, team: str | None = None, y: str | None = No
             dcc.Store(id="lb-revision", data=0),
             dcc.Store(id="lb-highlight-index"),
             dcc.Store(id="lb-timeline-index"),
-            dcc.Store(id="lb-url-sync"),
+            address_store("lb-address"),
         ]
     )
 
@@ -657,40 +657,16 @@ def _open_team_from_ranking(cell: dict | None):
     return cell["value"]
 
 
-# The address follows the team and axes in place: replaceState, no navigation, nothing re-rendered.
-# No callback on this page writes to a dcc.Location, so none of them pushes a stale address back.
-# The round links are rewritten too, so switching round keeps the highlighted team.
-clientside_callback(
-    """
-    function(team, y, x, split, round, linkIds) {
-        function query(r) {
-            const params = new URLSearchParams();
-            params.set('round', r);
-            if (team) { params.set('team', team); }
-            if (y && y !== 'score') { params.set('y', y); }
-            if (x && x !== 'flops') { params.set('x', x); }
-            if (split && split !== 'public') { params.set('split', split); }
-            return window.location.pathname + '?' + params.toString();
-        }
-        const target = query(round);
-        // Only on a change the user made: while the page mounts, the Location components are still
-        // reading the address, and one that read it before a rewrite would push the old one back.
-        const triggered = (dash_clientside.callback_context.triggered || []).filter(t => t.prop_id !== '.');
-        if (triggered.length && window.location.pathname + window.location.search !== target) {
-            window.history.replaceState(window.history.state, '', target);
-        }
-        return [target, linkIds.map(id => query(id.round))];
-    }
-    """,
-    Output("lb-url-sync", "data"),
-    Output({"type": "lb-round-link", "round": ALL}, "href"),
-    Input("lb-team", "value"),
-    Input("lb-y", "value"),
-    Input("lb-x", "value"),
-    Input("lb-split", "value"),
-    State("lb-round", "data"),
-    State({"type": "lb-round-link", "round": ALL}, "id"),
-)
+@callback(Output("lb-address", "data"), Output({"type": "lb-round-link", "round": ALL}, "href"),
+          Input("lb-team", "value"), Input("lb-y", "value"), Input("lb-x", "value"), Input("lb-split", "value"),
+          State("lb-round", "data"), State({"type": "lb-round-link", "round": ALL}, "id"))
+def _address(team, y, x, split, round_tag, link_ids):
+    """The address (on a change the user made) and the round links follow the team, axes and split in place."""
+    links = [PATH + _query(link["round"], team, y, x, split) for link in link_ids]
+    return (no_update if ctx.triggered_id is None else _query(round_tag, team, y, x, split)), links
+
+
+keep_address_in_step("lb-address")
 
 
 # ---------------------------------------------------------------------------
