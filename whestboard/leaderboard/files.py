@@ -362,12 +362,19 @@ def parse_time(value: Any) -> datetime:
     if isinstance(value, pd.Timestamp):
         value = value.to_pydatetime()
     if isinstance(value, datetime):
-        moment = value
-    else:
-        text = str(value).strip()[:64]  # an ISO time is ~32 characters; a longer one is not a time
-        if text.endswith("Z"):
-            text = text[:-1] + "+00:00"
-        moment = datetime.fromisoformat(text)
+        return _in_utc(value)
+    return _text_time(str(value))
+
+
+def _text_time(value: str) -> datetime:
+    """``parse_time`` of a text. Raises ValueError (or OverflowError)."""
+    text = value.strip()[:64]  # an ISO time is ~32 characters; a longer one is not a time
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    return _in_utc(datetime.fromisoformat(text))
+
+
+def _in_utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
@@ -637,7 +644,7 @@ _MLP_CHECKS = (
 )
 
 
-def _check_columns(checks: Sequence[_Check], across: Callable[[dict[str, list]], Iterator[bool]],
+def _check_columns(checks: Sequence[_Check], across: Callable[[dict[str, list]], np.ndarray],
                    raw: dict[str, list], n: int) -> tuple[dict[str, list], np.ndarray]:
     """Every field's values for ``n`` rows, and which rows the row parser must see (its problems decide).
 
@@ -659,28 +666,40 @@ def _check_columns(checks: Sequence[_Check], across: Callable[[dict[str, list]],
         values[check.name] = column_values
         flagged |= bad
         if check.required:
-            blank[check.name] = np.fromiter((v is None for v in column_values), dtype=bool, count=n)
-    graded = np.fromiter((s == "graded" for s in values.get("status", ())), dtype=bool,
-                         count=n) if "status" in values else np.zeros(n, dtype=bool)
+            blank[check.name] = _nones(column_values)
+    graded = _objects(values["status"]) == "graded" if "status" in values else np.zeros(n, dtype=bool)
     for check in checks:
         if check.required is True:
             flagged |= blank[check.name]
         elif check.required == "graded":
             flagged |= blank[check.name] & graded
-    flagged |= np.fromiter(across(values), dtype=bool, count=n)
+    flagged |= across(values)
     return values, flagged
 
 
-def _submission_across(values: dict[str, list]) -> Iterator[bool]:
+def _objects(values: list) -> np.ndarray:
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array
+
+
+def _nones(values: list) -> np.ndarray:
+    """Which values are None (a blank the field's parser gave no default)."""
+    return np.equal(_objects(values), None)
+
+
+def _submission_across(values: dict[str, list]) -> np.ndarray:
     """Rows whose n_failed_mlps exceeds their n_mlps."""
-    for failed, n_mlps in zip(values["n_failed_mlps"], values["n_mlps"], strict=True):
-        yield failed is not None and n_mlps is not None and failed > n_mlps
+    failed, n_mlps = values["n_failed_mlps"], values["n_mlps"]
+    both = ~(_nones(failed) | _nones(n_mlps))
+    over = np.zeros(len(failed), dtype=bool)
+    over[both] = _objects(failed)[both] > _objects(n_mlps)[both]
+    return over
 
 
-def _mlp_across(values: dict[str, list]) -> Iterator[bool]:
+def _mlp_across(values: dict[str, list]) -> np.ndarray:
     """Rows that name a failure but are not marked failed."""
-    for failure, failed in zip(values["failure"], values["failed"], strict=True):
-        yield failure is not None and failed is False
+    return ~_nones(values["failure"]) & np.array([failed is False for failed in values["failed"]], dtype=bool)
 
 
 def _check_column(check: _Check, column: list) -> tuple[list, np.ndarray]:
@@ -690,6 +709,10 @@ def _check_column(check: _Check, column: list) -> tuple[list, np.ndarray]:
         numbers = _number_column(check.number, column)
         if numbers is not None:
             return numbers
+    if kinds == {str} and check.parse is _OPTIONAL_TEXT and check.name not in _REPEATING_TEXT:
+        return _plain_text_column(check, column)
+    if kinds == {str} and check.parse is _time:
+        return _time_column(check, column)
     if len(kinds - {type(None)}) == 1:
         try:
             codes, distinct = pd.factorize(pd.Series(column, dtype=object))
@@ -700,6 +723,32 @@ def _check_column(check: _Check, column: list) -> tuple[list, np.ndarray]:
     # mixed types (1, 1.0 and True would count as one distinct value) or unhashable: value by value
     pairs = [check.parse(v, check.name) for v in column]
     return [v for v, _ in pairs], np.fromiter((p is not None for _, p in pairs), dtype=bool, count=len(pairs))
+
+
+def _plain_text_column(check: _Check, column: list[str]) -> tuple[list, np.ndarray]:
+    """A text column of one value per row (an id): printable ASCII without spaces at its ends, within the
+    field's length, is stored as it is; any other value is parsed (``_text``)."""
+    limit = store.SUBMISSION_TEXT_LIMITS.get(check.name) or store.MLP_TEXT_LIMITS.get(check.name) or 0
+    plain = [v.isascii() and v.isprintable() and 0 < len(v) <= limit and v[0] != " " and v[-1] != " "
+             for v in column]
+    if all(plain):
+        return column, np.zeros(len(column), dtype=bool)
+    pairs = [(v, None) if ok else check.parse(v, check.name) for v, ok in zip(column, plain, strict=True)]
+    return [v for v, _ in pairs], np.fromiter((p is not None for _, p in pairs), dtype=bool, count=len(pairs))
+
+
+def _time_column(check: _Check, column: list[str]) -> tuple[list, np.ndarray]:
+    """A column of ISO times, each distinct text parsed once (``parse_time``); a text that is none is flagged."""
+    codes, distinct = pd.factorize(pd.Series(column, dtype=object))
+    moments, bad = [], []
+    for text in distinct:
+        try:
+            moments.append(_text_time(text))
+            bad.append(False)
+        except (ValueError, OverflowError):
+            moments.append(None)
+            bad.append(True)
+    return [moments[c] for c in codes.tolist()], np.array(bad, dtype=bool)[codes]
 
 
 def _distinct_parsed(check: _Check, column: list, codes: np.ndarray, distinct) -> tuple[list, np.ndarray]:

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
+from operator import attrgetter
 
 import pandas as pd
 from sqlalchemy import (
@@ -419,14 +420,20 @@ def _insert_records(s: Session, table, records: Sequence, attributes: Sequence[s
     sql = (f"INSERT INTO {dialect.identifier_preparer.format_table(table)} ({', '.join(map(quote, columns))}) "
            f"VALUES ({', '.join([placeholder] * len(columns))})")
     processors = [table.c[column].type.bind_processor(dialect) for column in columns]
+    if "submitted_at" in attributes:
+        at = attributes.index("submitted_at")
+        process_time = processors[at]
+        processors[at] = (lambda moment: process_time(to_utc_naive(moment))) if process_time else to_utc_naive
+    converted = [i for i, process in enumerate(processors) if process]
+    values_of = attrgetter(*attributes)
     for part in _chunks(list(records), _INSERT_ROWS):
-        values = []
-        for attribute, process in zip(attributes, processors, strict=True):
-            column = [getattr(r, attribute) for r in part]
-            if attribute == "submitted_at":
-                column = [to_utc_naive(moment) for moment in column]
-            values.append(list(map(process, column)) if process else column)
-        conn.exec_driver_sql(sql, list(zip(*values, strict=True)))
+        rows = list(map(values_of, part))
+        if converted:  # a column at a time: the few columns whose type converts its values
+            by_column = list(zip(*rows, strict=True))
+            for i in converted:
+                by_column[i] = list(map(processors[i], by_column[i]))
+            rows = list(zip(*by_column, strict=True))
+        conn.exec_driver_sql(sql, rows)
 
 
 def _record_values(record, attributes: Sequence[str]) -> list:
