@@ -379,10 +379,9 @@ def _upsert_chunk(s: Session, chunk: Sequence[Submission], by_sub: dict[str, lis
             new_mlps += _sorted_mlps(by_sub.get(sub.submission_id, ()))
             report.inserted.append(sub.submission_id)
             continue
-        values = _row_values(sub)
-        row_same = _same(old, values)
+        row_same = _same(old, _row_tuple(sub))
         if not row_same:
-            s.execute(update(SubmissionRow).where(SubmissionRow.id == sub.submission_id).values(**values))
+            s.execute(update(SubmissionRow).where(SubmissionRow.id == sub.submission_id).values(**_row_values(sub)))
         mlps_changed = _replace_splits(s, sub.submission_id, _sorted_mlps(by_sub.get(sub.submission_id, ())),
                                        existing_mlps.get(sub.submission_id, []), new_mlps)
         (report.unchanged if row_same and not mlps_changed else report.updated).append(sub.submission_id)
@@ -440,8 +439,8 @@ def _record_values(record, attributes: Sequence[str]) -> list:
     return [to_utc_naive(getattr(record, a)) if a == "submitted_at" else getattr(record, a) for a in attributes]
 
 
-def _same(old: dict, new: dict) -> bool:
-    return all(_equal(old.get(k), v) for k, v in new.items())
+def _same(old: tuple, new: tuple) -> bool:
+    return old == new or all(_equal(a, b) for a, b in zip(old, new, strict=True))
 
 
 def _equal(a, b) -> bool:
@@ -450,12 +449,24 @@ def _equal(a, b) -> bool:
     return a == b
 
 
-def existing_rows(s: Session, ids: Sequence[str]) -> dict[str, dict]:
-    cols = [c for c in SubmissionRow.__table__.columns]
-    out: dict[str, dict] = {}
+_ROW_VALUES = attrgetter(*SUBMISSION_FIELDS)
+_SUBMITTED_AT = SUBMISSION_FIELDS.index("submitted_at")
+
+
+def _row_tuple(sub: Submission) -> tuple:
+    """The row's columns in _ROW_COLUMNS order, as ``existing_rows`` reads them back."""
+    values = list(_ROW_VALUES(sub))
+    values[_SUBMITTED_AT] = to_utc_naive(values[_SUBMITTED_AT])
+    return tuple(values)
+
+
+def existing_rows(s: Session, ids: Sequence[str]) -> dict[str, tuple]:
+    """The stored rows of ``ids`` that exist, each its columns in _ROW_COLUMNS order, by id."""
+    cols = [SubmissionRow.__table__.c[name] for name in _ROW_COLUMNS]
+    out: dict[str, tuple] = {}
     for chunk in _chunks(list(ids)):
-        for row in s.execute(select(*cols).where(SubmissionRow.id.in_(chunk))).mappings():
-            out[row["id"]] = dict(row)
+        for row in s.execute(select(*cols).where(SubmissionRow.id.in_(chunk))):
+            out[row[0]] = tuple(row)
     return out
 
 
