@@ -22,13 +22,15 @@ import json
 import math
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import lru_cache, partial
+from itertools import compress
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from whestboard.data.registry import data_dir
@@ -360,12 +362,19 @@ def parse_time(value: Any) -> datetime:
     if isinstance(value, pd.Timestamp):
         value = value.to_pydatetime()
     if isinstance(value, datetime):
-        moment = value
-    else:
-        text = str(value).strip()[:64]  # an ISO time is ~32 characters; a longer one is not a time
-        if text.endswith("Z"):
-            text = text[:-1] + "+00:00"
-        moment = datetime.fromisoformat(text)
+        return _in_utc(value)
+    return _text_time(str(value))
+
+
+def _text_time(value: str) -> datetime:
+    """``parse_time`` of a text. Raises ValueError (or OverflowError)."""
+    text = value.strip()[:64]  # an ISO time is ~32 characters; a longer one is not a time
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    return _in_utc(datetime.fromisoformat(text))
+
+
+def _in_utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
@@ -551,6 +560,234 @@ def parse_mlp_row(row: dict) -> tuple[MLPResult | None, _RowProblems]:
     return MLPResult(**result), problems
 
 
+# ---------------------------------------------------------------------------
+# a chunk's columns at once
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Check:
+    """How a whole column of one field is checked: ``parse(value, name)`` is the row parser's for the field.
+
+    ``parse`` gives a blank its default without a problem; ``required`` (True, False, or
+    "graded": required of a graded submission) flags a blank where the row parser would refuse it.
+    ``number`` (minimum, strict, whole): the column may be read as floats at once.
+    """
+
+    name: str
+    parse: Callable[[Any, str], tuple[Any, str | None]]
+    required: bool | str = False
+    number: tuple[float, bool, bool] | None = None
+
+
+def _known_round(value: Any, name: str):
+    tag, problem = _text(value, name, required=False)
+    return (None, "not a known round") if tag is not None and tag not in ALL_ROUNDS else (tag, problem)
+
+
+def _known_status(value: Any, name: str):
+    status, problem = _text(value, name, required=False)
+    if status is None:
+        return None, problem
+    status = sys.intern(status.lower())
+    return (status, None) if status in store.STATUSES else (None, "not a known status")
+
+
+def _number_check(name: str, required: bool | str = False, *, minimum: float = 0.0, strict: bool = False,
+                  whole: bool = False) -> _Check:
+    parse = (partial(_integer, required=False, minimum=minimum) if whole
+             else partial(_number, required=False, minimum=minimum, strict=strict))
+    return _Check(name, parse, required, (minimum, strict, whole))
+
+
+_OPTIONAL_TEXT = partial(_text, required=False)
+_MULTIPLIER_MINIMUM = 0.1 - 1e-12
+
+#: ``parse_submission_row``, a column at a time (every field, in the record's order).
+_SUBMISSION_CHECKS = (
+    _Check("submission_id", _OPTIONAL_TEXT, True),
+    _Check("team", _OPTIONAL_TEXT, True),
+    _Check("round", _known_round, True),
+    _Check("submitted_at", _time, True),
+    _Check("status", _known_status, True),
+    _Check("whestbench_version", _OPTIONAL_TEXT, True),
+    _number_check("mean_flops_used", "graded"),
+    _number_check("final_layer_mse", "graded"),
+    _number_check("adjusted_score", "graded"),
+    _number_check("mean_multiplier", "graded", minimum=_MULTIPLIER_MINIMUM),
+    _number_check("n_failed_mlps", "graded", whole=True),
+    _Check("flopscope_version", _OPTIONAL_TEXT),
+    _number_check("n_mlps", minimum=1, whole=True),
+    _number_check("mean_effective_compute"),
+    _Check("dataset", _OPTIONAL_TEXT),
+    _number_check("mean_avg_variance", strict=True),
+    _Check("estimator", _OPTIONAL_TEXT),
+    _Check("source", _OPTIONAL_TEXT),
+    _Check("nominated", _boolean),
+)
+
+#: ``parse_mlp_row``, a column at a time.
+_MLP_CHECKS = (
+    _Check("submission_id", _OPTIONAL_TEXT, True),
+    _number_check("mlp_index", True, whole=True),
+    _number_check("final_layer_mse", True),
+    _number_check("adjusted_score", True),
+    _Check("failed", _boolean),
+    _Check("mlp_name", _OPTIONAL_TEXT),
+    _number_check("flops_used"),
+    _number_check("effective_compute"),
+    _number_check("multiplier", minimum=_MULTIPLIER_MINIMUM),
+    _number_check("avg_variance", strict=True),
+    _Check("split", _split),
+    _Check("failure", _failure),
+    _Check("meter_tampering", _OPTIONAL_TEXT),
+)
+
+
+def _check_columns(checks: Sequence[_Check], across: Callable[[dict[str, list]], np.ndarray],
+                   raw: dict[str, list], n: int) -> tuple[dict[str, list], np.ndarray]:
+    """Every field's values for ``n`` rows, and which rows the row parser must see (its problems decide).
+
+    A row not flagged gets exactly the values ``parse_submission_row``/``parse_mlp_row`` would give
+    it and no problem; a flagged one may still be clean (the row parser says). Each distinct value of
+    a column is parsed once (a team, a round, a time repeat from row to row), and a column of numbers
+    is read as floats in one pass; ``across`` flags the rows whose fields disagree with each other.
+    """
+    values: dict[str, list] = {}
+    flagged = np.zeros(n, dtype=bool)
+    blank: dict[str, np.ndarray] = {}
+    for check in checks:
+        column = raw.get(check.name)
+        if column is None:
+            value, problem = check.parse(None, check.name)
+            column_values, bad = [value] * n, np.full(n, problem is not None)
+        else:
+            column_values, bad = _check_column(check, column)
+        values[check.name] = column_values
+        flagged |= bad
+        if check.required:
+            blank[check.name] = _nones(column_values)
+    graded = _objects(values["status"]) == "graded" if "status" in values else np.zeros(n, dtype=bool)
+    for check in checks:
+        if check.required is True:
+            flagged |= blank[check.name]
+        elif check.required == "graded":
+            flagged |= blank[check.name] & graded
+    flagged |= across(values)
+    return values, flagged
+
+
+def _objects(values: list) -> np.ndarray:
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array
+
+
+def _nones(values: list) -> np.ndarray:
+    """Which values are None (a blank the field's parser gave no default)."""
+    return np.equal(_objects(values), None)
+
+
+def _submission_across(values: dict[str, list]) -> np.ndarray:
+    """Rows whose n_failed_mlps exceeds their n_mlps."""
+    failed, n_mlps = values["n_failed_mlps"], values["n_mlps"]
+    both = ~(_nones(failed) | _nones(n_mlps))
+    over = np.zeros(len(failed), dtype=bool)
+    over[both] = _objects(failed)[both] > _objects(n_mlps)[both]
+    return over
+
+
+def _mlp_across(values: dict[str, list]) -> np.ndarray:
+    """Rows that name a failure but are not marked failed."""
+    return ~_nones(values["failure"]) & np.array([failed is False for failed in values["failed"]], dtype=bool)
+
+
+def _check_column(check: _Check, column: list) -> tuple[list, np.ndarray]:
+    """One field's values and the rows whose value has a problem (``_check_columns``)."""
+    kinds = set(map(type, column))
+    if check.number and kinds <= {str, float, int}:
+        numbers = _number_column(check.number, column)
+        if numbers is not None:
+            return numbers
+    if kinds == {str} and check.parse is _OPTIONAL_TEXT and check.name not in _REPEATING_TEXT:
+        return _plain_text_column(check, column)
+    if kinds == {str} and check.parse is _time:
+        return _time_column(check, column)
+    if len(kinds - {type(None)}) == 1:
+        try:
+            codes, distinct = pd.factorize(pd.Series(column, dtype=object))
+        except TypeError:  # an unhashable value (a list or dict in a Parquet cell)
+            pass
+        else:
+            return _distinct_parsed(check, column, codes, distinct)
+    # mixed types (1, 1.0 and True would count as one distinct value) or unhashable: value by value
+    pairs = [check.parse(v, check.name) for v in column]
+    return [v for v, _ in pairs], np.fromiter((p is not None for _, p in pairs), dtype=bool, count=len(pairs))
+
+
+def _plain_text_column(check: _Check, column: list[str]) -> tuple[list, np.ndarray]:
+    """A text column of one value per row (an id): printable ASCII without spaces at its ends, within the
+    field's length, is stored as it is; any other value is parsed (``_text``)."""
+    limit = store.SUBMISSION_TEXT_LIMITS.get(check.name) or store.MLP_TEXT_LIMITS.get(check.name) or 0
+    plain = [v.isascii() and v.isprintable() and 0 < len(v) <= limit and v[0] != " " and v[-1] != " "
+             for v in column]
+    if all(plain):
+        return column, np.zeros(len(column), dtype=bool)
+    pairs = [(v, None) if ok else check.parse(v, check.name) for v, ok in zip(column, plain, strict=True)]
+    return [v for v, _ in pairs], np.fromiter((p is not None for _, p in pairs), dtype=bool, count=len(pairs))
+
+
+def _time_column(check: _Check, column: list[str]) -> tuple[list, np.ndarray]:
+    """A column of ISO times, each distinct text parsed once (``parse_time``); a text that is none is flagged."""
+    codes, distinct = pd.factorize(pd.Series(column, dtype=object))
+    moments, bad = [], []
+    for text in distinct:
+        try:
+            moments.append(_text_time(text))
+            bad.append(False)
+        except (ValueError, OverflowError):
+            moments.append(None)
+            bad.append(True)
+    return [moments[c] for c in codes.tolist()], np.array(bad, dtype=bool)[codes]
+
+
+def _distinct_parsed(check: _Check, column: list, codes: np.ndarray, distinct) -> tuple[list, np.ndarray]:
+    pairs = [check.parse(v, check.name) for v in distinct]
+    parsed = [v for v, _ in pairs]
+    bad = np.fromiter((p is not None for _, p in pairs), dtype=bool, count=len(pairs))
+    code_list = codes.tolist()
+    missing = codes < 0  # None, NaN, NaT, pd.NA: each parsed as it is (they are not all alike to a parser)
+    out = [parsed[c] for c in code_list] if not missing.any() else [
+        parsed[c] if c >= 0 else check.parse(column[i], check.name)[0] for i, c in enumerate(code_list)]
+    flags = bad[codes] if len(bad) else np.zeros(len(codes), dtype=bool)
+    if missing.any():
+        flags = flags.copy()
+        for i in np.flatnonzero(missing).tolist():
+            flags[i] = check.parse(column[i], check.name)[1] is not None
+    return out, flags
+
+
+def _number_column(number: tuple[float, bool, bool], column: list) -> tuple[list, np.ndarray] | None:
+    """A column of text or numbers read as floats at once (Python's ``float`` of each value), or None.
+
+    None when some value is no number at all (a blank, a word): the column is then parsed value by value.
+    """
+    minimum, strict, whole = number
+    try:
+        floats = np.array(column, dtype=object).astype(np.float64)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(floats) | (floats < minimum)
+        if strict:
+            bad |= floats == minimum
+        if whole:
+            bad |= floats != np.trunc(floats)
+    if whole:
+        return [int(x) for x in np.where(bad, 0.0, floats).tolist()], bad
+    return floats.tolist(), bad
+
+
 def _add_table(batch: Batch, upload: Upload) -> None:
     """Check a table's columns, then its rows chunk by chunk."""
     name = upload.name
@@ -580,39 +817,81 @@ def _add_table(batch: Batch, upload: Upload) -> None:
 
 
 def _add_rows(batch: Batch, frames: Iterator[pd.DataFrame], name: str, per_mlp: bool, columns: list[str]) -> int:
-    """Parse every row; stop once the import is refused beyond doubt (MAX_COUNTED_PROBLEMS). Rows checked."""
+    """Check every row, a chunk at a time; stop once the import is refused beyond doubt. Rows checked.
+
+    Each chunk is checked column by column (``_check_columns``); only the rows that check flags
+    go through the row parser (``parse_submission_row``/``parse_mlp_row``), which gives every
+    message, so a refused file reads as it would row by row, and a clean row's record holds the
+    values that parser would give it.
+    """
     is_csv = Path(name).suffix.lower() == ".csv"
     parse = parse_mlp_row if per_mlp else parse_submission_row
+    checks, across, record = ((_MLP_CHECKS, _mlp_across, MLPResult) if per_mlp
+                              else (_SUBMISSION_CHECKS, _submission_across, Submission))
     # A CSV export quotes cells that a spreadsheet would run (escape_formula); Parquet holds plain values.
     text_fields = [c for c in (MLP_TEXT_LIMITS if per_mlp else SUBMISSION_TEXT_LIMITS) if c in columns and is_csv]
     position = 0
     for frame in frames:
-        for row in _records(frame):
-            label = _row_label(name, position, is_csv)
-            position += 1
-            if position > MAX_TABLE_ROWS:
-                batch.refuse(f"{name}: more than {MAX_TABLE_ROWS:,} rows; an import takes at most that many "
-                             "per file, so split it")
-                return position
-            for key in text_fields:
-                row[key] = unescape_formula(row[key])
-            _add_row(batch, parse, row, label)
+        over = len(frame) > MAX_TABLE_ROWS - position
+        if over:
+            frame = frame.iloc[: MAX_TABLE_ROWS - position]
+        raw = _columns(frame, text_fields)
+        values, flagged = _check_columns(checks, across, raw, len(frame))
+        parsed: dict[int, Submission | MLPResult] = {}
+        for i in np.flatnonzero(flagged).tolist():
+            label = _row_label(name, position + i, is_csv)
+            row = {key: column[i] for key, column in raw.items()}
+            found = _add_row(batch, parse, row, label)
+            if found is not None:
+                parsed[i] = found
             if batch.problems.full:
                 batch.problems.stopped_at = label
-                return position
+                return position + i + 1
+        if not batch.problems:
+            _keep_chunk(batch, record, values, flagged, parsed, name, position, is_csv)
+        position += len(frame)
+        if over:
+            batch.refuse(f"{name}: more than {MAX_TABLE_ROWS:,} rows; an import takes at most that many "
+                         "per file, so split it")
+            return position + 1
     return position
 
 
-def _records(frame: pd.DataFrame) -> Iterator[dict]:
-    """The frame's rows as dicts keyed by the stripped column names, built from whole columns.
+def _columns(frame: pd.DataFrame, text_fields: Sequence[str]) -> dict[str, list]:
+    """The chunk's columns as lists keyed by the stripped column names (a repeated name: the last wins).
 
-    ``to_dict("records")`` boxes every cell on its own (120-280 us a row of this schema); a column's
-    ``tolist`` converts it at once (the same Python values), so a 500,000-row file is read in seconds.
+    A column's ``tolist`` converts it at once (the same Python values as a row's dict would hold);
+    the CSV text fields lose the quote ``escape_formula`` added.
     """
-    names = [str(c).strip() for c in frame.columns]
-    columns = [frame.iloc[:, i].tolist() for i in range(frame.shape[1])]
-    for values in zip(*columns, strict=True):
-        yield dict(zip(names, values, strict=True))
+    raw: dict[str, list] = {}
+    for i, c in enumerate(frame.columns):
+        key, series = str(c).strip(), frame.iloc[:, i]
+        values = series.tolist()
+        if key in text_fields and series.astype(str).str.startswith(ESCAPE_QUOTE).any():
+            values = [unescape_formula(v) for v in values]
+        raw[key] = values
+    return raw
+
+
+def _keep_chunk(batch: Batch, record, values: dict[str, list], flagged: np.ndarray,
+                parsed: dict[int, Submission | MLPResult], name: str, position: int, is_csv: bool) -> None:
+    """Keep the chunk's records in row order: the clean rows' built from their columns, the flagged ones parsed."""
+    flags = flagged.tolist()
+    names = [f.name for f in fields(record)]
+    built = iter([record(*row) for row in compress(zip(*(values[n] for n in names), strict=True),
+                                                   [not flag for flag in flags])])
+    if parsed or flagged.any():  # some rows were parsed one by one: each record takes its row's place
+        kept = [(i, parsed[i] if flag else next(built)) for i, flag in enumerate(flags) if not flag or i in parsed]
+        positions, records = [i for i, _ in kept], [r for _, r in kept]
+    else:
+        positions, records = range(len(flags)), list(built)
+    if record is MLPResult:
+        batch.mlp_results.extend(records)
+        return
+    batch.submissions.extend(records)
+    origin = batch.origin
+    for i, sub in zip(positions, records, strict=True):
+        origin.setdefault(sub.submission_id, _row_label(name, position + i, is_csv))
 
 
 def _chain(head: pd.DataFrame, rest: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
@@ -620,15 +899,16 @@ def _chain(head: pd.DataFrame, rest: Iterator[pd.DataFrame]) -> Iterator[pd.Data
     yield from rest
 
 
-def _add_row(batch: Batch, parse, row: dict, label: str) -> None:
+def _add_row(batch: Batch, parse, row: dict, label: str) -> Submission | MLPResult | None:
+    """Parse one row: its record, or None when its problems refuse the batch."""
     record, problems = parse(row)
     if not problems:
-        batch.keep(record, label)
-        return
+        return record
     sid = row.get("submission_id")
     where = f"{label} (submission_id {_shown(str(sid).strip())})" if not _blank(sid) else label
     for kind, problem in zip(problems.kinds, problems, strict=True):
         batch.refuse(f"{where}: {problem}", kind)
+    return None
 
 
 # ---------------------------------------------------------------------------

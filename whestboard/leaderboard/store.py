@@ -19,6 +19,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
+from operator import attrgetter
 
 import numpy as np
 import pandas as pd
@@ -321,39 +322,42 @@ def _write(url: str | None, work):
 
 
 def _upsert(s: Session, submissions: Sequence[Submission], by_sub: dict[str, list[MLPResult]]) -> UpsertReport:
-    """Compared and written _IN_CHUNK submissions at a time: memory follows the chunk, not the import.
+    """Compared and written _WRITE_CHUNK submissions at a time: memory follows the chunk, not the import.
 
     Per-MLP rows naming a stored submission that is not in ``submissions`` (a private or
     rerun suite added later) replace that submission's rows of their splits only.
     """
     report = UpsertReport()
-    for chunk in _chunks(list(submissions)):
+    for chunk in _chunks(list(submissions), _WRITE_CHUNK):
         _upsert_chunk(s, chunk, by_sub, report)
     named = {sub.submission_id for sub in submissions}
     attached = [sid for sid in by_sub if sid not in named]
     for chunk in _chunks(attached):
         existing_mlps = _existing_mlp_rows(s, chunk)
-        new_mlps: list[dict] = []
+        new_mlps: list[MLPResult] = []
         for sid in chunk:
             changed = _replace_splits(s, sid, _sorted_mlps(by_sub[sid]), existing_mlps.get(sid, []), new_mlps)
             (report.updated if changed else report.unchanged).append(sid)
-        if new_mlps:
-            s.execute(SubmissionMLPRow.__table__.insert(), new_mlps)
+        _insert_mlps(s, new_mlps)
     if report.changed:
         _bump(s, REVISION_KEY)
     return report
 
 
-def _sorted_mlps(results: Iterable[MLPResult]) -> list[dict]:
-    return [_mlp_values(r) for r in sorted(results, key=lambda r: (r.split, r.mlp_index))]
+#: Submissions compared and written at a time (their stored rows are read _IN_CHUNK ids per query).
+_WRITE_CHUNK = 10_000
 
 
-def _replace_splits(s: Session, sid: str, new: list[dict], old: list[dict], inserts: list[dict]) -> bool:
+def _sorted_mlps(results: Iterable[MLPResult]) -> list[MLPResult]:
+    return sorted(results, key=lambda r: (r.split, r.mlp_index))
+
+
+def _replace_splits(s: Session, sid: str, new: list[MLPResult], old: list[dict], inserts: list[MLPResult]) -> bool:
     """Replace the stored rows of each split ``new`` carries (other splits stay); True when any changed."""
     changed = False
-    for split in dict.fromkeys(row["split"] for row in new):
-        fresh = [row for row in new if row["split"] == split]
-        if [row for row in old if row["split"] == split] == fresh:
+    for split in dict.fromkeys(row.split for row in new):
+        fresh = [row for row in new if row.split == split]
+        if [row for row in old if row["split"] == split] == [_mlp_values(row) for row in fresh]:
             continue
         s.execute(delete(SubmissionMLPRow).where(SubmissionMLPRow.submission_id == sid,
                                                  SubmissionMLPRow.split == split))
@@ -367,30 +371,77 @@ def _upsert_chunk(s: Session, chunk: Sequence[Submission], by_sub: dict[str, lis
     existing = existing_rows(s, [sub.submission_id for sub in chunk])
     existing_mlps = _existing_mlp_rows(s, [sub.submission_id for sub in chunk
                                            if sub.submission_id in by_sub and sub.submission_id in existing])
-    new_rows, new_mlps = [], []
+    new_rows: list[Submission] = []
+    new_mlps: list[MLPResult] = []
     for sub in chunk:
-        values = _row_values(sub)
-        mlps = _sorted_mlps(by_sub.get(sub.submission_id, []))
         old = existing.get(sub.submission_id)
         if old is None:
-            new_rows.append(values)
-            new_mlps += mlps
+            new_rows.append(sub)
+            new_mlps += _sorted_mlps(by_sub.get(sub.submission_id, ()))
             report.inserted.append(sub.submission_id)
             continue
-        row_same = _same(old, values)
+        row_same = _same(old, _row_tuple(sub))
         if not row_same:
-            s.execute(update(SubmissionRow).where(SubmissionRow.id == sub.submission_id).values(**values))
-        mlps_changed = _replace_splits(s, sub.submission_id, mlps, existing_mlps.get(sub.submission_id, []),
-                                       new_mlps)
+            s.execute(update(SubmissionRow).where(SubmissionRow.id == sub.submission_id).values(**_row_values(sub)))
+        mlps_changed = _replace_splits(s, sub.submission_id, _sorted_mlps(by_sub.get(sub.submission_id, ())),
+                                       existing_mlps.get(sub.submission_id, []), new_mlps)
         (report.unchanged if row_same and not mlps_changed else report.updated).append(sub.submission_id)
-    if new_rows:
-        s.execute(SubmissionRow.__table__.insert(), new_rows)
-    if new_mlps:
-        s.execute(SubmissionMLPRow.__table__.insert(), new_mlps)
+    _insert_records(s, SubmissionRow.__table__, new_rows, SUBMISSION_FIELDS, _ROW_COLUMNS)
+    _insert_mlps(s, new_mlps)
 
 
-def _same(old: dict, new: dict) -> bool:
-    return all(_equal(old.get(k), v) for k, v in new.items())
+def _insert_mlps(s: Session, results: Sequence[MLPResult]) -> None:
+    _insert_records(s, SubmissionMLPRow.__table__, results, MLP_RESULT_FIELDS, MLP_RESULT_FIELDS)
+
+
+#: Rows per executemany of an insert.
+_INSERT_ROWS = 5_000
+#: Positional placeholders by DBAPI paramstyle (sqlite3: qmark; psycopg: pyformat, which takes %s).
+_PLACEHOLDERS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
+
+
+def _insert_records(s: Session, table, records: Sequence, attributes: Sequence[str], columns: Sequence[str]) -> None:
+    """Insert the records' ``attributes`` into ``columns`` of ``table``: one executemany per _INSERT_ROWS.
+
+    The values go to the driver as tuples, converted a column at a time by the column types' own
+    bind processors (what SQLAlchemy's insert would store: SQLite's text times, its integer
+    booleans); building a parameter dict per row cost a 500,000-row import more than its checks.
+    """
+    if not records:
+        return
+    conn = s.connection()
+    dialect = conn.dialect
+    placeholder = _PLACEHOLDERS.get(dialect.paramstyle)
+    if placeholder is None:  # a driver of another paramstyle: SQLAlchemy's own executemany of dicts
+        for part in _chunks(list(records), _INSERT_ROWS):
+            s.execute(table.insert(), [dict(zip(columns, _record_values(r, attributes), strict=True)) for r in part])
+        return
+    quote = dialect.identifier_preparer.quote
+    sql = (f"INSERT INTO {dialect.identifier_preparer.format_table(table)} ({', '.join(map(quote, columns))}) "
+           f"VALUES ({', '.join([placeholder] * len(columns))})")
+    processors = [table.c[column].type.bind_processor(dialect) for column in columns]
+    if "submitted_at" in attributes:
+        at = attributes.index("submitted_at")
+        process_time = processors[at]
+        processors[at] = (lambda moment: process_time(to_utc_naive(moment))) if process_time else to_utc_naive
+    converted = [i for i, process in enumerate(processors) if process]
+    values_of = attrgetter(*attributes)
+    for part in _chunks(list(records), _INSERT_ROWS):
+        rows = list(map(values_of, part))
+        if converted:  # a column at a time: the few columns whose type converts its values
+            by_column = list(zip(*rows, strict=True))
+            for i in converted:
+                by_column[i] = list(map(processors[i], by_column[i]))
+            rows = list(zip(*by_column, strict=True))
+        conn.exec_driver_sql(sql, rows)
+
+
+def _record_values(record, attributes: Sequence[str]) -> list:
+    return [to_utc_naive(getattr(record, a)) if a == "submitted_at" else getattr(record, a) for a in attributes]
+
+
+def _same(old: tuple, new: tuple) -> bool:
+    return old == new or all(_equal(a, b) for a, b in zip(old, new, strict=True))
 
 
 def _equal(a, b) -> bool:
@@ -399,12 +450,24 @@ def _equal(a, b) -> bool:
     return a == b
 
 
-def existing_rows(s: Session, ids: Sequence[str]) -> dict[str, dict]:
-    cols = [c for c in SubmissionRow.__table__.columns]
-    out: dict[str, dict] = {}
+_ROW_VALUES = attrgetter(*SUBMISSION_FIELDS)
+_SUBMITTED_AT = SUBMISSION_FIELDS.index("submitted_at")
+
+
+def _row_tuple(sub: Submission) -> tuple:
+    """The row's columns in _ROW_COLUMNS order, as ``existing_rows`` reads them back."""
+    values = list(_ROW_VALUES(sub))
+    values[_SUBMITTED_AT] = to_utc_naive(values[_SUBMITTED_AT])
+    return tuple(values)
+
+
+def existing_rows(s: Session, ids: Sequence[str]) -> dict[str, tuple]:
+    """The stored rows of ``ids`` that exist, each its columns in _ROW_COLUMNS order, by id."""
+    cols = [SubmissionRow.__table__.c[name] for name in _ROW_COLUMNS]
+    out: dict[str, tuple] = {}
     for chunk in _chunks(list(ids)):
-        for row in s.execute(select(*cols).where(SubmissionRow.id.in_(chunk))).mappings():
-            out[row["id"]] = dict(row)
+        for row in s.execute(select(*cols).where(SubmissionRow.id.in_(chunk))):
+            out[row[0]] = tuple(row)
     return out
 
 
