@@ -104,9 +104,15 @@ def redis_url() -> str | None:
     return _raw("WHESTBOARD_REDIS_URL")
 
 
-def weights_cache_bytes(default: int) -> int:
-    """Bytes of MLP weights kept in memory per process (``WHESTBOARD_CACHE_BYTES``)."""
-    return max(0, int(_number("WHESTBOARD_CACHE_BYTES", default, unit="number of bytes")))
+DEFAULT_CACHE_BYTES = 1 << 30
+
+
+def cache_bytes() -> int:
+    """Bytes each process's caches may hold (``WHESTBOARD_CACHE_BYTES``, default 1 GiB).
+
+    The MLP weights take all of it; every other region of :mod:`whestboard.cache` a stated share.
+    """
+    return max(0, int(_number("WHESTBOARD_CACHE_BYTES", DEFAULT_CACHE_BYTES, unit="number of bytes")))
 
 
 def uploads_store_bytes() -> int:

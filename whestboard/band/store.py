@@ -42,6 +42,7 @@ from whestboard.band.measure import (
     plan_for_dataset,
     reference_sha256,
 )
+from whestboard.cache import Region
 from whestboard.data.compact import describe_error
 from whestboard.rules.billing import metered_mc_flops_per_sample
 from whestboard.rules.versions import library_versions
@@ -318,8 +319,8 @@ def read_mlp_bands(directory: Path, dataset, plan: BandPlan) -> tuple[list[MLPBa
     return found.valid, sorted(found.stale + list(found.unreadable))
 
 
-_cache_lock = threading.Lock()
-_cache: dict[Path, tuple[tuple, Band]] = {}
+#: Bands by (folder, the fingerprint of its files): a rewritten file is a new key.
+_BANDS: Region[Band] = Region("bands", max_entries=32)
 
 
 def _fingerprint(directory: Path, dataset) -> tuple:
@@ -371,17 +372,13 @@ def load_band(dataset) -> Band | None:
     directory = find_band_dir(dataset)
     if directory is None:
         return None
-    key = _fingerprint(directory, dataset)
-    with _cache_lock:
-        hit = _cache.get(directory)
-        if hit is not None and hit[0] == key:
-            return hit[1]
-    manifest, plan = _read_manifest(directory / MANIFEST_NAME, dataset)
-    found = sort_mlp_band_files(directory, dataset, plan)
-    band = Band(directory, manifest, plan, found.valid, len(dataset.indices), found.stale, found.unreadable)
-    with _cache_lock:
-        _cache[directory] = (key, band)
-    return band
+
+    def read() -> Band:
+        manifest, plan = _read_manifest(directory / MANIFEST_NAME, dataset)
+        found = sort_mlp_band_files(directory, dataset, plan)
+        return Band(directory, manifest, plan, found.valid, len(dataset.indices), found.stale, found.unreadable)
+
+    return _BANDS.get_or_load((str(directory), _fingerprint(directory, dataset)), read)
 
 
 # ---------------------------------------------------------------------------

@@ -248,6 +248,11 @@ class Dataset:
         index = self._check_index(index)
         return WEIGHTS_CACHE.get_or_load((str(self.info.path), index), lambda: self._load_weights(index))
 
+    def warm_weights(self, index: int) -> None:
+        """Load the weights in the background (the cache service's warming thread) if not cached yet."""
+        index = self._check_index(index)
+        WEIGHTS_CACHE.warm((str(self.info.path), index), lambda: self._load_weights(index))
+
     def mlp(self, index: int):
         """A ``whestbench.MLP`` with the seed and name whestbench would give it."""
         import flopscope.numpy as fnp
