@@ -43,6 +43,7 @@ from whestboard.band.measure import (
     reference_sha256,
 )
 from whestboard.cache import Region
+from whestboard.data import dataset_identity, same_dataset
 from whestboard.data.compact import describe_error
 from whestboard.rules.billing import metered_mc_flops_per_sample
 from whestboard.rules.versions import library_versions
@@ -145,18 +146,6 @@ def recompute_command(dataset) -> str:
 # ---------------------------------------------------------------------------
 
 
-def dataset_identity(dataset) -> dict[str, Any]:
-    info = dataset.info
-    return {
-        "key": info.key,
-        "format": info.format,
-        "round_tag": info.round_tag,
-        "width": info.width,
-        "depth": info.depth,
-        "reference_samples": info.n_samples,
-    }
-
-
 def build_manifest(dataset, plan: BandPlan) -> dict[str, Any]:
 
     return {
@@ -196,9 +185,8 @@ def prepare_directory(directory: Path, dataset, plan: BandPlan, *, restart: bool
     manifest_path = directory / MANIFEST_NAME
     manifest = _readable_manifest(manifest_path, dataset) if not restart else None
     if manifest is not None:
-        ident = dataset_identity(dataset)
-        stored_ident = {k: v for k, v in manifest.get("dataset", {}).items() if k != "key"}
-        if manifest.get("format") != FORMAT_NAME or stored_ident != {k: v for k, v in ident.items() if k != "key"}:
+        if manifest.get("format") != FORMAT_NAME or not same_dataset(manifest.get("dataset", {}),
+                                                                     dataset_identity(dataset)):
             raise BandError(f"{directory} holds a band for another dataset; choose another --out or pass --restart")
         if not _same_plan(manifest.get("plan", {}), plan):
             old = manifest.get("plan", {})
