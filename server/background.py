@@ -5,7 +5,7 @@ state folder: a diskcache-backed DiskcacheManager (multi-process safe) with the 
 store. With ``WHESTBOARD_REDIS_URL`` set, Dash's CeleryManager runs the jobs on ``celery -A worker worker``
 processes on any number of machines.
 
-Both managers are wrapped by :class:`_Ledger` so every launch is recorded in :mod:`whestboard.ledger.ledger`:
+Both managers are wrapped by :class:`_Ledger` so every launch is recorded in :mod:`whestboard.jobs.ledger`:
 a duplicate delivery never computes twice, and a job whose process died is reported to the user as failed
 with the reason instead of the poll silently giving up (what plain Dash does).
 """

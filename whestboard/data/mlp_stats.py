@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from whestboard.data.datasets import DEAD_MEAN_THRESHOLD
+from whestboard.rules import internals
 from whestboard.cache import Region
 
 #: Always-on when the mean clipped part E[max(-z, 0)] is below this fraction of E[h].
@@ -269,9 +270,7 @@ def _normal_pdf(x: np.ndarray) -> np.ndarray:
 
 def _normal_cdf(x: np.ndarray) -> np.ndarray:
     # flopscope's own erf, so the numbers match flops.stats.norm.cdf bit for bit.
-    from flopscope.stats._erf import _erf
-
-    return 0.5 * (1.0 + _erf(x / np.sqrt(2.0)))
+    return 0.5 * (1.0 + internals.erf(x / np.sqrt(2.0)))
 
 
 def mean_field(weights: np.ndarray) -> MeanField:
