@@ -121,7 +121,7 @@ def _render(metric: str, highlight: str | None, _refresh, stored_frame: dict | N
 
 
 # The band, baselines and axes are built once per (metric, frame, band and baselines) and shared by every
-# worker through the app's cache; only the run dots, which change with every recorded run, are redrawn.
+# worker through the cache service (Redis when configured); only the run dots, which change with every recorded run, are redrawn.
 @memoize("convergence-static-figure", timeout=24 * 3600)
 def _static_figure(dataset_key: str, metric: str, frame_key: str, static_token: str) -> dict:
     view, _ = cached_convergence_view(registry.get_dataset(dataset_key))
