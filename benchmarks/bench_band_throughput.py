@@ -7,7 +7,7 @@ For each round's shape the script times, interleaved over several repetitions
   whestbench's chunk shape (chunk x w) @ (w x w), nothing else;
 * ``bare, one BLAS thread per core``: the same work split over one thread per
   core, each single-threaded: the other way to fill the machine;
-* ``band``: ``whestboard.band.checkpoint_means`` (draws, matmuls, ReLU,
+* ``band``: ``whestboard.band.measure.checkpoint_means`` (draws, matmuls, ReLU,
   float64 sums, the round's checkpoints and variance prefix scaled to the
   trial's length, so each costs its real share) on one MLP per core, one BLAS
   thread each: exactly how ``python -m whestboard band`` runs;

@@ -57,20 +57,16 @@ def _choose_dataset(tmp: Path) -> None:
 
 
 def _clear_caches() -> None:
-    """Empty every cache a cold render could profit from: weights, statistics (in-process
-    and the app's shared flask-caching store, a private temporary folder here), figures."""
-    import app as app_module
+    """Empty every cache a cold render could profit from: weights, statistics and figures (the
+    cache service's regions; its shared backend is Redis only when WHESTBOARD_REDIS_URL is set)."""
     from pages import mlp
-    from server.cache import cache
     from whestboard.data.mlp_stats import STATS_CACHE
     from whestboard.data.weights_cache import WEIGHTS_CACHE
 
-    with app_module.server.app_context():
-        cache.clear()
     WEIGHTS_CACHE.clear()
     STATS_CACHE.clear()
-    mlp.static_figures.cache_clear()
-    mlp.heatmap_of.cache_clear()
+    mlp.static_figures.cache.clear()
+    mlp.heatmap_of.cache.clear()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,9 +182,7 @@ def _grid_bytes(n_mlps: int) -> int:
 
 def _cold_breakdown(client: TestClientCaller, key: str, index: int) -> list[tuple]:
     """Where a cold render's time goes, measured step by step after emptying the caches."""
-    import app as app_module
     from pages import mlp
-    from server.cache import cache
     from whestboard.data import registry
     from whestboard.data.mlp_stats import STATS_CACHE, stats_cache_key, stats_for
     from whestboard.data.weights_cache import WEIGHTS_CACHE
@@ -200,8 +194,7 @@ def _cold_breakdown(client: TestClientCaller, key: str, index: int) -> list[tupl
     ds.weights(index)
     steps.append(("  cold part: weights (rebuild from seed + checksum)", time.perf_counter() - started))
     started = time.perf_counter()
-    with app_module.server.app_context():
-        stats_for(ds, index, shared=cache)  # as the page does: kept here and in the shared cache
+    stats_for(ds, index)  # as the page does: kept here and in the shared backend when there is one
     steps.append(("  cold part: statistics (mlp_stats)", time.perf_counter() - started))
     started = time.perf_counter()
     mlp.static_figures(stats_cache_key(ds, index), key, index)
@@ -210,10 +203,10 @@ def _cold_breakdown(client: TestClientCaller, key: str, index: int) -> list[tupl
     steps.append(("  cold part: layout + JSON (a warm render)", client.router(f"/mlp/{key}/{index}")[0]))
     # A new worker process: statistics come from the shared cache, weights are not needed.
     STATS_CACHE.clear()
-    mlp.static_figures.cache_clear()
-    mlp.heatmap_of.cache_clear()
+    mlp.static_figures.cache.clear()
+    mlp.heatmap_of.cache.clear()
     WEIGHTS_CACHE.clear()
-    steps.append(("another worker: statistics from the shared cache (s)", client.router(f"/mlp/{key}/{index}")[0]))
+    steps.append(("another worker: statistics from the shared backend, else recomputed (s)", client.router(f"/mlp/{key}/{index}")[0]))
     return [(label, seconds, "s", None) for label, seconds in steps]
 
 

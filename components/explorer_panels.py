@@ -2,7 +2,7 @@
 
 Plain functions from data to Dash components, so the pages stay a list of
 sections plus the callbacks that wire them. Every named quantity carries its
-plain-language explanation (``explorer_figures.GLOSSARY``) as a hover title.
+plain-language explanation (``components.figures.explorer.GLOSSARY``) as a hover title.
 """
 
 from __future__ import annotations

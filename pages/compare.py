@@ -15,7 +15,7 @@ from components import compare_panels as panels
 from components.figures import compare as figs
 from components.shell import SESSION_UPLOADS_ID
 from components.url_state import address_store, keep_address_in_step, query_string
-from server.cache import cache
+from whestboard.cache import memoize
 from whestboard.compare import CompareError, anatomy_inputs, anatomy_of, dataset_of, heatmap_of, verdict
 from whestboard.compare.sides import cached_side, candidates, stores_revision
 
@@ -111,12 +111,12 @@ def _b_options(a, uploads, current):
     return _b_choices(a, uploads, current)
 
 
-@cache.memoize(timeout=24 * 3600)
+@memoize("compare-verdict", timeout=24 * 3600)
 def _verdict(a: str, b: str, revision: str) -> dict:
     return verdict(cached_side(a), cached_side(b))
 
 
-@cache.memoize(timeout=24 * 3600)
+@memoize("compare-anatomy", timeout=24 * 3600)
 def _anatomy(a: str, b: str, revision: str) -> dict:
     side_a, side_b = cached_side(a), cached_side(b)
     return anatomy_of(anatomy_inputs(side_a, side_b, dataset_of(side_a)))

@@ -19,9 +19,9 @@ from components.figures import convergence as figs
 from components.selectors import not_found_panel, resolve_selection, selector_row
 from components.url_state import address_store, keep_address_in_step, query_string
 from server.background import priced
-from server.cache import cache
 from whestboard.band.baselines import BASELINE_LABELS, baselines_cost, compute_baselines, missing_baselines
 from whestboard.band.view import cached_convergence_view
+from whestboard.cache import memoize
 from whestboard.data import registry
 
 dash.register_page(__name__, path="/convergence", name="Convergence", order=2, title="Convergence · Whestboard")
@@ -121,8 +121,8 @@ def _render(metric: str, highlight: str | None, _refresh, stored_frame: dict | N
 
 
 # The band, baselines and axes are built once per (metric, frame, band and baselines) and shared by every
-# worker through the app's cache; only the run dots, which change with every recorded run, are redrawn.
-@cache.memoize(timeout=24 * 3600)
+# worker through the cache service (Redis when configured); only the run dots, which change with every recorded run, are redrawn.
+@memoize("convergence-static-figure", timeout=24 * 3600)
 def _static_figure(dataset_key: str, metric: str, frame_key: str, static_token: str) -> dict:
     view, _ = cached_convergence_view(registry.get_dataset(dataset_key))
     visible = figs.frame_for(view, metric, json.loads(frame_key) if frame_key else None)

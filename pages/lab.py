@@ -3,7 +3,7 @@
 Run is a Dash background callback (the app's DiskcacheManager): the estimator
 runs in a job process, so the page keeps serving; per-MLP results stream in
 through ``set_progress`` and Cancel kills the job. An identical run is answered
-from the flask cache / run store before any job starts, so a repeat is instant.
+from the cache service / run store before any job starts, so a repeat is instant.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from components.compare_panels import compare_url
 from components.figures import lab as figs
 from components.selectors import not_found_panel, resolve_selection, selector_row
 from server.background import priced
-from server.cache import cache
+from whestboard.cache import Region
 from whestboard.data import registry
 from whestboard.jobs import budgets
 from whestboard.scoring import inputs, rulebook_for, runs, runstore
@@ -127,13 +127,13 @@ def _job_cost(job) -> float | None:
     return _request(job.get("dataset"), job.get("mlps"), job.get("spec"), job.get("budget")).cost_flops
 
 
-def _cache_key_name(key: str) -> str:
-    return f"lab-run:{key}"
+#: Run ids by the run's cache key: this process, and every worker through the shared backend.
+_RUN_IDS: Region[str] = Region("lab-runs", max_entries=4096, shared=True)
 
 
 def _stored_run(key: str) -> str | None:
-    """A run with this cache key: flask cache first, then the durable store."""
-    run_id = cache.get(_cache_key_name(key))
+    """A run with this cache key: the cache service first, then the durable store."""
+    run_id = _RUN_IDS.get(key)
     if run_id and runstore.get_run(run_id) is not None:
         return run_id
     return runstore.find_cached(key)
@@ -243,7 +243,7 @@ def _show(planned, finished):
     if report is None:
         return dbc.Alert("The run was not recorded.", color="warning", id="lab-error"), None, [], None, HIDDEN
     if state.get("key"):
-        cache.set(_cache_key_name(state["key"]), state["run_id"])
+        _RUN_IDS.set(state["key"], state["run_id"])
     depth = report["dataset"]["depth"]
     options = [{"label": f"layer {i + 1}", "value": i} for i in range(depth)]
     return _results(report, cached=bool(state.get("cached"))), state["run_id"], options, depth - 1, SHOWN

@@ -2,24 +2,20 @@
 
 URL: ``/mlp/<dataset>/<index>`` (optionally ``?layer=L&neuron=J`` to open the
 drill-down on a neuron). Statistics come from ``whestboard.data.mlp_stats`` and are
-computed once per (dataset, MLP) and kept in this process and in the app's shared
-flask-caching cache; figures are cached per process on top.
+computed once per (dataset, MLP) and kept in this process and in the cache service's
+shared backend; figures are cached per process on top, in the same service.
 """
 
 from __future__ import annotations
 
-import threading
-from functools import lru_cache
-
 import dash
 import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, State, callback, ctx, dcc, html, no_update
-from flask import has_app_context
 
 from components.explorer_panels import damaged_mlp_panel, drilldown_hint, graph_card, mlp_facts, neuron_panel
 from components.figures import explorer as figs
 from components.selectors import Selection, index_range, not_found_panel, page_url, selector_row
-from server.cache import cache
+from whestboard.cache import memoize
 from whestboard.data import registry
 from whestboard.data.datasets import Dataset, DatasetError, MLPDamaged
 from whestboard.data.mlp_stats import (
@@ -75,7 +71,7 @@ def _resolve(dataset: str | None, index) -> tuple[Dataset, int]:
     return ds, number
 
 
-@lru_cache(maxsize=32)
+@memoize("mlp-page-figures", max_entries=32, shared=False)
 def static_figures(cache_key: tuple, dataset_key: str, index: int) -> dict:
     ds = registry.get_dataset(dataset_key)
     stats = _stats(ds, index)
@@ -91,7 +87,7 @@ def static_figures(cache_key: tuple, dataset_key: str, index: int) -> dict:
     return out
 
 
-@lru_cache(maxsize=64)
+@memoize("mlp-page-heatmaps", max_entries=64, shared=False)
 def heatmap_of(cache_key: tuple, dataset_key: str, index: int, ordered: bool) -> tuple[HeatmapBins, object]:
     stats = _stats(registry.get_dataset(dataset_key), index)
     bins = heatmap_bins(stats.means, ordered=ordered)
@@ -99,8 +95,8 @@ def heatmap_of(cache_key: tuple, dataset_key: str, index: int, ordered: bool) ->
 
 
 def _stats(ds: Dataset, index: int) -> MLPStats:
-    """Statistics from this process, else the app's shared cache, else computed."""
-    return stats_for(ds, index, shared=cache if has_app_context() else None)
+    """Statistics from this process, else the cache service's shared backend, else computed."""
+    return stats_for(ds, index)
 
 
 def _histogram(stats):
@@ -184,7 +180,7 @@ def _drilldown_content(ds: Dataset, index: int, layer: int, neuron: int):
 def _warm_weights(ds: Dataset, index: int) -> None:
     """Load the weights in the background: statistics may have come from the shared cache
     without them, and the drill-down will want them by the time the user clicks."""
-    threading.Thread(target=ds.weights, args=(index,), daemon=True, name=f"weights-{index}").start()
+    ds.warm_weights(index)
 
 
 def _page(ds: Dataset, index: int, layer, neuron) -> html.Div:

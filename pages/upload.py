@@ -29,7 +29,7 @@ from components.upload_panels import (
 )
 from server.background import visitor_id
 from server.identity import client_address
-from whestboard import config as settings
+from whestboard import config
 from whestboard.data import registry
 from whestboard.jobs import budgets
 from whestboard.jobs import queue as jobqueue
@@ -39,13 +39,12 @@ from whestboard.scoring import uploads as upload_runs
 
 dash.register_page(__name__, path="/upload", name="Upload", order=5, title="Upload · Whestboard")
 
-MAX_UPLOAD_BYTES = uploads.MAX_SUBMISSION_BYTES
 POLL_MS = 1000
 
 
 def _allowed() -> bool:
     """The deployment switch, checked on the server for every upload request (not only in the layout)."""
-    return settings.uploads_allowed(under_gunicorn=bool(current_app.config.get("WHESTBOARD_UNDER_GUNICORN")))
+    return config.uploads_allowed(under_gunicorn=bool(current_app.config.get("WHESTBOARD_UNDER_GUNICORN")))
 
 
 def _client() -> str:
@@ -54,7 +53,7 @@ def _client() -> str:
 
 def _user_dataset_key(round_tag: str | None) -> str | None:
     """The first served dataset the user added (``WHESTBOARD_DATASETS``), of ``round_tag`` when one is named."""
-    added = [path.resolve() for path in settings.extra_dataset_paths()]
+    added = [path.resolve() for path in config.extra_dataset_paths()]
     served = registry.datasets()
     for path in added:
         for key, ds in served.items():
@@ -87,7 +86,7 @@ def _form(selection) -> html.Div:
                      dbc.Input(id="upload-team", size="sm", maxlength=100)], width=3),
         ], className="g-2 mb-2"),
         dcc.Upload(
-            id="upload-file", max_size=MAX_UPLOAD_BYTES, multiple=True,
+            id="upload-file", max_size=config.upload_max_bytes(), multiple=True,
             children=html.Div(["Drop estimator.py, the files of your submission folder (estimator.py with its "
                                "helpers and data files) or the .tar.gz from `whest package` here, or ",
                                html.A("choose files", href="#")]),
@@ -162,7 +161,7 @@ def _accept(contents: list[str] | str | None, filenames: list[str] | str | None)
     contents = [contents] if isinstance(contents, str) else [c for c in (contents or []) if c]
     filenames = [filenames] if isinstance(filenames, str) else list(filenames or [])
     if not contents or len(filenames) != len(contents):
-        return None, error_alert(f"No file received (the limit is {MAX_UPLOAD_BYTES // 2**20} MiB a file)."), True
+        return None, error_alert(f"No file received (the limit is {config.upload_max_bytes() / 2**20:g} MiB a file)."), True
     try:
         upload = _ingest(contents, filenames)
     except uploads.UploadError as exc:

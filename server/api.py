@@ -21,13 +21,15 @@ from flask import Blueprint, Flask, Response, jsonify, request
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from whestboard import config
 from whestboard.leaderboard import auth, integrity, store
 from whestboard.leaderboard import files as si
 from whestboard.rules.rounds import ALL_ROUNDS
 from whestboard.store.values import DuplicateKey, strict_json
 
-#: One import request, all its files together (the page's upload limit too).
-MAX_UPLOAD_BYTES = si.MAX_FILE_BYTES
+#: The upload limit when this module was imported, for the leaderboard page until it asks
+#: ``config.upload_max_bytes()`` itself; this module reads the setting at every request.
+MAX_UPLOAD_BYTES = config.upload_max_bytes()
 #: An edit is a few short fields.
 MAX_EDIT_BYTES = 64 * 1024
 
@@ -51,7 +53,7 @@ def _check_organizer():
 @blueprint.errorhandler(RequestEntityTooLarge)
 def _too_large(_exc=None):
     """Also for a body sent without Content-Length: Werkzeug stops reading at the request's limit."""
-    limit = request.max_content_length or MAX_UPLOAD_BYTES
+    limit = request.max_content_length or config.upload_max_bytes()
     size = f"{limit / 2**20:g} MiB" if limit >= 2**20 else f"{limit / 2**10:g} KiB"
     return jsonify({"ok": False, "error": f"request larger than {size}; nothing was changed "
                                           "(split an import into several files and requests)"}), 413
@@ -69,8 +71,8 @@ def import_submissions():
     refused = _check_organizer()
     if refused:
         return refused
-    request.max_content_length = MAX_UPLOAD_BYTES
-    if request.content_length and request.content_length > MAX_UPLOAD_BYTES:
+    request.max_content_length = config.upload_max_bytes()  # one import request, all its files together
+    if request.content_length and request.content_length > request.max_content_length:
         return _too_large()
     uploads = [si.Upload(f.filename or "upload", f.read()) for f in request.files.getlist("files")]
     if not uploads:

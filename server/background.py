@@ -5,7 +5,7 @@ state folder: a diskcache-backed DiskcacheManager (multi-process safe) with the 
 store. With ``WHESTBOARD_REDIS_URL`` set, Dash's CeleryManager runs the jobs on ``celery -A worker worker``
 processes on any number of machines.
 
-Both managers are wrapped by :class:`_Ledger` so every launch is recorded in :mod:`whestboard.ledger.ledger`:
+Both managers are wrapped by :class:`_Ledger` so every launch is recorded in :mod:`whestboard.jobs.ledger`:
 a duplicate delivery never computes twice, and a job whose process died is reported to the user as failed
 with the reason instead of the poll silently giving up (what plain Dash does).
 """
@@ -105,8 +105,6 @@ def broker_trouble(exc: BaseException) -> bool:
 
 
 _poll = threading.local()
-#: What each background callback's job would cost, by its function: see :func:`priced`.
-_PRICES: dict[int, tuple[str, Any]] = {}
 PRICE_ATTR = "whestboard_price"
 
 
@@ -126,7 +124,7 @@ def _admit(job_fn, args) -> None:
 
     A job whose cost cannot be estimated from its inputs is not started either: its inputs are not what
     the page sends (a hand-made request), and a job process would only fail on them."""
-    what, cost = _PRICES.get(id(job_fn), ("This job", None))
+    what, cost = getattr(job_fn, PRICE_ATTR, ("This job", None))  # carried over by make_job_fn
     values = list(args.values()) if isinstance(args, dict) else list(args or [])
     try:
         flops = cost(*values) if cost is not None else None
@@ -197,7 +195,7 @@ class _Ledger:
 
     def make_job_fn(self, fn, progress, key=None):
         job_fn = super().make_job_fn(self._tracked(fn, bool(progress)), progress, key)
-        _PRICES[id(job_fn)] = getattr(fn, PRICE_ATTR, ("This job", None))
+        setattr(job_fn, PRICE_ATTR, getattr(fn, PRICE_ATTR, ("This job", None)))  # read back by _admit
         return job_fn
 
     def _progress_setter(self, set_progress, result_key: str):

@@ -1,7 +1,8 @@
-"""The app's cache, shared by every worker: files in the state folder, or Redis when scaled out.
+"""The flask-caching cache that ``pages/leaderboard.py`` still memoizes through (files in the state folder,
+or Redis when scaled out); ``create_app`` binds it to the server with ``cache_config()``.
 
-Pages memoize what several visitors ask for (figures, tables) through ``cache``; ``create_app`` binds it to
-the server with ``cache_config()``.
+Every other cache is a region of the one cache service, ``whestboard.cache``; the leaderboard page moves to
+its ``memoize`` decorator, and then this module and flask-caching go.
 """
 
 from __future__ import annotations

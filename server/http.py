@@ -18,7 +18,6 @@ from server import domains, faults
 from server.background import request_client_id
 from server.hooks import callback_what
 from whestboard import config, logs
-from whestboard.leaderboard import MAX_FILE_BYTES
 from whestboard.store.values import DuplicateKey, strict_json
 
 QUIET_PREFIXES = ("/_dash-component-suites/", "/assets/", "/_favicon", "/healthz", "/_reload-hash")
@@ -64,10 +63,7 @@ def install_request_logging(server: Flask) -> None:
 
 def max_callback_bytes() -> int:
     """The largest callback request: the largest file a page accepts, base64-encoded (4/3), plus framing."""
-    from whestbench.limits import MAX_SUBMISSION_BYTES
-
-
-    return max(MAX_SUBMISSION_BYTES, MAX_FILE_BYTES) * 4 // 3 + (1 << 20)
+    return config.upload_max_bytes() * 4 // 3 + (1 << 20)
 
 
 class StrictJSONProvider(DefaultJSONProvider):

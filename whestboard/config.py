@@ -104,9 +104,30 @@ def redis_url() -> str | None:
     return _raw("WHESTBOARD_REDIS_URL")
 
 
-def weights_cache_bytes(default: int) -> int:
-    """Bytes of MLP weights kept in memory per process (``WHESTBOARD_CACHE_BYTES``)."""
-    return max(0, int(_number("WHESTBOARD_CACHE_BYTES", default, unit="number of bytes")))
+DEFAULT_CACHE_BYTES = 1 << 30
+
+
+def cache_bytes() -> int:
+    """Bytes each process's caches may hold (``WHESTBOARD_CACHE_BYTES``, default 1 GiB).
+
+    The MLP weights take all of it; every other region of :mod:`whestboard.cache` a stated share.
+    """
+    return max(0, int(_number("WHESTBOARD_CACHE_BYTES", DEFAULT_CACHE_BYTES, unit="number of bytes")))
+
+
+DEFAULT_UPLOAD_MAX_MB = 64
+
+
+def upload_max_bytes() -> int:
+    """The largest file any upload may carry (``WHESTBOARD_UPLOAD_MAX_MB``, default 64 MiB).
+
+    The one limit of the estimator upload page, the leaderboard's imports (page, HTTP API and command
+    line) and the callback request that carries a file. The default lets every documented upload
+    through: an import file of 64 MiB, and an estimator of whestbench's 50 MiB (whose own cap the
+    sandbox still applies, as the grader does).
+    """
+    return int(_number("WHESTBOARD_UPLOAD_MAX_MB", DEFAULT_UPLOAD_MAX_MB, minimum=0, unit="number of MiB")
+               * (1 << 20))
 
 
 def uploads_store_bytes() -> int:

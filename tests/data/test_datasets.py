@@ -383,3 +383,34 @@ def test_reading_an_official_mlp_keeps_no_arrow_buffers(official):
     ds.mlp(1)
     gc.collect()
     assert pa.total_allocated_bytes() - before < weights.nbytes // 4
+
+
+def test_one_dataset_identity_reads_band_manifests_written_before_it():
+    """The shipped bands' manifests name the reference samples ``reference_samples``: still the same dataset."""
+    import json
+
+    from whestboard.data import dataset_identity, registry, same_dataset
+    from whestboard.data.registry import data_dir
+
+    dataset = registry.get_dataset("v1-phase1")
+    stored = json.loads((data_dir() / "v1-phase1" / "band" / "band.json").read_text())["dataset"]
+    ident = dataset_identity(dataset)
+    assert "reference_samples" in stored and ident["n_samples"] == stored["reference_samples"]
+    assert same_dataset(stored, ident)
+    assert not same_dataset(stored | {"reference_samples": stored["reference_samples"] // 2}, ident)
+    assert not same_dataset(stored | {"width": 2 * stored["width"]}, ident)
+
+
+def test_dataset_identity_of_chosen_mlps_hashes_only_their_references(tmp_path):
+    from whestboard.data import dataset_identity, open_dataset
+    from whestboard.data.bake import bake, plan_from_args
+
+    plan = plan_from_args(round_tag=None, width=8, depth=2, n_mlps=3, n_samples=256, seeds=[1, 2, 3])
+    bake(tmp_path / "d", plan, show_progress=False, explicit_seeds=True)
+    dataset = open_dataset(tmp_path / "d")
+    whole = dataset_identity(dataset)
+    assert "references_sha256" not in whole and whole["n_samples"] == 256 and whole["width"] == 8
+    first, both = dataset_identity(dataset, [0]), dataset_identity(dataset, [0, 1])
+    assert first["references_sha256"] != both["references_sha256"]
+    assert dataset_identity(dataset, [0]) == first
+    assert {k: v for k, v in first.items() if k != "references_sha256"} == whole

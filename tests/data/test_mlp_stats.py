@@ -273,26 +273,22 @@ def test_stats_for_computes_once_from_the_dataset(tiny_dataset):
     assert list(summary["index"]) == [0, 1]
 
 
-class _DictCache:
-    """The get/set surface of flask-caching, in memory."""
-
-    def __init__(self) -> None:
-        self.items: dict = {}
-
-    def get(self, key):
-        return self.items.get(key)
-
-    def set(self, key, value) -> None:
-        self.items[key] = value
-
-
+@pytest.mark.services
 def test_stats_for_shares_results_with_other_processes(tiny_dataset, monkeypatch):
-    shared = _DictCache()
-    ms.STATS_CACHE.clear()
-    computed = ms.stats_for(tiny_dataset, 0, shared=shared)
-    assert len(shared.items) == 1
-    ms.STATS_CACHE.clear()  # as a fresh worker: nothing in process, weights must not be needed
-    monkeypatch.setattr(tiny_dataset, "weights", lambda i: pytest.fail("weights rebuilt despite the shared cache"))
-    assert ms.stats_for(tiny_dataset, 0, shared=shared) is computed
-    key = next(iter(shared.items))
-    assert key.startswith(f"mlp-stats:{ms.STATS_FORMAT}|")
+    import redis
+
+    from tests.prod_support import redis_server
+
+    with redis_server() as url:
+        monkeypatch.setenv("WHESTBOARD_REDIS_URL", url)
+        ms.STATS_CACHE.clear()
+        computed = ms.stats_for(tiny_dataset, 0)
+        keys = redis.Redis.from_url(url).keys("whestboard-cache:mlp-stats-shared:*")
+        assert len(keys) == 1
+        ms.STATS_CACHE.clear()  # as a fresh worker: nothing in process, weights must not be needed
+        monkeypatch.setattr(tiny_dataset, "weights", lambda i: pytest.fail("weights rebuilt despite the shared cache"))
+        shared = ms.stats_for(tiny_dataset, 0)
+        assert shared is not computed  # read back from Redis, not this process's object
+        np.testing.assert_array_equal(shared.means, computed.means)
+        assert shared.noise_floor == computed.noise_floor
+        assert ms.stats_cache_key(tiny_dataset, 0)[0] == ms.STATS_FORMAT  # a new format is a new key

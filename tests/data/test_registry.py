@@ -1,60 +1,11 @@
-"""The byte-bounded weights cache and the dataset registry."""
+"""The dataset registry."""
 
 from __future__ import annotations
 
-import threading
-
-import numpy as np
 import pytest
-from whestbench import budget
 
 from whestboard.data import registry
 from whestboard.data.bake import bake, plan_from_args
-from whestboard.data.weights_cache import ByteBoundedCache
-from whestboard.rules.rounds import ALL_ROUNDS, get_round, round_for_shape
-
-
-
-
-
-
-def test_cache_stays_under_its_byte_bound():
-    cache = ByteBoundedCache(max_bytes=3 * 800)
-    loads = []
-    for key in range(5):
-        cache.get_or_load(key, lambda key=key: loads.append(key) or np.zeros(100, dtype=np.float64))
-    assert cache.nbytes <= 3 * 800 and len(cache) == 3
-    assert 4 in cache and 0 not in cache
-    cache.get_or_load(4, lambda: pytest.fail("cached value reloaded"))
-
-
-def test_cache_loads_once_under_concurrency():
-    """The first load blocks until every other thread has asked for the same key: without the per-key
-    lock each of them would call the loader too."""
-    cache = ByteBoundedCache(max_bytes=10_000)
-    calls = []
-    barrier = threading.Barrier(4)
-    release = threading.Event()
-
-    def load():
-        calls.append(1)
-        release.wait(timeout=10)
-        return np.ones(10)
-
-    def worker():
-        barrier.wait()
-        cache.get_or_load("k", load)
-
-    threads = [threading.Thread(target=worker) for _ in range(4)]
-    for t in threads:
-        t.start()
-    while not calls:  # the first loader is inside load(), holding the key
-        threading.Event().wait(0.01)
-    threading.Event().wait(0.3)  # the other three have passed the barrier and asked for the key meanwhile
-    release.set()
-    for t in threads:
-        t.join()
-    assert len(calls) == 1
 
 
 def test_registry_serves_data_dir_and_env_datasets(tmp_path, monkeypatch):

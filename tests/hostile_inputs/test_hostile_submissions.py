@@ -25,6 +25,7 @@ import requests
 
 from tests.leaderboard.submissions_helpers import submission_row
 from tests.prod_support import gunicorn, load_dashclient
+from whestboard import config
 from whestboard.leaderboard import files as si
 
 dashclient = load_dashclient()
@@ -267,7 +268,7 @@ def test_a_refused_50_mb_csv_gets_the_first_problems_and_counts(server):
 
 def test_an_upload_over_the_limit_is_refused_unread(server):
     before = snapshot(server)
-    body = b"x" * (si.MAX_FILE_BYTES + 1024)
+    body = b"x" * (config.upload_max_bytes() + 1024)
     with PeakMemory(server) as memory:
         sized = post_import(server, [("big.csv", body)])
 

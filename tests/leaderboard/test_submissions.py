@@ -350,7 +350,7 @@ def test_a_huge_cell_is_echoed_cut_short(sqlite_store, tmp_path):
 
 
 def test_a_file_over_the_size_limit_is_refused_unread(sqlite_store, tmp_path, monkeypatch):
-    monkeypatch.setattr(si, "MAX_FILE_BYTES", 1000)
+    monkeypatch.setenv("WHESTBOARD_UPLOAD_MAX_MB", str(1000 / 2**20))  # read when the import checks
     path = write_csvs(tmp_path, [submission_row(f"s-{i}", "alpha") for i in range(20)])
     with pytest.raises(si.ImportRejected, match=r"KiB|MiB; an import reads at most"):
         si.import_files([path])

@@ -182,7 +182,7 @@ def test_nul_bytes_are_refused_row_by_row(seeded):
 
 
 def test_an_upload_over_the_limit_is_refused_before_it_is_read(seeded, monkeypatch):
-    monkeypatch.setattr(organizer_api, "MAX_UPLOAD_BYTES", 8 * 1024)
+    monkeypatch.setenv("WHESTBOARD_UPLOAD_MAX_MB", str(8 / 1024))  # read at the request
     before = _snapshot()
     response = _post_files(seeded, ("big.csv", b"x" * 20_000))
     assert response.status_code == 413

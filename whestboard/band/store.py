@@ -42,6 +42,8 @@ from whestboard.band.measure import (
     plan_for_dataset,
     reference_sha256,
 )
+from whestboard.cache import Region
+from whestboard.data import dataset_identity, same_dataset
 from whestboard.data.compact import describe_error
 from whestboard.rules.billing import metered_mc_flops_per_sample
 from whestboard.rules.versions import library_versions
@@ -144,18 +146,6 @@ def recompute_command(dataset) -> str:
 # ---------------------------------------------------------------------------
 
 
-def dataset_identity(dataset) -> dict[str, Any]:
-    info = dataset.info
-    return {
-        "key": info.key,
-        "format": info.format,
-        "round_tag": info.round_tag,
-        "width": info.width,
-        "depth": info.depth,
-        "reference_samples": info.n_samples,
-    }
-
-
 def build_manifest(dataset, plan: BandPlan) -> dict[str, Any]:
 
     return {
@@ -195,9 +185,8 @@ def prepare_directory(directory: Path, dataset, plan: BandPlan, *, restart: bool
     manifest_path = directory / MANIFEST_NAME
     manifest = _readable_manifest(manifest_path, dataset) if not restart else None
     if manifest is not None:
-        ident = dataset_identity(dataset)
-        stored_ident = {k: v for k, v in manifest.get("dataset", {}).items() if k != "key"}
-        if manifest.get("format") != FORMAT_NAME or stored_ident != {k: v for k, v in ident.items() if k != "key"}:
+        if manifest.get("format") != FORMAT_NAME or not same_dataset(manifest.get("dataset", {}),
+                                                                     dataset_identity(dataset)):
             raise BandError(f"{directory} holds a band for another dataset; choose another --out or pass --restart")
         if not _same_plan(manifest.get("plan", {}), plan):
             old = manifest.get("plan", {})
@@ -318,8 +307,8 @@ def read_mlp_bands(directory: Path, dataset, plan: BandPlan) -> tuple[list[MLPBa
     return found.valid, sorted(found.stale + list(found.unreadable))
 
 
-_cache_lock = threading.Lock()
-_cache: dict[Path, tuple[tuple, Band]] = {}
+#: Bands by (folder, the fingerprint of its files): a rewritten file is a new key.
+_BANDS: Region[Band] = Region("bands", max_entries=32)
 
 
 def _fingerprint(directory: Path, dataset) -> tuple:
@@ -371,17 +360,13 @@ def load_band(dataset) -> Band | None:
     directory = find_band_dir(dataset)
     if directory is None:
         return None
-    key = _fingerprint(directory, dataset)
-    with _cache_lock:
-        hit = _cache.get(directory)
-        if hit is not None and hit[0] == key:
-            return hit[1]
-    manifest, plan = _read_manifest(directory / MANIFEST_NAME, dataset)
-    found = sort_mlp_band_files(directory, dataset, plan)
-    band = Band(directory, manifest, plan, found.valid, len(dataset.indices), found.stale, found.unreadable)
-    with _cache_lock:
-        _cache[directory] = (key, band)
-    return band
+
+    def read() -> Band:
+        manifest, plan = _read_manifest(directory / MANIFEST_NAME, dataset)
+        found = sort_mlp_band_files(directory, dataset, plan)
+        return Band(directory, manifest, plan, found.valid, len(dataset.indices), found.stale, found.unreadable)
+
+    return _BANDS.get_or_load((str(directory), _fingerprint(directory, dataset)), read)
 
 
 # ---------------------------------------------------------------------------

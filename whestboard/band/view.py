@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-import threading
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -31,6 +30,7 @@ from whestboard.band.measure import (
     plan_for_dataset,
 )
 from whestboard.band.store import Band, band_fingerprint, load_band, recompute_command
+from whestboard.cache import Region
 from whestboard.data import registry
 from whestboard.scoring import runstore
 from whestboard.store.values import finite
@@ -331,8 +331,8 @@ def convergence_view(dataset, *, runs: list[dict] | None = None) -> ConvergenceV
 # one view per dataset and data version, per process
 # ---------------------------------------------------------------------------
 
-_views_lock = threading.Lock()
-_views: dict[str, tuple[str, ConvergenceView]] = {}
+#: Views by (dataset, version): a new version is a new key, old ones age out.
+_VIEWS: Region[ConvergenceView] = Region("convergence-views", max_entries=32)
 
 
 def view_version(dataset) -> str:
@@ -356,15 +356,7 @@ def view_version(dataset) -> str:
 def cached_convergence_view(dataset) -> tuple[ConvergenceView, str]:
     """``convergence_view(dataset)`` and its version, rebuilt only when the version changes."""
     version = view_version(dataset)
-    key = dataset.info.key
-    with _views_lock:
-        hit = _views.get(key)
-    if hit is not None and hit[0] == version:
-        return hit[1], version
-    view = convergence_view(dataset)
-    with _views_lock:
-        _views[key] = (version, view)
-    return view, version
+    return _VIEWS.get_or_load((dataset.info.key, version), lambda: convergence_view(dataset)), version
 
 
 def band_frame(round_tag: str, metric: str = "final") -> pd.DataFrame | None:

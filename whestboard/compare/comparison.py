@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from whestboard.cache import Region
 from whestboard.compare import anatomy
 from whestboard.compare.paired import (
     PUBLIC_SUITE_MLPS,
@@ -19,13 +20,12 @@ from whestboard.compare.paired import (
 from whestboard.compare.sides import CompareError, Side, shared_indices
 from whestboard.data import registry
 from whestboard.data.datasets import open_dataset
-from whestboard.data.weights_cache import BoundedCache
 from whestboard.rules.versions import blas_setup, describe_blas
 from whestboard.store.values import json_safe
 
 SCHEMA = "whestboard.compare/1"
 #: Neuron classes of a final layer are two bool vectors per MLP: thousands fit in little memory.
-CLASS_CACHE: BoundedCache[tuple[np.ndarray, np.ndarray]] = BoundedCache(max_size=20_000)
+CLASS_CACHE: Region[tuple[np.ndarray, np.ndarray]] = Region("compare-classes", max_entries=20_000)
 
 
 def verdict(a: Side, b: Side) -> dict:

@@ -23,8 +23,8 @@ import numpy as np
 from sqlalchemy import select
 
 from whestboard.band.baselines import BASELINE_LABELS, load_baselines
+from whestboard.cache import Region
 from whestboard.data import registry
-from whestboard.data.weights_cache import BoundedCache
 from whestboard.leaderboard import store as submissions
 from whestboard.scoring import runstore
 from whestboard.store import database as db
@@ -280,7 +280,7 @@ def _side_bytes(side: Side) -> int:
 
 
 #: Sides loaded for the page, by (id, store revisions): a 1000-MLP run at 1024 x 16 holds 64 MiB of predictions.
-SIDE_CACHE: BoundedCache[Side] = BoundedCache(max_size=256 * 2**20, size_of=_side_bytes)
+SIDE_CACHE: Region[Side] = Region("compare-sides", share=1 / 4, size_of=_side_bytes)
 
 
 def stores_revision() -> str:

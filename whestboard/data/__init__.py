@@ -18,11 +18,13 @@ from whestboard.data.datasets import (
     MLPDamaged,
     MLPNotFound,
     WeightsMismatch,
+    dataset_identity,
     open_dataset,
+    same_dataset,
 )
 from whestboard.data.registry import DatasetNotFound, get_dataset
 
 __all__ = ["DEAD_MEAN_THRESHOLD", "BakeError", "DamagedMLP", "Dataset", "DatasetError", "DatasetInfo",
            "DatasetNotFound", "MLPDamaged", "MLPNotFound", "WeightsMismatch", "bake", "build_weights", "compact",
-           "datasets", "generated", "get_dataset", "mlp_stats", "open_dataset", "plan_from_args", "registry", "sampling",
-           "weights_cache"]
+           "dataset_identity", "datasets", "generated", "get_dataset", "mlp_stats", "open_dataset", "plan_from_args", "registry",
+           "same_dataset", "sampling", "weights_cache"]

@@ -24,6 +24,7 @@ import numpy as np
 
 from whestboard.data import compact
 from whestboard.jobs.liveness import owner_alive
+from whestboard.rules import internals
 from whestboard.rules.rounds import get_round
 from whestboard.rules.versions import library_versions
 from whestboard.data.sampling import layer_statistics
@@ -201,7 +202,6 @@ def _sample_truth_whestbench(weights, sample_ss, n_samples, progress):
     import flopscope as flops
     import flopscope.numpy as fnp
     from whestbench import MLP, sample_layer_statistics
-    from whestbench.scoring import _normalize_sampling_budget_breakdown
 
     depth, width = weights.shape[0], weights.shape[1]
     mlp = MLP(width=width, depth=depth, weights=[fnp.array(w) for w in weights])
@@ -215,7 +215,7 @@ def _sample_truth_whestbench(weights, sample_ss, n_samples, progress):
             means, _final, avg_var = sample_layer_statistics(
                 mlp, n_samples, rng=fnp.random.default_rng(sample_ss), progress=on_chunk
             )
-    breakdown = _normalize_sampling_budget_breakdown(ctx.summary_dict(by_namespace=True))
+    breakdown = internals.sampling_budget_breakdown(ctx.summary_dict(by_namespace=True))
     return np.asarray(means, dtype=np.float32), float(avg_var), breakdown
 
 

@@ -21,6 +21,7 @@ MC@B) are over the readable MLPs and ``aggregate_basis`` says how many were left
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import threading
@@ -248,6 +249,11 @@ class Dataset:
         index = self._check_index(index)
         return WEIGHTS_CACHE.get_or_load((str(self.info.path), index), lambda: self._load_weights(index))
 
+    def warm_weights(self, index: int) -> None:
+        """Load the weights in the background (the cache service's warming thread) if not cached yet."""
+        index = self._check_index(index)
+        WEIGHTS_CACHE.warm((str(self.info.path), index), lambda: self._load_weights(index))
+
     def mlp(self, index: int):
         """A ``whestbench.MLP`` with the seed and name whestbench would give it."""
         import flopscope.numpy as fnp
@@ -441,6 +447,40 @@ class ParquetDataset(Dataset):
 
 
 TRUTH_COLUMNS = ["mlp_id", "mlp_name", "mlp_seed", "avg_variance", "all_layer_means"]
+
+
+def dataset_identity(dataset: Dataset, indices: list[int] | None = None) -> dict[str, Any]:
+    """What a result computed from a dataset was computed from: the one identity every record stores.
+
+    ``key``, ``format``, ``round_tag``, ``width``, ``depth`` and ``n_samples`` (the reference's Monte Carlo
+    samples). With ``indices``, also ``references_sha256``: the chosen MLPs' seeds and reference means,
+    hashed, reading only those MLPs' references (no weights, no whole-dataset summary), so answering a
+    repeated run stays instant on a 1000-MLP split. Band manifests written before this identity call
+    ``n_samples`` ``reference_samples``: :func:`same_dataset` reads both.
+    """
+    info = dataset.info
+    ident: dict[str, Any] = {"key": info.key, "format": info.format, "round_tag": info.round_tag,
+                             "width": info.width, "depth": info.depth, "n_samples": info.n_samples}
+    if indices is not None:
+        digest = hashlib.sha256()
+        for index in indices:
+            means, avg_variance = dataset.truth(index)
+            digest.update(np.ascontiguousarray(means, dtype=np.float32).tobytes())
+            digest.update(repr((int(dataset.estimator_seed(index)), float(avg_variance))).encode())
+        ident["references_sha256"] = digest.hexdigest()
+    return ident
+
+
+def same_dataset(stored: dict[str, Any], ident: dict[str, Any]) -> bool:
+    """Whether a stored identity names the dataset of ``ident``, whatever its folder's name (``key``).
+
+    Reads identities written before :func:`dataset_identity` was the one: ``reference_samples`` for
+    ``n_samples``.
+    """
+    stored = dict(stored)
+    if "reference_samples" in stored and "n_samples" not in stored:
+        stored["n_samples"] = stored.pop("reference_samples")
+    return {k: v for k, v in stored.items() if k != "key"} == {k: v for k, v in ident.items() if k != "key"}
 
 
 def _describe(exc: BaseException) -> str:

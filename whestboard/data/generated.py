@@ -34,7 +34,7 @@ from whestboard.data import compact
 from whestboard.data.bake import BakePlan, bake_known_truth, prepare
 from whestboard.data.registry import KEPT
 from whestboard.data.sampling import final_sums
-from whestboard.data.weights_cache import BoundedCache
+from whestboard.cache import Region
 from whestboard.rules.rounds import round_for_shape
 from whestboard.store import blobs
 
@@ -184,7 +184,7 @@ def needs_background(shape: Shape, n_samples: int, mc_samples: int) -> bool:
 
 #: Each entry holds the weights twice (whestbench's MLP and the stacked array the figures read): 256 MiB
 #: keeps two 1024 x 16 MLPs.
-_MLPS: BoundedCache[GeneratedMLP] = BoundedCache(256 << 20, size_of=lambda g: 2 * int(g.weights.nbytes))
+_MLPS: Region[GeneratedMLP] = Region("generated-mlps", share=1 / 4, size_of=lambda g: 2 * int(g.weights.nbytes))
 
 
 def generate(shape: Shape) -> GeneratedMLP:
@@ -207,7 +207,7 @@ def _generate(shape: Shape) -> GeneratedMLP:
 # ---------------------------------------------------------------------------
 
 
-_TRUTHS: BoundedCache[Truth] = BoundedCache(64 << 20, size_of=lambda t: int(t.means.nbytes) + 64)
+_TRUTHS: Region[Truth] = Region("generated-truths", share=1 / 16, size_of=lambda t: int(t.means.nbytes) + 64)
 
 
 TRUTHS = "playground-truth"

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from whestboard.data.datasets import DEAD_MEAN_THRESHOLD
-from whestboard.data.weights_cache import BoundedCache
+from whestboard.rules import internals
+from whestboard.cache import Region
 
 #: Always-on when the mean clipped part E[max(-z, 0)] is below this fraction of E[h].
 ALWAYS_ON_RELATIVE_CLIP = 1e-3
@@ -269,9 +270,7 @@ def _normal_pdf(x: np.ndarray) -> np.ndarray:
 
 def _normal_cdf(x: np.ndarray) -> np.ndarray:
     # flopscope's own erf, so the numbers match flops.stats.norm.cdf bit for bit.
-    from flopscope.stats._erf import _erf
-
-    return 0.5 * (1.0 + _erf(x / np.sqrt(2.0)))
+    return 0.5 * (1.0 + internals.erf(x / np.sqrt(2.0)))
 
 
 def mean_field(weights: np.ndarray) -> MeanField:
@@ -428,10 +427,12 @@ def neuron_detail(stats: MLPStats, weights: np.ndarray, layer: int, neuron: int,
 # ---------------------------------------------------------------------------
 
 
-STATS_CACHE: BoundedCache[MLPStats] = BoundedCache(max_size=32)
+STATS_CACHE: Region[MLPStats] = Region("mlp-stats", max_entries=32)
+#: The second level, through the configured backend (Redis when scaled out), never kept in this process.
+SHARED_STATS: Region[MLPStats] = Region("mlp-stats-shared", max_entries=0, shared=True)
 
 
-_SUMMARIES: BoundedCache[object] = BoundedCache(max_size=16)
+_SUMMARIES: Region[object] = Region("dataset-summaries", max_entries=16)
 
 
 def summary_for(dataset):
@@ -457,25 +458,18 @@ def stats_cache_key(dataset, index: int) -> tuple:
     return (STATS_FORMAT, str(info.path), info.format, info.n_samples, int(index))
 
 
-def stats_for(dataset, index: int, *, shared=None) -> MLPStats:
+def stats_for(dataset, index: int) -> MLPStats:
     """``MLPStats`` of one MLP of a ``whestboard.data.datasets.Dataset``, computed once per process.
 
-    ``shared`` is an optional second level with ``get(key)`` / ``set(key, value)`` (the
-    app passes its flask-caching cache), so gunicorn workers and restarts reuse the
-    statistics instead of rebuilding 64 MiB of weights each.
+    The cache service's shared backend (Redis when ``WHESTBOARD_REDIS_URL`` is set) is the second
+    level, so gunicorn workers and restarts reuse the statistics instead of rebuilding 64 MiB of
+    weights each.
     """
     key = stats_cache_key(dataset, index)
 
     def compute() -> MLPStats:
         means, avg_variance = dataset.truth(index)  # first: a damaged MLP raises, whatever is cached
-        shared_key = "mlp-stats:" + "|".join(map(str, key))
-        if shared is not None:
-            found = shared.get(shared_key)
-            if isinstance(found, MLPStats):
-                return found
-        stats = compute_mlp_stats(means, dataset.weights(index), avg_variance, dataset.info.n_samples)
-        if shared is not None:
-            shared.set(shared_key, stats)
-        return stats
+        return SHARED_STATS.get_or_load(key, lambda: compute_mlp_stats(
+            means, dataset.weights(index), avg_variance, dataset.info.n_samples))
 
     return STATS_CACHE.get_or_load(key, compute)

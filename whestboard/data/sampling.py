@@ -17,14 +17,15 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from whestbench.simulation import _pick_chunk_size
+
+from whestboard.rules import internals
 
 ProgressFn = Callable[[int, int], None]
 
 
 def chunk_size_for(width: int) -> int:
     """The chunk size whestbench uses; chunk boundaries change float sums."""
-    return int(_pick_chunk_size(width))
+    return internals.sampling_chunk_size(width)
 
 
 def _as_numpy_weights(weights: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -9,8 +9,8 @@ baseline family as submissions. May import: ``whestboard.scoring``, ``whestboard
 """
 
 from whestboard.leaderboard import auth, files, integrity, ranking, store, sweep
-from whestboard.leaderboard.files import MAX_FILE_BYTES, ImportRejected
+from whestboard.leaderboard.files import ImportRejected
 from whestboard.leaderboard.store import MLPResult, Submission
 
-__all__ = ["MAX_FILE_BYTES", "ImportRejected", "MLPResult", "Submission", "auth", "files", "integrity", "ranking",
+__all__ = ["ImportRejected", "MLPResult", "Submission", "auth", "files", "integrity", "ranking",
            "store", "sweep"]

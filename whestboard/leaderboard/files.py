@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from whestboard import config
 from whestboard.data.registry import data_dir
 from whestboard.leaderboard import store
 from whestboard.leaderboard.store import (
@@ -60,12 +61,13 @@ TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 MAX_SHOWN_PROBLEMS = 50
 #: A refused import is checked no further than this many problems: the verdict cannot change.
 MAX_COUNTED_PROBLEMS = 1_000
-#: Largest file an import reads (the HTTP API's and the page's upload limit is the same).
-MAX_FILE_BYTES = 64 * 2**20
 #: Rows per table file: 10,000 submissions x 100 MLPs; a larger file is split.
 MAX_TABLE_ROWS = 1_000_000
-#: What a Parquet file may expand to, uncompressed (its metadata says before anything is read).
-MAX_PARQUET_EXPANDED_BYTES = 4 * MAX_FILE_BYTES
+
+def max_parquet_expanded_bytes() -> int:
+    """What a Parquet file may expand to, uncompressed (its metadata says before anything is read)."""
+    return 4 * config.upload_max_bytes()
+
 #: Rows parsed at a time: memory follows the chunk, not the file.
 CHUNK_ROWS = 20_000
 #: A CSV header of this schema is ~300 bytes; a longer first line is not a header.
@@ -428,9 +430,9 @@ def _parquet_frames(data: bytes, name: str) -> Iterator[pd.DataFrame]:
         if meta.num_rows > MAX_TABLE_ROWS:
             raise _Unreadable(f"{name}: {meta.num_rows:,} rows; an import takes at most {MAX_TABLE_ROWS:,} per "
                               "file, so split it")
-        if expanded > MAX_PARQUET_EXPANDED_BYTES:
+        if expanded > max_parquet_expanded_bytes():
             raise _Unreadable(f"{name}: expands to {expanded / 2**20:,.0f} MiB; at most "
-                              f"{MAX_PARQUET_EXPANDED_BYTES // 2**20} MiB per file, so split it")
+                              f"{max_parquet_expanded_bytes() // 2**20} MiB per file, so split it")
         yield parquet.schema_arrow.empty_table().to_pandas().astype(object)
         for batch in parquet.iter_batches(batch_size=CHUNK_ROWS):
             yield batch.to_pandas().astype(object)
@@ -1122,9 +1124,9 @@ def build_batch(
         batch.refuse("--id names one submission but several run reports were given; import them one at a time")
     for upload in uploads:
         suffix = Path(upload.name).suffix.lower()
-        if len(upload.data) > MAX_FILE_BYTES:
+        if len(upload.data) > config.upload_max_bytes():
             batch.refuse(f"{upload.name}: {len(upload.data) / 2**20:,.1f} MiB; an import reads at most "
-                         f"{MAX_FILE_BYTES // 2**20} MiB per file, so split it")
+                         f"{config.upload_max_bytes() / 2**20:g} MiB per file, so split it")
         elif suffix == ".json":
             _add_report(batch, upload, team=team, submission_id=submission_id, round_tag=round_tag,
                         flopscope_version=flopscope_version, split=split)
@@ -1252,7 +1254,7 @@ def aggregate_problems(sub: Submission, results: Sequence[MLPResult]) -> list[st
 def load(paths: Iterable[Path], **options) -> Batch:
     """Read files from disk; a table's ``<stem>.per_mlp.<ext>`` sibling comes along if present.
 
-    A file over MAX_FILE_BYTES is not read at all: it is refused by its size.
+    A file over ``config.upload_max_bytes()`` (``WHESTBOARD_UPLOAD_MAX_MB``) is not read at all: it is refused by its size.
     """
     paths = list(map(Path, paths))
     chosen: list[Path] = []
@@ -1264,12 +1266,12 @@ def load(paths: Iterable[Path], **options) -> Batch:
         if path.suffix.lower() in TABLE_SUFFIXES and sibling.is_file() and sibling not in chosen and sibling not in paths:
             chosen.append(sibling)
     unique = list(dict.fromkeys(p.resolve() for p in chosen))
-    oversized = [p for p in unique if p.stat().st_size > MAX_FILE_BYTES]
+    oversized = [p for p in unique if p.stat().st_size > config.upload_max_bytes()]
     if oversized:
         batch = Batch(files=[str(p) for p in unique])
         for p in oversized:
             batch.refuse(f"{p}: {p.stat().st_size / 2**20:,.1f} MiB; an import reads at most "
-                         f"{MAX_FILE_BYTES // 2**20} MiB per file, so split it")
+                         f"{config.upload_max_bytes() / 2**20:g} MiB per file, so split it")
         return batch
     return build_batch([Upload(str(p), p.read_bytes()) for p in unique], **options)
 

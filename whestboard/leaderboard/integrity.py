@@ -33,11 +33,11 @@ import math
 import warnings
 from collections import Counter
 from datetime import datetime
-from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 
+from whestboard.cache import memoize
 from whestboard.leaderboard import ranking, store
 from whestboard.leaderboard.store import ORGANIZER_SPLITS, PUBLIC, SPLITS
 from whestboard.rules.failures import VERDICTS
@@ -108,7 +108,7 @@ def _membership(n: int, n_private: int, draws: int, seed: int) -> np.ndarray:
     return _membership_table(n, n_private, draws, seed)
 
 
-@lru_cache(maxsize=16)
+@memoize("membership-tables", shared=False, max_entries=16, share=1 / 4, size_of=lambda a: int(a.nbytes))
 def _membership_table(n: int, n_private: int, draws: int, seed: int) -> np.ndarray:
     """(draws, n) 0/1 rows, each a random choice of ``n_private`` of the n pooled MLPs."""
     order = np.argsort(np.random.default_rng(seed).random((draws, n)), axis=1)

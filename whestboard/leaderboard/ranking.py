@@ -19,12 +19,12 @@ every load.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
 
+from whestboard.cache import memoize
 from whestboard.data import registry
 from whestboard.leaderboard import store
 from whestboard.rules.rounds import ALL_ROUNDS, get_round
@@ -37,6 +37,9 @@ BOOTSTRAP_DRAWS = 4000
 PERMUTATION_DRAWS = 10000
 EXACT_PERMUTATION_MAX_N = 16
 SEED = 20260501
+#: The resampling tables, drawn once per (n, draws, seed) and kept in this process by the cache service:
+#: 10,000 draws of 1,000 MLPs are 80 MB, so they are bounded in bytes as well as in number.
+_DRAW_TABLES = {"shared": False, "max_entries": 16, "share": 1 / 4, "size_of": lambda table: int(table.nbytes)}
 
 VERDICT_LEADER = "leader"
 VERDICT_TIED = "indistinguishable"
@@ -81,7 +84,7 @@ def bootstrap_intervals(matrix: np.ndarray, *, draws: int = BOOTSTRAP_DRAWS, see
     return out
 
 
-@lru_cache(maxsize=16)
+@memoize("bootstrap-counts", **_DRAW_TABLES)
 def _bootstrap_counts(n: int, draws: int, seed: int) -> np.ndarray:
     """How often each of n MLPs is drawn in each bootstrap resample (the same draws as ``_bootstrap_picks``)."""
     picks = _bootstrap_picks(n, draws, seed)
@@ -160,21 +163,21 @@ def sign_flip_p_values(differences: np.ndarray, *, draws: int = PERMUTATION_DRAW
 # ranking: 300 teams cost 300 small matrix products, not 300 fresh tables of random numbers.
 
 
-@lru_cache(maxsize=16)
+@memoize("bootstrap-picks", **_DRAW_TABLES)
 def _bootstrap_picks(n: int, draws: int, seed: int) -> np.ndarray:
     picks = np.random.default_rng(seed).integers(0, n, size=(draws, n))
     picks.setflags(write=False)
     return picks
 
 
-@lru_cache(maxsize=16)
+@memoize("random-sign-patterns", **_DRAW_TABLES)
 def _random_sign_patterns(n: int, draws: int, seed: int) -> np.ndarray:
     signs = np.random.default_rng(seed).choice((1.0, -1.0), size=(draws, n))
     signs.setflags(write=False)
     return signs
 
 
-@lru_cache(maxsize=EXACT_PERMUTATION_MAX_N + 1)
+@memoize("all-sign-patterns", **(_DRAW_TABLES | {"max_entries": EXACT_PERMUTATION_MAX_N + 1}))
 def _all_sign_patterns(n: int) -> np.ndarray:
     bits = (np.arange(2**n)[:, None] >> np.arange(n)) & 1
     return (1.0 - 2.0 * bits).astype(np.float64)

@@ -107,8 +107,9 @@ class MeterWatch:
     def install(self) -> None:
         """Record flopscope as it is now and start watching (call before the participant's code runs)."""
         global _WATCH, _HOOKED
-        import flopscope._budget as budget_module
+        from whestboard.rules import internals
 
+        budget_module = internals.budget_module()
         self._budget_module = budget_module
         self._thread_local = budget_module._thread_local
         self._contexts = budget_module._all_budget_contexts

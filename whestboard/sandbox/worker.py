@@ -32,6 +32,7 @@ import traceback
 from pathlib import Path, PurePath
 
 from whestboard import config
+from whestboard.rules import internals
 from whestboard.rules.environment import GraderEnvironment
 from whestboard.rules.failures import whest_error
 from whestboard.sandbox import imports, meter
@@ -285,7 +286,6 @@ class Worker:
     def predict(self, request: dict) -> None:
         import flopscope as flops
         from whestbench.scoring import materialise_predictions, validate_predictions
-        from whestbench.subprocess_worker import _budget_payload
 
         if self.estimator is None:
             self.reply({"status": "error", "code": "RUNNER_NOT_STARTED", "error_message": "Estimator not initialized."})
@@ -319,7 +319,7 @@ class Worker:
                 "flopscope_backend_time_s": budget_ctx.flopscope_backend_time_s,
                 "flopscope_overhead_time_s": budget_ctx.flopscope_overhead_time_s,
                 "residual_wall_time_s": budget_ctx.residual_wall_time_s or 0.0,
-                "budget_breakdown": _budget_payload(budget_ctx),
+                "budget_breakdown": internals.budget_payload(budget_ctx),
                 "meter_tampering": tampering(),
             }
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from whestboard.cache import Region
 from whestboard.data.generated import (
     GeneratedMLP,
     Shape,
@@ -25,7 +26,6 @@ from whestboard.data.generated import (
     generate,
     truth,
 )
-from whestboard.data.weights_cache import BoundedCache
 from whestboard.rules import library_versions
 from whestboard.scoring.estimators import resolve_estimator
 from whestboard.scoring.handle import EstimatorHandle
@@ -102,7 +102,8 @@ def score_key(shape: Shape, drawn: Truth, handle: EstimatorHandle, rulebook: Rul
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
-_SCORES: BoundedCache[tuple[dict, np.ndarray]] = BoundedCache(128 << 20, size_of=lambda v: int(v[1].nbytes) + 4096)
+_SCORES: Region[tuple[dict, np.ndarray]] = Region("playground-scores", share=1 / 8,
+                                                  size_of=lambda v: int(v[1].nbytes) + 4096)
 
 
 def _read_score(key: str) -> tuple[dict, np.ndarray] | None:

@@ -35,6 +35,7 @@ from whestbench.scoring import (
 )
 from whestbench.sdk import SetupContext
 
+from whestboard.data import dataset_identity
 from whestboard.jobs import contention
 from whestboard.rules import library_versions, sampling_mse
 from whestboard.rules.billing import aggregate_budget_breakdowns, metered_mc_flops_per_sample
@@ -298,36 +299,16 @@ class RunOutcome:
         return self.report.get("run_id")
 
 
-def dataset_identity(dataset, indices: list[int]) -> dict:
-    """What pins the scored MLPs and references: seeds plus a hash of the reference means.
-
-    Reads only the chosen MLPs' references (no weights, no whole-dataset summary),
-    so answering a repeated run stays instant on a 1000-MLP split.
-    """
-    digest = hashlib.sha256()
-    for index in indices:
-        means, avg_variance = dataset.truth(index)
-        digest.update(np.ascontiguousarray(means, dtype=np.float32).tobytes())
-        digest.update(repr((int(dataset.estimator_seed(index)), float(avg_variance))).encode())
-    info = dataset.info
-    return {
-        "key": info.key,
-        "format": info.format,
-        "width": info.width,
-        "depth": info.depth,
-        "n_samples": info.n_samples,
-        "references_sha256": digest.hexdigest(),
-    }
-
-
 def cache_key(request: RunRequest) -> str:
     """Dataset + MLPs + estimator code + budget + round rules + library versions, hashed.
 
     Library versions are in because flopscope releases move FLOP prices: the same
     code on a new flopscope is a different measurement.
     """
+    dataset = dataset_identity(request.dataset, request.indices)
+    dataset.pop("round_tag")  # the rulebook names the round: keys of runs stored before still match
     payload = {
-        "dataset": dataset_identity(request.dataset, request.indices),
+        "dataset": dataset,
         "mlps": list(request.indices),
         "estimator": {k: v for k, v in request.estimator.describe().items() if k != "description"},
         "rulebook": dataclasses.asdict(request.rulebook),
