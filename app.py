@@ -20,7 +20,6 @@ import dash
 from components.figures.style import use_app_template
 from components.shell import layout
 from server import api, background, health, hooks, http, identity
-from server.cache import cache, cache_config
 from whestboard import config
 
 
@@ -66,7 +65,6 @@ def create_app() -> dash.Dash:
     )
     dash_app.layout = layout
     flask_app = dash_app.server
-    cache.init_app(flask_app, config=cache_config())
     flask_app.config["WHESTBOARD_UNDER_GUNICORN"] = _under_gunicorn()
     identity.install(flask_app)  # X-Forwarded-For believed only from trusted proxies
     http.install_request_logging(flask_app)

@@ -240,7 +240,7 @@ def _measure_in(tmp: Path, n_subs: int, args) -> list[tuple]:
         imported.touch()
     if args.only == "import":
         return rows
-    shutil.rmtree(tmp / "state" / "flask-cache", ignore_errors=True)  # a kept store: every figure built afresh
+    shutil.rmtree(tmp / "state" / "cache", ignore_errors=True)  # a kept store: every figure built afresh
     return rows + _child(env, "--stage", "pages", "--submissions", str(n_subs), "--repeats", str(args.repeats))
 
 

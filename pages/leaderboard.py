@@ -32,9 +32,10 @@ from components.compare_panels import compare_url
 from components.figures import leaderboard as figs
 from components.format import sci
 from components.url_state import address_store, keep_address_in_step, query_string
-from server.api import EXPORT_PATH, MAX_UPLOAD_BYTES, MLP_EXPORT_PATH
-from server.cache import cache
+from server.api import EXPORT_PATH, MLP_EXPORT_PATH
+from whestboard import config
 from whestboard.band import band_frame
+from whestboard.cache import memoize
 from whestboard.leaderboard import auth, integrity, ranking, store
 from whestboard.leaderboard import files as si
 from whestboard.leaderboard import view as board_view
@@ -319,8 +320,8 @@ def _organizer_panel() -> dbc.Accordion:
 
 
 def si_max_bytes() -> int:
-
-    return MAX_UPLOAD_BYTES
+    """The one upload limit (WHESTBOARD_UPLOAD_MAX_MB), read when the page is drawn."""
+    return config.upload_max_bytes()
 
 
 # ---------------------------------------------------------------------------
@@ -436,11 +437,11 @@ def _data_version(round_tag: str | None) -> str:
 
 
 # Figures are built once per (arguments, data version) and shared by every worker through the
-# app's cache (files, or Redis when scaled out): a page view then costs a cache read, not a rebuild.
+# cache service (this process, or Redis when scaled out): a page view then costs a cache read, not a rebuild.
 # They are built without a highlighted team; a team's dots are read by team and put in the last trace.
 # A round of more than figs.DOT_LIMIT graded submissions is drawn as server-side density bins plus the
 # dots an organizer reads (every team's best, the frontier, outliers); a zoom fetches the dots in view.
-@cache.memoize(timeout=24 * 3600)
+@memoize("leaderboard-scatter", timeout=24 * 3600)
 def _scatter(round_tag: str, y_metric: str, x_metric: str, _version: str) -> dict:
     per_team, n_graded = store.round_counts(round_tag)
     ref = _mc_reference(round_tag)
@@ -456,7 +457,7 @@ def _scatter(round_tag: str, y_metric: str, x_metric: str, _version: str) -> dic
                                        n_not_graded=sum(per_team.values()) - n_graded).to_plotly_json()
 
 
-@cache.memoize(timeout=24 * 3600)
+@memoize("leaderboard-timeline", timeout=24 * 3600)
 def _timeline(_version: str) -> dict:
     if store.count() <= figs.DOT_LIMIT:
         return figs.timeline_figure(ranking.all_points(), round_order=list(ALL_ROUNDS)).to_plotly_json()

@@ -49,7 +49,7 @@ def test_the_tree_keeps_every_contract():
     # the core reaching for Dash
     ("whestboard/data/registry.py", "import dash  # noqa\n", "The domain core never imports Dash, Flask or plotly"),
     # UI reaching into the server plumbing
-    ("components/selectors.py", "from server import cache  # noqa\n",
+    ("components/selectors.py", "from server import health  # noqa\n",
      "Pages and the server plumbing sit above the UI, the UI above the domain core"),
 ])
 def test_a_violating_import_breaks_its_contract(copy_of_the_tree, module, line, contract):

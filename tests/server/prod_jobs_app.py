@@ -17,12 +17,11 @@ from dash import Input, Output, State, dcc, html
 
 from components.shell import job_notice
 from server import background, health, hooks, http
-from server.cache import cache, cache_config
 from whestboard import config as settings
+from whestboard.cache import memoize
 
 hooks.install()
 app = dash.Dash(__name__, background_callback_manager=background.background_callback_manager(), update_title=None)
-cache.init_app(app.server, config=cache_config())
 http.install_request_logging(app.server)
 http.install_fault_answers(app.server)
 app.server.add_url_rule("/healthz", "healthz", health.respond)
@@ -64,7 +63,7 @@ def run_job(set_progress, _clicks, n, seconds):
     return f"sum={sum_of_squares(n)} pid={os.getpid()}"
 
 
-@cache.memoize()
+@memoize("prod-jobs-square-sum")
 def counted_square_sum(n: int) -> int:
     """Appends a line per real computation, so tests can count cache misses across workers."""
     with open(settings.state_dir() / "computations.log", "a") as log:

@@ -103,7 +103,7 @@ def test_the_cache_is_shared_through_redis(stack):
     assert redis.Redis.from_url(stack["redis"]).keys("whestboard-cache:*")
     log = stack["web"].state_dir / "computations.log"
     assert [line for line in log.read_text().splitlines() if line.endswith(f" {n}")].__len__() == 1
-    assert not (stack["web"].state_dir / "flask-cache").exists()
+    assert not (stack["web"].state_dir / "cache").exists()
 
 
 def test_a_killed_celery_worker_process_is_retried_and_the_user_gets_the_result(stack):

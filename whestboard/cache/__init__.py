@@ -11,8 +11,9 @@ Contract:
   setting changes the bound without a restart. ``size_of(value)`` says what one value weighs.
   Each key is loaded once even when several threads ask for it at the same moment.
 - ``shared=True`` adds the configured backend as a second level: Redis when ``WHESTBOARD_REDIS_URL``
-  is set (every worker and every restart reuse a value; values are pickled, entries expire after
-  ``timeout`` seconds), nothing otherwise (process-local).
+  is set (every machine, worker and restart reuse a value), otherwise a diskcache folder in the state
+  folder (``<state>/cache``: every worker of this machine, and its restarts). Values are pickled,
+  entries expire after ``timeout`` seconds, and the folder is bounded by ``WHESTBOARD_CACHE_BYTES``.
 - ``revision`` (a callable) is read at every call and is part of every key: a caller whose inputs change
   under the same arguments (a file rewritten, a run recorded) bumps it and old values are never served.
 - :func:`memoize` wraps a function in a shared region keyed by its arguments: the pages' decorator,
@@ -200,19 +201,40 @@ def _warmer():
             _warming[:] = [ThreadPoolExecutor(max_workers=1, thread_name_prefix="cache-warm"), os.getpid()]
         return _warming[0]
 
-_client: list = [None, None]  # (url, client): one connection pool per process, remade when the URL changes
+_client: list = [None, None]  # ((place, pid), client): one per process, remade when the place changes
+
+
+class _FolderBackend:
+    """The state folder's diskcache, spoken to as the Redis client is (``get``, ``set(..., ex=)``)."""
+
+    def __init__(self, folder) -> None:
+        import diskcache
+
+        self._cache = diskcache.Cache(str(folder), size_limit=config.cache_bytes(), eviction_policy="least-recently-used")
+
+    def get(self, key: str):
+        return self._cache.get(key)
+
+    def set(self, key: str, value: bytes, ex: int | None = None) -> None:
+        self._cache.set(key, value, expire=ex)
 
 
 def shared_backend():
-    """The Redis client of ``WHESTBOARD_REDIS_URL`` (read now), or None when the cache is process-local."""
-    url = config.redis_url()
-    if not url:
-        return None
-    with _clients_lock:
-        if _client[0] != url:
-            import redis
+    """Redis when ``WHESTBOARD_REDIS_URL`` is set, else the state folder's diskcache (both read now).
 
-            _client[:] = [url, redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)]
+    One client per process and place: remade after a fork and when the setting changes.
+    """
+    url = config.redis_url()
+    place = (url or str(config.state_dir() / "cache"), os.getpid())
+    with _clients_lock:
+        if _client[0] != place:
+            if url:
+                import redis
+
+                client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+            else:
+                client = _FolderBackend(place[0])
+            _client[:] = [place, client]
         return _client[1]
 
 
