@@ -88,7 +88,7 @@ def test_memoize_keys_by_arguments_and_revision():
     revision = [1]
     calls = []
 
-    @memoize("test-memoize", revision=lambda: revision[0])
+    @memoize("test-memoize", revision=lambda: revision[0], shared=False)  # clear() below must forget it all
     def double(x: int, *, label: str = "") -> str:
         calls.append(x)
         return f"{label}{2 * x}"
@@ -184,3 +184,15 @@ def test_shared_backend_serves_one_process_what_another_computed(monkeypatch):
 
         keys = redis.Redis.from_url(url).keys("whestboard-cache:test-two-processes:*")
         assert len(keys) == 2
+
+
+def test_without_redis_a_shared_region_is_shared_through_the_state_folder(tmp_path, monkeypatch):
+    """Two processes' regions (two fresh Regions here) of one machine: the second reads what the first stored."""
+    monkeypatch.delenv("WHESTBOARD_REDIS_URL", raising=False)
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path))
+    first, second = Region("test-folder", shared=True), Region("test-folder", shared=True)
+    assert first.get_or_load("k", lambda: [1, 2, 3]) == [1, 2, 3]
+    assert second.get_or_load("k", lambda: pytest.fail("recomputed although the folder holds it")) == [1, 2, 3]
+    assert (tmp_path / "cache").is_dir()
+    assert Region("test-folder", shared=False).get("k") is None  # a process-local region never looks there
+
