@@ -13,7 +13,7 @@ phase's worth of participants:
 - ``WHESTBOARD_TIMEOUT``: seconds before a silent worker is restarted (120).
 - ``WHESTBOARD_PRELOAD``: import the app once in the master (default on) so
   workers fork with datasets already opened; safe because no database or
-  diskcache connection crosses the fork (see whestboard/store/forksafe.py).
+  diskcache connection crosses the fork (see whestboard/store/_forksafe.py).
 """
 
 from __future__ import annotations
@@ -22,22 +22,30 @@ import gc
 import os
 from pathlib import Path
 
-from whestboard import config as whestboard_config  # not `config`: gunicorn reads that name as a setting
+from whestboard.config import (  # not the module as `config`: gunicorn reads that name as a setting
+    gunicorn_preload,
+    gunicorn_threads,
+    gunicorn_timeout,
+    gunicorn_workers,
+    host,
+    log_level,
+    port,
+)
 
-bind = f"{whestboard_config.host()}:{whestboard_config.port()}"
-workers = whestboard_config.gunicorn_workers()
-threads = whestboard_config.gunicorn_threads()
+bind = f"{host()}:{port()}"
+workers = gunicorn_workers()
+threads = gunicorn_threads()
 worker_class = "gthread"
-timeout = whestboard_config.gunicorn_timeout()
+timeout = gunicorn_timeout()
 graceful_timeout = 30
 keepalive = 5
-preload_app = whestboard_config.gunicorn_preload()
+preload_app = gunicorn_preload()
 # Several servers may run on one machine (tests, a load test): no shared control socket path.
 control_socket_disable = True
 # Request lines are logged by the app as JSON (whestboard/logs.py), with hashed clients.
 accesslog = None
 errorlog = "-"
-loglevel = whestboard_config.log_level().lower()
+loglevel = log_level().lower()
 # gunicorn's heartbeat files: /dev/shm avoids stalls when the state disk is slow (Docker overlayfs).
 worker_tmp_dir = "/dev/shm" if Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK) else None
 

@@ -7,7 +7,7 @@ For each round's shape the script times, interleaved over several repetitions
   whestbench's chunk shape (chunk x w) @ (w x w), nothing else;
 * ``bare, one BLAS thread per core``: the same work split over one thread per
   core, each single-threaded: the other way to fill the machine;
-* ``band``: ``whestboard.band.measure.checkpoint_means`` (draws, matmuls, ReLU,
+* ``band``: ``whestboard.band._measure.checkpoint_means`` (draws, matmuls, ReLU,
   float64 sums, the round's checkpoints and variance prefix scaled to the
   trial's length, so each costs its real share) on one MLP per core, one BLAS
   thread each: exactly how ``python -m whestboard band`` runs;
@@ -37,9 +37,9 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from whestboard.band.measure import band_rng, checkpoint_means, make_plan  # noqa: E402
-from whestboard.data.sampling import chunk_size_for  # noqa: E402
-from whestboard.rules.rounds import ALL_ROUNDS  # noqa: E402
+from whestboard.band import band_rng, checkpoint_means, make_plan  # noqa: E402
+from whestboard.data import chunk_size_for  # noqa: E402
+from whestboard.rules import ALL_ROUNDS  # noqa: E402
 
 
 def weights_for(width: int, depth: int, seed: int) -> list[np.ndarray]:

@@ -37,10 +37,15 @@ from plotly.utils import PlotlyJSONEncoder  # noqa: E402
 from components import compare_panels as panels  # noqa: E402
 from components.figures import compare as figs  # noqa: E402
 from components.figures.style import use_app_template  # noqa: E402
-from whestboard.compare import anatomy_inputs, anatomy_of, heatmap_of, verdict  # noqa: E402
-from whestboard.compare.sides import cached_side  # noqa: E402
-from whestboard.data.datasets import DatasetInfo  # noqa: E402
-from whestboard.scoring import runstore  # noqa: E402
+from whestboard.compare import (  # noqa: E402
+    anatomy_inputs,
+    anatomy_of,
+    cached_side,  # noqa: E402
+    heatmap_of,
+    verdict,
+)
+from whestboard.data import DatasetInfo  # noqa: E402
+from whestboard.scoring import record_run  # noqa: E402
 
 WIDTH, DEPTH, N_REF = 1024, 16, 10**9
 TARGET_SECONDS, TARGET_BYTES = 1.0, 2 * 10**6
@@ -87,7 +92,7 @@ def build(n_mlps: int, seed: int) -> tuple[str, str, SyntheticDataset]:
     ids = []
     for label, pred in (("A", pred_a), ("B", pred_b)):
         per_layer = ((pred.astype(np.float64) - truth) ** 2).mean(axis=2)
-        ids.append(runstore.record_run(_report(label, per_layer[:, -1], per_layer),
+        ids.append(record_run(_report(label, per_layer[:, -1], per_layer),
                                        predictions={i: pred[i] for i in range(n_mlps)}))
         del pred
     last = rng.normal(0.0, np.sqrt(2.0 / WIDTH), (WIDTH, WIDTH)).astype(np.float32)

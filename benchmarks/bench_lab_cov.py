@@ -8,7 +8,7 @@ The app path is what the lab's background job does: ``runs.run`` on a
 ``RunRequest`` (MLP from the dataset, ``evaluate_estimator`` per MLP, honesty
 fields, aggregation, report, run-store write), with the cache bypassed. Uses an
 embedded ``data/v2-phase2`` MLP when one is baked; otherwise one MLP rebuilt
-from a seed with ``whestboard.data.bake.build_weights`` and a placeholder reference
+from a seed with ``whestboard.data._bake.build_weights`` and a placeholder reference
 (the reference changes the MSE, not the work). Paths alternate, and the ratio
 of the fastest of each is reported with the median: on a shared machine the
 minimum is the least contaminated measurement.
@@ -45,9 +45,8 @@ class SeedBuiltDataset:
     def __init__(self, seed: int) -> None:
         from whestbench.seeds import derive_estimator_seed
 
-        from whestboard.data.bake import build_weights
-        from whestboard.data.datasets import DatasetInfo
-        from whestboard.rules.rounds import get_round
+        from whestboard.data import DatasetInfo, build_weights
+        from whestboard.rules import get_round
 
         rnd = get_round(ROUND)
         self._weights = build_weights(rnd.width, rnd.depth, seed)
@@ -78,13 +77,13 @@ class SeedBuiltDataset:
 
 
 def open_benchmark_dataset(seed: int):
-    from whestboard.data import registry
+    from whestboard.data import datasets_for_round
 
-    for ds in registry.datasets_for_round(ROUND):
+    for ds in datasets_for_round(ROUND):
         if ds.indices:
             print(f"dataset: embedded {ds.info.key} ({ds.info.path}), MLP {ds.indices[0]}")
             return ds, ds.indices[0]
-    print(f"dataset: no {ROUND} MLP is baked; building one from seed {seed} with whestboard.data.bake.build_weights")
+    print(f"dataset: no {ROUND} MLP is baked; building one from seed {seed} with whestboard.data._bake.build_weights")
     return SeedBuiltDataset(seed), 0
 
 
@@ -111,24 +110,24 @@ def time_direct(mlp, budget: int) -> tuple[float, int, int]:
 
 
 def time_app(request) -> tuple[float, dict]:
-    from whestboard.scoring import runs
+    from whestboard.scoring import run_and_record
 
     start = time.perf_counter()
-    outcome = runs.run(request, use_cache=False)
+    outcome = run_and_record(request, use_cache=False)
     elapsed = time.perf_counter() - start
     return elapsed, outcome.report["results"]["per_mlp"][0]
 
 
 def concurrent_counts(request, n_threads: int = 2) -> list[int]:
     """Run the app path from several threads at once; each must meter exactly its own FLOPs."""
-    from whestboard.scoring import runs
+    from whestboard.scoring import run_and_record
 
     counts: list[int] = []
     barrier = threading.Barrier(n_threads)
 
     def worker() -> None:
         barrier.wait()
-        outcome = runs.run(request, use_cache=False, record=False)
+        outcome = run_and_record(request, use_cache=False, record=False)
         counts.append(outcome.report["results"]["per_mlp"][0]["flops_used"])
 
     threads = [threading.Thread(target=worker) for _ in range(n_threads)]
@@ -146,15 +145,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-concurrency", action="store_true")
     args = parser.parse_args(argv)
 
-    from whestboard.scoring import runs
-    from whestboard.scoring.estimators import resolve_estimator
+    from whestboard.scoring import RunRequest, resolve_estimator
 
     start = time.perf_counter()
     dataset, index = open_benchmark_dataset(args.seed)
     dataset.mlp(index)
     print(f"weights built or read once (then cached): {time.perf_counter() - start:.2f} s")
     rulebook = rulebook_for(ROUND)
-    request = runs.RunRequest(dataset, [index], resolve_estimator("cov"), rulebook, source="lab")
+    request = RunRequest(dataset, [index], resolve_estimator("cov"), rulebook, source="lab")
     mlp = dataset.mlp(index)
 
     direct, app = [], []

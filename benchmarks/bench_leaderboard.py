@@ -61,7 +61,7 @@ def synthetic_frames(n_subs: int, n_mlps: int, mlp_submissions: int, seed: int =
     import pandas as pd
 
     sys.path.insert(0, str(REPO))
-    from whestboard.rules.rounds import get_round
+    from whestboard.rules import get_round
 
     rng = np.random.default_rng(seed)
     tags = np.array(list(ROUND_SHARE))
@@ -282,10 +282,10 @@ def _rss_mb() -> float:
 def _import_stage(files: list[str], only_import: bool = False) -> list[tuple]:
     """The organizer's import of the written files (CSV parsed and checked, one transaction), as the CLI does it."""
     sys.path.insert(0, str(REPO))
-    from whestboard.leaderboard import files as submission_files
+    from whestboard.leaderboard import import_files
 
     started, cpu = time.perf_counter(), time.process_time()
-    report = submission_files.import_files([Path(files[0])])
+    report = import_files([Path(files[0])])
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     assert report.inserted, report.summary()
     rows = [("import: CSV checked and written, one transaction (s)", elapsed, "s", IMPORT_TARGET_S),
@@ -293,7 +293,7 @@ def _import_stage(files: list[str], only_import: bool = False) -> list[tuple]:
             ("import: peak RSS of the importing process (MB)", _peak_rss_mb(), "MB", IMPORT_RSS_TARGET_MB)]
     if only_import:  # the same file again: every row compared with its stored one, none written
         started = time.perf_counter()
-        again = submission_files.import_files([Path(files[0])])
+        again = import_files([Path(files[0])])
         assert not again.changed, again.summary()
         rows.append(("import again, every row unchanged (s)", time.perf_counter() - started, "s", IMPORT_TARGET_S))
     return rows

@@ -44,7 +44,7 @@ def _bake_fallback(folder: Path) -> Path:
 def _choose_dataset(tmp: Path) -> None:
     """Point the app at a 1024 x 16 dataset before it is imported."""
     sys.path.insert(0, str(REPO))
-    from whestboard.data.datasets import DatasetError, open_dataset
+    from whestboard.data import DatasetError, open_dataset
 
     try:
         embedded = open_dataset(REPO / "data" / "v2-phase2")
@@ -60,8 +60,7 @@ def _clear_caches() -> None:
     """Empty every cache a cold render could profit from: weights, statistics and figures (the
     cache service's regions; its shared backend is Redis only when WHESTBOARD_REDIS_URL is set)."""
     from pages import mlp
-    from whestboard.data.mlp_stats import STATS_CACHE
-    from whestboard.data.weights_cache import WEIGHTS_CACHE
+    from whestboard.data import STATS_CACHE, WEIGHTS_CACHE
 
     WEIGHTS_CACHE.clear()
     STATS_CACHE.clear()
@@ -79,10 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         _choose_dataset(Path(tmp))
         started = time.perf_counter()
         import app as app_module
-        from whestboard.data import registry
+        from whestboard.data import served_datasets
 
         import_s = time.perf_counter() - started
-        ds = next(d for d in registry.datasets().values() if (d.info.width, d.info.depth) == (1024, 16))
+        ds = next(d for d in served_datasets().values() if (d.info.width, d.info.depth) == (1024, 16))
         key, index = ds.info.key, ds.indices[0]
         print(f"dataset {key} ({ds.info.path}), {ds.info.shape_label}, MLP {index}; app import {import_s:.2f} s")
         print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start "
@@ -183,12 +182,10 @@ def _grid_bytes(n_mlps: int) -> int:
 def _cold_breakdown(client: TestClientCaller, key: str, index: int) -> list[tuple]:
     """Where a cold render's time goes, measured step by step after emptying the caches."""
     from pages import mlp
-    from whestboard.data import registry
-    from whestboard.data.mlp_stats import STATS_CACHE, stats_cache_key, stats_for
-    from whestboard.data.weights_cache import WEIGHTS_CACHE
+    from whestboard.data import STATS_CACHE, WEIGHTS_CACHE, get_dataset, stats_cache_key, stats_for
 
     _clear_caches()
-    ds = registry.get_dataset(key)
+    ds = get_dataset(key)
     steps = []
     started = time.perf_counter()
     ds.weights(index)

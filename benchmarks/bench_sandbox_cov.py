@@ -56,8 +56,8 @@ def contest(seed: int):
     from whestbench.domain import MLP
     from whestbench.scoring import ContestData, ContestSpec
 
-    from whestboard.data.bake import build_weights
-    from whestboard.rules.rounds import get_round
+    from whestboard.data import build_weights
+    from whestboard.rules import get_round
 
     rnd = get_round(ROUND)
     weights = build_weights(rnd.width, rnd.depth, seed)
@@ -95,16 +95,16 @@ def sandboxed(folder: Path, data, *, warm: bool) -> tuple[float, dict, dict]:
     from whestbench.scoring import evaluate_estimator
     from whestbench.sdk import SetupContext
 
-    from whestboard.sandbox import host as sandbox
+    from whestboard.sandbox import SandboxedEstimator, SandboxLimits, SubmissionFiles, prewarm, spare_worker
 
     spec = data.spec
-    limits = sandbox.SandboxLimits.from_env(wall_time_limit_s=spec.wall_time_limit_s,
+    limits = SandboxLimits.from_env(wall_time_limit_s=spec.wall_time_limit_s,
                                             residual_wall_time_limit_s=spec.residual_wall_time_limit_s)
     context = SetupContext(width=spec.width, depth=spec.depth, flop_budget=spec.flop_budget, api_version="1.0")
     if warm:
-        sandbox.prewarm()
-        sandbox.spare_worker().wait_hello()  # the app's steady state: a spare has finished importing
-    estimator = sandbox.SandboxedEstimator(sandbox.SubmissionFiles(root=folder), context, limits)
+        prewarm()
+        spare_worker().wait_hello()  # the app's steady state: a spare has finished importing
+    estimator = SandboxedEstimator(SubmissionFiles(root=folder), context, limits)
     started = time.perf_counter()
     estimator.start()
     entry_result = evaluate_estimator(estimator, data)["per_mlp"][0]

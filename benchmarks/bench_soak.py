@@ -112,9 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         os.environ["WHESTBOARD_STATE_DIR"] = str(state_dir)
         os.nice(9)  # the simulated browsers yield the CPU to the server they measure
-        from whestboard.data import registry
+        from whestboard.data import get_dataset
 
-        n_mlps = len(registry.get_dataset(args.dataset).indices)
+        n_mlps = len(get_dataset(args.dataset).indices)
         started = time.time()
         deadline = started + args.minutes * 60
         users = [threading.Thread(target=loadtest.user_loop, args=(base, u, args, n_mlps, deadline, rec), daemon=True)

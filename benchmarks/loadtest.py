@@ -139,10 +139,10 @@ def expected_mean_propagation_flops(dataset: str, indices: set[int]) -> dict[int
     from whestbench.estimators import MeanPropagationEstimator
     from whestbench.scoring import ContestData, ContestSpec, evaluate_estimator
 
-    from whestboard.data import registry
-    from whestboard.rules.rounds import get_round
+    from whestboard.data import get_dataset
+    from whestboard.rules import get_round
 
-    ds = registry.get_dataset(dataset)
+    ds = get_dataset(dataset)
     rnd = get_round(ds.info.round_tag)
     spec = ContestSpec(width=ds.info.width, depth=ds.info.depth, n_mlps=1, flop_budget=rnd.budget,
                        ground_truth_samples=ds.info.n_samples, wall_time_limit_s=rnd.wall_time_limit_s,
@@ -159,12 +159,12 @@ def expected_mean_propagation_flops(dataset: str, indices: set[int]) -> dict[int
 
 def check_runs(dataset: str, lab_runs: list[tuple[str, int]], expected: dict[int, int]) -> tuple[list[str], dict]:
     """FLOP mismatches against whestbench, and how the machine's load showed in the runs' timed fields."""
-    from whestboard.scoring import runstore
+    from whestboard.scoring import get_run
 
     problems = []
     timing = {"contended": 0, "failed_on_time": 0, "max_cpu_wait_s": 0.0}
     for run_id, mlp in lab_runs:
-        report = runstore.get_run(run_id)
+        report = get_run(run_id)
         if report is None:
             problems.append(f"run {run_id} not in the store")
             continue
@@ -307,9 +307,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["WHESTBOARD_STATE_DIR"] = str(state_dir)  # read the same run store as the server
         if args.client_nice:
             os.nice(args.client_nice)  # the simulated browsers yield the CPU to the server they measure
-        from whestboard.data import registry
+        from whestboard.data import get_dataset
 
-        n_mlps = len(registry.get_dataset(args.dataset).indices)
+        n_mlps = len(get_dataset(args.dataset).indices)
         print(f"target {base} (gunicorn workers={args.workers} threads={args.threads}), dataset {args.dataset} "
               f"({n_mlps} MLPs), {os.cpu_count()} cores, think {args.think}s, {args.duration:.0f}s per level")
         for kind, meaning in KIND_HELP.items():

@@ -1,7 +1,7 @@
 """Panels of the compare page: the link every page uses to open it, the verdict cards, the worst-neuron table.
 
 ``compare_url(a, b)`` is the one builder of ``/compare?a=<id>&b=<id>`` links; ids are ``run:<run id>``,
-``sub:<submission id>`` or ``base:<dataset key>:<estimator>`` (``whestboard.compare.sides``).
+``sub:<submission id>`` or ``base:<dataset key>:<estimator>`` (``whestboard.compare._sides``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dash import html
 
 from components.format import sci
 from components.url_state import href
-from whestboard.compare.paired import too_few_sentence
+from whestboard.compare import too_few_sentence
 
 COMPARE_PATH = "/compare"
 #: Under this many shared MLPs a percentile bootstrap interval is too narrow to trust.

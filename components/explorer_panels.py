@@ -14,8 +14,7 @@ from dash import dcc, html
 
 from components.figures.explorer import GLOSSARY
 from components.format import integer, sci
-from whestboard.data.datasets import DamagedMLP, Dataset
-from whestboard.data.mlp_stats import MLPStats, NeuronDetail, summary_for
+from whestboard.data import DamagedMLP, Dataset, MLPStats, NeuronDetail, summary_for
 
 GRAPH_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
 

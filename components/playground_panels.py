@@ -13,9 +13,17 @@ from dash import dcc, html
 from components.figures.playground import colour_of
 from components.format import integer, sci
 from components.selectors import page_url
-from whestboard.data import generated
-from whestboard.rules.rounds import ALL_ROUNDS
-from whestboard.scoring.playground import Playground, Scored
+from whestboard.data import (
+    MAX_DEPTH,
+    MAX_WIDTH,
+    MIN_DEPTH,
+    MIN_WIDTH,
+    SAMPLE_CHOICES,
+    default_samples,
+    describe_generated,
+)
+from whestboard.rules import ALL_ROUNDS
+from whestboard.scoring import Playground, Scored
 
 #: Monte Carlo estimator sample counts on the slider (its positions are their indices).
 MC_CHOICES = (10, 30, 100, 300, 1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000)
@@ -62,8 +70,8 @@ def _label(text: str, target: str) -> dbc.Label:
 
 def controls(width: int, depth: int, seed: int, samples: str, mc: int, round_tag: str | None) -> dbc.Card:
     """Shape, seed, truth samples, Monte Carlo samples, round and the session's uploads."""
-    sample_options = [{"label": f"auto (by shape: {integer(generated.default_samples(width, depth))})",
-                       "value": AUTO}] + [{"label": integer(n), "value": str(n)} for n in generated.SAMPLE_CHOICES]
+    sample_options = [{"label": f"auto (by shape: {integer(default_samples(width, depth))})",
+                       "value": AUTO}] + [{"label": integer(n), "value": str(n)} for n in SAMPLE_CHOICES]
     if samples not in {o["value"] for o in sample_options}:
         sample_options.append({"label": integer(int(samples)), "value": samples})
     round_options = [{"label": "by shape (or the current round)", "value": AUTO}] + [
@@ -72,10 +80,10 @@ def controls(width: int, depth: int, seed: int, samples: str, mc: int, round_tag
         dbc.Row([
             dbc.Col([_label("Width", "pg-width"),
                      dbc.Input(id="pg-width", type="number", step=1, value=width, size="sm", debounce=True),
-                     dbc.FormText(f"{generated.MIN_WIDTH}–{generated.MAX_WIDTH}")], md=1),
+                     dbc.FormText(f"{MIN_WIDTH}–{MAX_WIDTH}")], md=1),
             dbc.Col([_label("Depth", "pg-depth"),
                      dbc.Input(id="pg-depth", type="number", step=1, value=depth, size="sm", debounce=True),
-                     dbc.FormText(f"{generated.MIN_DEPTH}–{generated.MAX_DEPTH}")], md=1),
+                     dbc.FormText(f"{MIN_DEPTH}–{MAX_DEPTH}")], md=1),
             dbc.Col([_label("Seed (mlp_seed)", "pg-seed"),
                      dbc.InputGroup([dbc.Input(id="pg-seed", value=str(seed), size="sm", debounce=True),
                                      dbc.Button("new seed", id="pg-new-seed", size="sm", color="secondary")],
@@ -122,7 +130,7 @@ def facts(result: Playground) -> dbc.Card:
     """Where the MLP comes from, and what its truth is worth (its noise floor)."""
     shape, drawn, rulebook = result.shape, result.truth, result.rulebook
     return dbc.Card(dbc.CardBody([
-        html.P(generated.describe(shape, result.generated), className="small mb-2", id="pg-provenance"),
+        html.P(describe_generated(shape, result.generated), className="small mb-2", id="pg-provenance"),
         html.Div([
             _fact("MLP", result.generated.name, "pg-mlp-name"),
             _fact("Width x depth", shape.label),

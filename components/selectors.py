@@ -17,8 +17,8 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html, no_update
 
 from components.url_state import href
-from whestboard.data import registry
-from whestboard.rules.rounds import ALL_ROUNDS
+from whestboard.data import default_dataset_key, served_datasets
+from whestboard.rules import ALL_ROUNDS
 
 ROUND_ID = "selector-round"
 DATASET_ID = "selector-dataset"
@@ -38,15 +38,15 @@ class Selection:
         return self.problem is None and self.dataset_key is not None
 
 
-def default_dataset_key(round_tag: str | None = None) -> str | None:
+def latest_dataset_key(round_tag: str | None = None) -> str | None:
     """The dataset a bare URL shows: the latest round that has data, else the first served."""
     if round_tag is not None:
-        return registry.default_dataset_key(round_tag)
+        return default_dataset_key(round_tag)
     for tag in reversed(list(ALL_ROUNDS)):
-        key = registry.default_dataset_key(tag)
+        key = default_dataset_key(tag)
         if key is not None:
             return key
-    return registry.default_dataset_key()
+    return default_dataset_key()
 
 
 def resolve_selection(dataset: str | None = None, round: str | None = None, **_ignored) -> Selection:  # noqa: A002
@@ -57,7 +57,7 @@ def resolve_selection(dataset: str | None = None, round: str | None = None, **_i
     """
     dataset = (dataset or "").strip() or None
     round_tag = (round or "").strip() or None
-    served = registry.datasets()
+    served = served_datasets()
     if dataset is not None:
         if dataset not in served:
             return Selection(None, round_tag, f"There is no dataset called {dataset!r}.")
@@ -65,11 +65,11 @@ def resolve_selection(dataset: str | None = None, round: str | None = None, **_i
     if round_tag is not None:
         if round_tag not in ALL_ROUNDS:
             return Selection(None, None, f"There is no round called {round_tag!r}.")
-        key = registry.default_dataset_key(round_tag)
+        key = default_dataset_key(round_tag)
         if key is None:
             return Selection(None, round_tag, f"No dataset of round {round_tag} is served yet.")
         return Selection(key, round_tag)
-    key = default_dataset_key()
+    key = latest_dataset_key()
     if key is None:
         return Selection(None, None, "No dataset is served yet.")
     return Selection(key, served[key].info.round_tag)
@@ -81,7 +81,7 @@ def page_url(path: str, dataset_key: str | None, round_tag: str | None = None, *
 
 
 def _round_options() -> list[dict]:
-    served_rounds = {ds.info.round_tag for ds in registry.datasets().values()}
+    served_rounds = {ds.info.round_tag for ds in served_datasets().values()}
     return [
         {"label": f"{tag} ({rnd.shape_label})" + ("" if tag in served_rounds else " — no data yet"),
          "value": tag, "disabled": tag not in served_rounds}
@@ -91,7 +91,7 @@ def _round_options() -> list[dict]:
 
 def _dataset_options() -> list[dict]:
     options = []
-    for key, ds in registry.datasets().items():
+    for key, ds in served_datasets().items():
         info = ds.info
         count = f"{info.n_mlps}" if info.complete else f"{info.n_mlps} of {info.declared_n_mlps}"
         damaged = f" ({len(ds.damaged)} damaged)" if ds.damaged else ""
@@ -129,7 +129,7 @@ def not_found_panel(title: str, problem: str, *, hint: str | None = None) -> dbc
         html.Li([dcc.Link(key, href=page_url("/explorer", key)),
                  html.Span(f" — {ds.info.round_tag or 'custom'}, {ds.info.shape_label}, "
                            f"MLP indices {index_range(ds)}", className="text-muted")])
-        for key, ds in registry.datasets().items()
+        for key, ds in served_datasets().items()
     ]
     body = [html.H4(title, className="alert-heading"), html.P(problem)]
     if hint:
@@ -163,9 +163,9 @@ def navigation_target(round_tag: str | None, dataset_key: str | None, shown: dic
     shown = shown or {}
     path = shown.get("path") or "/explorer"
     if round_tag and round_tag != shown.get("round"):
-        key = registry.default_dataset_key(round_tag)
+        key = default_dataset_key(round_tag)
         return None if key is None else page_url(path, key, round_tag)
-    served = registry.datasets()
+    served = served_datasets()
     if dataset_key and dataset_key != shown.get("dataset") and dataset_key in served:
         return page_url(path, dataset_key, served[dataset_key].info.round_tag)
     return None

@@ -10,7 +10,7 @@ from dash import html
 from components.compare_panels import compare_url
 from components.format import integer, sci
 from components.url_state import href
-from whestboard.rules.failures import error_hint
+from whestboard.rules import error_hint
 
 VERDICT_COLORS = {"ok": "success", "budget": "danger", "combined": "danger", "time": "danger",
                   "residual": "danger", "exception": "danger", "shape": "warning", "non-finite": "warning",

@@ -16,8 +16,17 @@ from components.figures import compare as figs
 from components.shell import SESSION_UPLOADS_ID
 from components.url_state import address_store, keep_address_in_step, query_string
 from whestboard.cache import memoize
-from whestboard.compare import CompareError, anatomy_inputs, anatomy_of, dataset_of, heatmap_of, verdict
-from whestboard.compare.sides import cached_side, candidates, stores_revision
+from whestboard.compare import (
+    CompareError,
+    anatomy_inputs,
+    anatomy_of,
+    cached_side,
+    candidates,
+    dataset_of,
+    heatmap_of,
+    stores_revision,
+    verdict,
+)
 
 dash.register_page(__name__, path="/compare", name="Compare", order=6, title="Compare · Whestboard")
 

@@ -19,10 +19,15 @@ from components.figures import convergence as figs
 from components.selectors import not_found_panel, resolve_selection, selector_row
 from components.url_state import address_store, keep_address_in_step, query_string
 from server.background import priced
-from whestboard.band.baselines import BASELINE_LABELS, baselines_cost, compute_baselines, missing_baselines
-from whestboard.band.view import cached_convergence_view
+from whestboard.band import (
+    BASELINE_LABELS,
+    baselines_cost,
+    cached_convergence_view,
+    compute_baselines,
+    missing_baselines,
+)
 from whestboard.cache import memoize
-from whestboard.data import registry
+from whestboard.data import get_dataset
 
 dash.register_page(__name__, path="/convergence", name="Convergence", order=2, title="Convergence · Whestboard")
 
@@ -71,7 +76,7 @@ def layout(dataset: str | None = None, round: str | None = None, highlight: str 
     title = html.H2("Monte Carlo convergence")
     if not selection.ok:
         return html.Div([title, not_found_panel("Dataset not found", selection.problem)])
-    ds = registry.get_dataset(selection.dataset_key)
+    ds = get_dataset(selection.dataset_key)
     metric = "all" if view == "all" else "final"
     try:
         view, _ = cached_convergence_view(ds)
@@ -111,7 +116,7 @@ def layout(dataset: str | None = None, round: str | None = None, highlight: str 
 def _render(metric: str, highlight: str | None, _refresh, stored_frame: dict | None, dataset_key: str):
     metric = metric or "final"
     try:
-        view, _ = cached_convergence_view(registry.get_dataset(dataset_key))
+        view, _ = cached_convergence_view(get_dataset(dataset_key))
     except Exception as exc:
         return figs.empty_figure(str(exc)), dbc.Alert(f"Cannot draw {dataset_key}: {exc}", color="danger")
     frame_key = json.dumps(stored_frame, sort_keys=True) if stored_frame else ""
@@ -124,7 +129,7 @@ def _render(metric: str, highlight: str | None, _refresh, stored_frame: dict | N
 # worker through the cache service (Redis when configured); only the run dots, which change with every recorded run, are redrawn.
 @memoize("convergence-static-figure", timeout=24 * 3600)
 def _static_figure(dataset_key: str, metric: str, frame_key: str, static_token: str) -> dict:
-    view, _ = cached_convergence_view(registry.get_dataset(dataset_key))
+    view, _ = cached_convergence_view(get_dataset(dataset_key))
     visible = figs.frame_for(view, metric, json.loads(frame_key) if frame_key else None)
     return figs.static_figure(view, metric, visible=visible).to_plotly_json()
 
@@ -183,7 +188,7 @@ def _readout(click: dict | None, metric: str, dataset_key: str):
     if not point:
         return figs.readout_panel_placeholder()
     try:
-        view, _ = cached_convergence_view(registry.get_dataset(dataset_key))
+        view, _ = cached_convergence_view(get_dataset(dataset_key))
     except Exception as exc:
         return [html.P(f"Cannot compare: {exc}", className="mb-0")]
     return figs.readout_panel(view, metric or "final", point)
@@ -200,14 +205,14 @@ def _readout(click: dict | None, metric: str, dataset_key: str):
     progress=[Output("convergence-progress", "value"), Output("convergence-progress", "label")],
     prevent_initial_call=True,
 )
-@priced("Computing these baselines", lambda _n, dataset_key: baselines_cost(registry.get_dataset(dataset_key)))
+@priced("Computing these baselines", lambda _n, dataset_key: baselines_cost(get_dataset(dataset_key)))
 def _compute_baselines(set_progress, n_clicks, dataset_key: str):
     """Score mean and covariance propagation on every MLP (the grader's way), stored for next time."""
     if not n_clicks:
         return no_update, no_update, no_update
     set_progress((0, "starting…"))
     try:
-        ds = registry.get_dataset(dataset_key)
+        ds = get_dataset(dataset_key)
         kinds = tuple(missing_baselines(ds))
 
         def on_progress(kind: str, done: int, total: int) -> None:

@@ -9,8 +9,7 @@ from dash import Input, Output, callback, clientside_callback, html
 from components.explorer_panels import damaged_panel, dataset_facts, explained, mlp_grid
 from components.figures.explorer import GLOSSARY
 from components.selectors import not_found_panel, resolve_selection, selector_row
-from whestboard.data import registry
-from whestboard.data.mlp_stats import summary_for
+from whestboard.data import get_dataset, summary_for
 
 dash.register_page(__name__, path="/explorer", name="Explorer", order=1, title="Explorer · Whestboard")
 
@@ -19,7 +18,7 @@ def layout(dataset: str | None = None, round: str | None = None, **_query) -> ht
     selection = resolve_selection(dataset=dataset, round=round)
     if not selection.ok:
         return html.Div([html.H2("MLP explorer"), not_found_panel("Dataset not found", selection.problem)])
-    ds = registry.get_dataset(selection.dataset_key)
+    ds = get_dataset(selection.dataset_key)
     return html.Div(
         [
             html.H2("MLP explorer"),

@@ -7,8 +7,8 @@ import dash_bootstrap_components as dbc
 from dash import html
 
 from components.format import integer, sci
-from whestboard.data import registry
-from whestboard.rules.rounds import ALL_ROUNDS
+from whestboard.data import broken_datasets, dataset_overview, datasets_for_round
+from whestboard.rules import ALL_ROUNDS
 
 dash.register_page(__name__, path="/", name="Home", order=0, title="Whestboard")
 
@@ -72,7 +72,7 @@ def _datasets_table(overview: list[dict]) -> dbc.Table:
 
 
 def _served_for(tag: str) -> html.Td:
-    served = registry.datasets_for_round(tag)
+    served = datasets_for_round(tag)
     if served:
         return html.Td(", ".join(d.info.key for d in served))
     return html.Td(
@@ -107,7 +107,7 @@ def _rounds_table() -> dbc.Table:
 def _broken_alerts() -> list:
     return [
         dbc.Alert(f"Could not open {b.path}: {b.reason}", color="warning", className="py-2")
-        for b in registry.broken_datasets()
+        for b in broken_datasets()
     ]
 
 
@@ -130,7 +130,7 @@ def _damaged_alerts(overview: list[dict]) -> list:
 
 
 def layout(**_query) -> html.Div:
-    overview = registry.dataset_overview()
+    overview = dataset_overview()
     return html.Div(
         [
             html.H2("Datasets"),

@@ -17,10 +17,24 @@ from components.figures import lab as figs
 from components.selectors import not_found_panel, resolve_selection, selector_row
 from server.background import priced
 from whestboard.cache import Region
-from whestboard.data import registry
-from whestboard.jobs import budgets
-from whestboard.scoring import inputs, rulebook_for, runs, runstore
-from whestboard.scoring.estimators import builtin_choices, resolve_estimator
+from whestboard.data import get_dataset
+from whestboard.jobs import check_cost
+from whestboard.scoring import (
+    MAX_BUDGET_MULTIPLE,
+    RunError,
+    RunRequest,
+    builtin_choices,
+    cache_key,
+    find_cached,
+    get_run,
+    get_run_predictions,
+    layer_comparison,
+    parse_budget,
+    quoted,
+    resolve_estimator,
+    rulebook_for,
+    run_and_record,
+)
 
 dash.register_page(__name__, path="/lab", name="Lab", order=3, title="Estimator lab · Whestboard")
 
@@ -44,7 +58,7 @@ def _controls(ds, mlps: str, estimator: str, mc: str, budget: str) -> dbc.Card:
                     md=2, id="lab-mc-col", style=SHOWN if estimator == "mc" else HIDDEN),
             dbc.Col([dbc.Label("Budget per MLP (FLOPs)", html_for="lab-budget", className="small fw-semibold"),
                      dbc.Input(id="lab-budget", value=budget or "", size="sm", placeholder=f"{rnd_budget:.4g} (the round's B)"),
-                     dbc.FormText(f"empty = the round's B; 2**41, 1e9 or 0.5B, at most {inputs.MAX_BUDGET_MULTIPLE}B")],
+                     dbc.FormText(f"empty = the round's B; 2**41, 1e9 or 0.5B, at most {MAX_BUDGET_MULTIPLE}B")],
                     md=2),
             dbc.Col([
                 dbc.Checkbox(id="lab-fresh", label="Score again even if stored", value=False, className="small mb-2"),
@@ -61,7 +75,7 @@ def layout(dataset: str | None = None, round: str | None = None, mlps: str | Non
     title = html.H2("Estimator lab")
     if not selection.ok:
         return html.Div([title, not_found_panel("Dataset not found", selection.problem)])
-    ds = registry.get_dataset(selection.dataset_key)
+    ds = get_dataset(selection.dataset_key)
     return html.Div([
         title,
         html.P("Run an estimator on MLPs of the dataset exactly as the grader does: metered by flopscope under the "
@@ -103,7 +117,7 @@ def _spec(estimator: str, mc: str | None) -> str:
     """The estimator spec the form names: only what the menu offers (files come through uploads)."""
     offered = [choice["value"] for choice in builtin_choices()]
     if estimator not in offered:
-        raise inputs.RunError(f"Estimator {inputs.quoted(estimator)} is not in the menu: choose one of {', '.join(offered)}")
+        raise RunError(f"Estimator {quoted(estimator)} is not in the menu: choose one of {', '.join(offered)}")
     if estimator != "mc":
         return estimator
     text = mc if isinstance(mc, str) else ("" if mc is None else repr(mc))
@@ -113,11 +127,11 @@ def _spec(estimator: str, mc: str | None) -> str:
 def _request(dataset_key: str, mlps: str | None, spec: str, budget: str | None, *, source: str = "lab"):
     """The run a form describes, through the core's parsers; their RunError names the field to fix."""
     if not isinstance(dataset_key, str):
-        raise inputs.RunError(f"dataset {inputs.quoted(dataset_key)} is not a dataset key: pick one above")
-    ds = registry.get_dataset(dataset_key)
+        raise RunError(f"dataset {quoted(dataset_key)} is not a dataset key: pick one above")
+    ds = get_dataset(dataset_key)
     rulebook = rulebook_for(ds.info.round_tag)
-    rulebook = rulebook_for(ds.info.round_tag, inputs.parse_budget(budget, rulebook.round_budget))
-    return runs.RunRequest(ds, mlps, resolve_estimator(spec), rulebook, source=source)
+    rulebook = rulebook_for(ds.info.round_tag, parse_budget(budget, rulebook.round_budget))
+    return RunRequest(ds, mlps, resolve_estimator(spec), rulebook, source=source)
 
 
 def _job_cost(job) -> float | None:
@@ -134,9 +148,9 @@ _RUN_IDS: Region[str] = Region("lab-runs", max_entries=4096, shared=True)
 def _stored_run(key: str) -> str | None:
     """A run with this cache key: the cache service first, then the durable store."""
     run_id = _RUN_IDS.get(key)
-    if run_id and runstore.get_run(run_id) is not None:
+    if run_id and get_run(run_id) is not None:
         return run_id
-    return runstore.find_cached(key)
+    return find_cached(key)
 
 
 @callback(
@@ -157,10 +171,10 @@ def _plan(n_clicks, dataset_key, mlps, estimator, mc, budget, fresh):
     try:
         spec = _spec(estimator, mc)
         request = _request(dataset_key, mlps, spec, budget)
-        key = runs.cache_key(request)
+        key = cache_key(request)
         run_id = None if fresh else _stored_run(key)
         if run_id is None:
-            budgets.check_cost("This lab run", request.cost_flops)
+            check_cost("This lab run", request.cost_flops)
     except (ValueError, KeyError, FileNotFoundError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         return no_update, no_update, dbc.Alert(message, color="warning", className="py-2", id="lab-error")
@@ -198,7 +212,7 @@ def _run_job(set_progress, job):
 
     try:
         request = _request(job["dataset"], job["mlps"], job["spec"], job["budget"])
-        outcome = runs.run(request, use_cache=False, on_progress=on_progress)
+        outcome = run_and_record(request, use_cache=False, on_progress=on_progress)
     except Exception as exc:  # the page shows a sentence, never a traceback
         message = str(exc) if isinstance(exc, (ValueError, KeyError, FileNotFoundError)) else f"{type(exc).__name__}: {exc}"
         return {"error": message, "nonce": job["nonce"]}
@@ -239,7 +253,7 @@ def _show(planned, finished):
     if state.get("error"):
         alert = dbc.Alert(["The run could not finish: ", state["error"]], color="danger", id="lab-error")
         return alert, None, [], None, HIDDEN
-    report = runstore.get_run(state["run_id"])
+    report = get_run(state["run_id"])
     if report is None:
         return dbc.Alert("The run was not recorded.", color="warning", id="lab-error"), None, [], None, HIDDEN
     if state.get("key"):
@@ -277,9 +291,9 @@ def _results(report: dict, *, cached: bool) -> html.Div:
 def _layer(layer, run_id):
     if layer is None or not run_id:
         return no_update, no_update
-    report = runstore.get_run(run_id)
+    report = get_run(run_id)
     if report is None:
         return no_update, no_update
-    comparison = runs.layer_comparison(report, runstore.get_run_predictions(run_id),
-                                       registry.get_dataset(report["dataset"]["key"]), int(layer))
+    comparison = layer_comparison(report, get_run_predictions(run_id),
+                                       get_dataset(report["dataset"]["key"]), int(layer))
     return figs.signed_error_heatmap(comparison), figs.predicted_vs_true(comparison)

@@ -3,7 +3,7 @@
 ``/leaderboard?round=TAG&team=NAME`` (plus ``y=score|mse``, ``x=flops|compute`` and ``split=public|private|rerun``).
 The organizer's integrity views (the private and rerun rankings, public against private, the
 overfitting flags) are computed on the server only for a request carrying the organizer token
-(``whestboard.leaderboard.auth``); without it a callback answers with the public split and no
+(``whestboard.leaderboard._auth``); without it a callback answers with the public split and no
 number computed from withheld MLPs.
 Changing the round follows a link (a new page render); highlighting a team
 only patches the highlight traces and rewrites the address in place with
@@ -15,7 +15,7 @@ cached without a team; a team's dots are read by team. The ranking sends the top
 ``view.RANKING_ROWS`` rows (and the chosen team's), so no response grows with the field. Nothing on this page
 writes to a ``dcc.Location``: a Location whose props went stale would push the
 old address back and re-render the page. Organizer actions (upload, edit, delete) check the token on the
-server through ``whestboard.leaderboard.auth``, exactly as the HTTP API does.
+server through ``whestboard.leaderboard._auth``, exactly as the HTTP API does.
 """
 
 from __future__ import annotations
@@ -36,11 +36,52 @@ from server.api import EXPORT_PATH, MLP_EXPORT_PATH
 from whestboard import config
 from whestboard.band import band_frame
 from whestboard.cache import memoize
-from whestboard.leaderboard import auth, integrity, ranking, store
-from whestboard.leaderboard import files as si
-from whestboard.leaderboard import view as board_view
-from whestboard.leaderboard.view import flags_text
-from whestboard.rules.rounds import ALL_ROUNDS, get_round
+from whestboard.leaderboard import (
+    FLOPS_CV_GAP_LIMIT,
+    FLOPS_MEAN_RATIO_LIMIT,
+    OVERFIT_ALPHA,
+    PUBLIC,
+    READ_ERRORS,
+    RESIDUAL_SHARE_LIMIT,
+    SPLITS,
+    STATUSES,
+    TIE_POWER,
+    WRITE_ERRORS,
+    FlaggedTeam,
+    ImportRejected,
+    OrganizerDenied,
+    Upload,
+    all_points,
+    best_candidates,
+    best_per_team,
+    board,
+    board_revision,
+    breakdown_text,
+    delete_submission,
+    edit_submission,
+    failure_breakdown,
+    flags_text,
+    import_uploads,
+    in_window,
+    is_organizer,
+    mlp_frame,
+    mlp_variance,
+    organizer_actions_enabled,
+    per_mlp_share,
+    reference_fingerprint,
+    require_organizer,
+    round_counts,
+    round_field,
+    round_reference,
+    rounds_present,
+    submission_count,
+    submissions_frame,
+    team_history,
+    timeline_field,
+    viewer_board,
+    with_mc_reference,
+)
+from whestboard.rules import ALL_ROUNDS, get_round
 
 dash.register_page(__name__, path="/leaderboard", name="Leaderboard", order=4, title="Leaderboard · Whestboard")
 
@@ -63,7 +104,7 @@ MCB_NOTE = (
 
 def _mc_reference(round_tag: str) -> figs.McReference:
     rnd = get_round(round_tag)
-    ref = ranking.round_reference(round_tag)
+    ref = round_reference(round_tag)
     return figs.McReference(
         budget=float(rnd.budget),
         mc_flops_per_sample=float(rnd.mc_flops_per_sample),
@@ -83,7 +124,7 @@ def _band(round_tag: str):
 
 
 def _default_round() -> str:
-    present = store.rounds_present()
+    present = rounds_present()
     for tag in reversed(list(ALL_ROUNDS)):
         if tag in present:
             return tag
@@ -114,7 +155,7 @@ def layout(round: str | None = None, team: str | None = None, y: str | None = No
     round_tag = round if round in ALL_ROUNDS else _default_round()
     y = y if y in figs.Y_METRICS else "score"
     x = x if x in figs.X_METRICS else "flops"
-    split = split if split in store.SPLITS else "public"
+    split = split if split in SPLITS else "public"
     return html.Div(
         [
             html.H2("Leaderboard"),
@@ -227,12 +268,12 @@ def _integrity_section() -> html.Div:
         html.Div(id="lb-ties", className="small mb-2"),
         html.Div(id="lb-flags", className="small"),
         html.P(
-            f"Flags: residual arbitrage when the instrumented share F / C < {integrity.RESIDUAL_SHARE_LIMIT:g} in a "
+            f"Flags: residual arbitrage when the instrumented share F / C < {RESIDUAL_SHARE_LIMIT:g} in a "
             f"round that prices residual time; overfitting when a one-sided permutation test of private minus "
-            f"public mean score over the per-MLP scores gives p < {integrity.OVERFIT_ALPHA:g}, and FLOPs differ "
-            f"when their means on the halves differ by more than {integrity.FLOPS_MEAN_RATIO_LIMIT:g}x or their "
-            f"coefficients of variation by more than {integrity.FLOPS_CV_GAP_LIMIT:g}. Extra MLPs: how many more "
-            f"paired MLPs a test at 5% separates #1 from #2 with {integrity.TIE_POWER:.0%} power, from the "
+            f"public mean score over the per-MLP scores gives p < {OVERFIT_ALPHA:g}, and FLOPs differ "
+            f"when their means on the halves differ by more than {FLOPS_MEAN_RATIO_LIMIT:g}x or their "
+            f"coefficients of variation by more than {FLOPS_CV_GAP_LIMIT:g}. Extra MLPs: how many more "
+            f"paired MLPs a test at 5% separates #1 from #2 with {TIE_POWER:.0%} power, from the "
             "spread of their per-MLP differences.",
             className="text-muted small",
         ),
@@ -279,7 +320,7 @@ def _export_row() -> dbc.Row:
 
 
 def _organizer_panel() -> dbc.Accordion:
-    enabled = auth.organizer_actions_enabled()
+    enabled = organizer_actions_enabled()
     notice = (
         "Organizer actions need the organizer token; the server checks it on every action."
         if enabled else
@@ -294,7 +335,7 @@ def _organizer_panel() -> dbc.Accordion:
             dbc.Col(dbc.Input(id="lb-import-team", placeholder="team (for whest run reports)", size="sm")),
             dbc.Col(dbc.Input(id="lb-import-id", placeholder="submission id (optional, one report)", size="sm")),
             dbc.Col(dbc.Select(id="lb-import-split", options=[{"label": f"reports' split: {s}", "value": s}
-                                                                 for s in store.SPLITS],
+                                                                 for s in SPLITS],
                                value="public", size="sm"), width=3),
         ], className="g-2 mb-2"),
         dcc.Upload(
@@ -308,7 +349,7 @@ def _organizer_panel() -> dbc.Accordion:
         dbc.Row([
             dbc.Col(dbc.Input(id="lb-edit-id", placeholder="submission id", size="sm"), width=4),
             dbc.Col(dbc.Input(id="lb-edit-team", placeholder="new team name", size="sm"), width=3),
-            dbc.Col(dbc.Select(id="lb-edit-status", options=[{"label": s, "value": s} for s in store.STATUSES],
+            dbc.Col(dbc.Select(id="lb-edit-status", options=[{"label": s, "value": s} for s in STATUSES],
                                placeholder="status", size="sm"), width=2),
             dbc.Col(dbc.Button("Save", id="lb-edit", size="sm", color="primary"), width="auto"),
             dbc.Col(dbc.Button("Delete", id="lb-delete", size="sm", color="danger", outline=True), width="auto"),
@@ -367,14 +408,14 @@ def _row_style(team: str | None) -> dict:
 def _render_board(y_metric: str, x_metric: str, _revision, split: str, token: str | None, round_tag: str,
                   team: str | None):
     try:
-        return _board(y_metric, x_metric, round_tag, team, split or "public", auth.is_organizer(token))
-    except board_view.READ_ERRORS as exc:  # an unreachable store: say so instead of a traceback
+        return _board(y_metric, x_metric, round_tag, team, split or "public", is_organizer(token))
+    except READ_ERRORS as exc:  # an unreachable store: say so instead of a traceback
         message = dbc.Alert(f"The submissions store cannot be read: {type(exc).__name__}: {exc}", color="danger")
         return {}, None, [], _row_style(team), message, [], None, None, None
 
 
 def _board(y_metric: str, x_metric: str, round_tag: str, team: str | None, split: str, organizer: bool):
-    view = board_view.board(round_tag, split, organizer=organizer, team=team)
+    view = board(round_tag, split, organizer=organizer, team=team)
     fig = _with_highlight(_scatter(round_tag, y_metric, x_metric, _data_version(round_tag)), round_tag,
                           y_metric, x_metric, team)
     options = [{"label": t, "value": t} for t in view.teams]
@@ -405,11 +446,11 @@ def _scatter_highlight(fig: dict, round_tag: str, y_metric: str, x_metric: str, 
     """The team's dots in the figure's frame, read from the store by team (never the whole field)."""
     layout = fig["layout"]
     frame = figs.Frame(tuple(layout["xaxis"]["range"]), tuple(layout["yaxis"]["range"]))
-    rows = store.frame(round_tag=round_tag, team=team) if team else store.frame(ids=[])
+    rows = submissions_frame(round_tag=round_tag, team=team) if team else submissions_frame(ids=[])
     return figs.highlight_trace(figs.prepare_in(rows, y_metric, x_metric, frame), team).to_plotly_json()
 
 
-def _flags_list(flagged: list[board_view.FlaggedTeam]) -> html.Ul | html.Div:
+def _flags_list(flagged: list[FlaggedTeam]) -> html.Ul | html.Div:
     if not flagged:
         return html.Div("No team is flagged on this split.", className="text-muted", id="lb-flag-none")
     return html.Ul([html.Li([html.B(f.team), f" ({f.submission_id}): ", f.text], className="lb-flag")
@@ -424,7 +465,7 @@ def _render_timeline(_revision, team: str | None):
         if team:
             fig = {**fig, "data": list(fig["data"])}
             fig["data"][-2:] = _timeline_highlight(team)
-    except board_view.READ_ERRORS:  # the board's summary already says the store cannot be read
+    except READ_ERRORS:  # the board's summary already says the store cannot be read
         return {}, None
     return fig, len(fig["data"]) - 1
 
@@ -433,7 +474,7 @@ def _data_version(round_tag: str | None) -> str:
     """Everything a figure depends on besides its arguments: store revision, references, band."""
     band = _band(round_tag) if round_tag else None
     band_mlps = int(band["n_mlps"].iloc[0]) if band is not None and len(band) and "n_mlps" in band else 0
-    return f"{store.revision()}|{ranking.reference_fingerprint()}|{band_mlps}"
+    return f"{board_revision()}|{reference_fingerprint()}|{band_mlps}"
 
 
 # Figures are built once per (arguments, data version) and shared by every worker through the
@@ -443,15 +484,15 @@ def _data_version(round_tag: str | None) -> str:
 # dots an organizer reads (every team's best, the frontier, outliers); a zoom fetches the dots in view.
 @memoize("leaderboard-scatter", timeout=24 * 3600)
 def _scatter(round_tag: str, y_metric: str, x_metric: str, _version: str) -> dict:
-    per_team, n_graded = store.round_counts(round_tag)
+    per_team, n_graded = round_counts(round_tag)
     ref = _mc_reference(round_tag)
     if n_graded <= figs.DOT_LIMIT:
-        return figs.scatter_figure(store.frame(round_tag=round_tag), ref, round_tag=round_tag, y_metric=y_metric,
+        return figs.scatter_figure(submissions_frame(round_tag=round_tag), ref, round_tag=round_tag, y_metric=y_metric,
                                    x_metric=x_metric).to_plotly_json()
-    prep = figs.prepare(store.round_field(round_tag), ref, y_metric, x_metric)
-    best = ranking.best_per_team(store.best_candidates(round_tag))["submission_id"]
+    prep = figs.prepare(round_field(round_tag), ref, y_metric, x_metric)
+    best = best_per_team(best_candidates(round_tag))["submission_id"]
     view = figs.field_view(prep, best)
-    details = store.frame(ids=prep.graded["submission_id"].iloc[view.drawn].tolist())
+    details = submissions_frame(ids=prep.graded["submission_id"].iloc[view.drawn].tolist())
     return figs.density_scatter_figure(prep, details, view, ref, round_tag=round_tag, y_metric=y_metric,
                                        x_metric=x_metric,
                                        n_not_graded=sum(per_team.values()) - n_graded).to_plotly_json()
@@ -459,19 +500,19 @@ def _scatter(round_tag: str, y_metric: str, x_metric: str, _version: str) -> dic
 
 @memoize("leaderboard-timeline", timeout=24 * 3600)
 def _timeline(_version: str) -> dict:
-    if store.count() <= figs.DOT_LIMIT:
-        return figs.timeline_figure(ranking.all_points(), round_order=list(ALL_ROUNDS)).to_plotly_json()
-    variance = ranking.mlp_variance()
-    field = ranking.with_mc_reference(store.timeline_field(), variance)
+    if submission_count() <= figs.DOT_LIMIT:
+        return figs.timeline_figure(all_points(), round_order=list(ALL_ROUNDS)).to_plotly_json()
+    variance = mlp_variance()
+    field = with_mc_reference(timeline_field(), variance)
     graded = figs.timeline_points(field)
-    details = ranking.with_mc_reference(store.frame(ids=figs.timeline_drawn_ids(graded)), variance)
+    details = with_mc_reference(submissions_frame(ids=figs.timeline_drawn_ids(graded)), variance)
     return figs.density_timeline_figure(field, details, round_order=list(ALL_ROUNDS)).to_plotly_json()
 
 
 def _team_points(team: str | None):
     """One team's submissions with their MC@B (what its timeline traces draw), read by team."""
-    rows = store.frame(team=team) if team else store.frame(ids=[])
-    return ranking.with_mc_reference(rows, ranking.mlp_variance())
+    rows = submissions_frame(team=team) if team else submissions_frame(ids=[])
+    return with_mc_reference(rows, mlp_variance())
 
 
 def _timeline_highlight(team: str | None) -> list[dict]:
@@ -543,7 +584,7 @@ def _zoom(relayout, round_tag: str, y_metric: str, x_metric: str, index):
             or y_metric not in figs.Y_METRICS or x_metric not in figs.X_METRICS):
         return no_update, no_update
     try:
-        _, n_graded = store.round_counts(round_tag)
+        _, n_graded = round_counts(round_tag)
         if n_graded <= figs.DOT_LIMIT:  # every dot is drawn already
             return no_update, no_update
         base = _scatter(round_tag, y_metric, x_metric, _data_version(round_tag))
@@ -556,9 +597,9 @@ def _zoom(relayout, round_tag: str, y_metric: str, x_metric: str, index):
                 return no_update, no_update
             patch["data"][index - 1] = figs.window_trace(x_col, y_col, None, 0).to_plotly_json()
             return patch, None
-        n, rows = store.in_window(round_tag, x_col, y_col, (10 ** window.x[0], 10 ** window.x[1]),
+        n, rows = in_window(round_tag, x_col, y_col, (10 ** window.x[0], 10 ** window.x[1]),
                                   (10 ** window.y[0], 10 ** window.y[1]), figs.DOT_LIMIT)
-    except board_view.READ_ERRORS:
+    except READ_ERRORS:
         return no_update, "The submissions store cannot be read; the zoomed dots are not shown."
     patch["data"][index - 1] = figs.window_trace(x_col, y_col, rows, n).to_plotly_json()
     note = (f"{n:,} graded submissions in the zoomed window, each drawn as a dot." if n <= figs.DOT_LIMIT else
@@ -579,22 +620,22 @@ def _render_team_panel(team: str | None, _revision, token: str | None, round_tag
     if not team:
         return html.Div("Choose a team (or click one in the ranking) to see its history.", className="text-muted small")
     try:
-        return _team_panel(team, round_tag, auth.is_organizer(token))
-    except board_view.READ_ERRORS:  # the board's summary already says the store cannot be read
+        return _team_panel(team, round_tag, is_organizer(token))
+    except READ_ERRORS:  # the board's summary already says the store cannot be read
         return None
 
 
 def _team_panel(team: str, round_tag: str, organizer: bool) -> dbc.Card:
-    points = store.frame(team=team)  # the team's rows only: a panel never reads the whole field
-    history = integrity.team_history(points, team)
+    points = submissions_frame(team=team)  # the team's rows only: a panel never reads the whole field
+    history = team_history(points, team)
     if history.empty:
         return dbc.Card(dbc.CardBody(f"{team} has no graded submission."), id="lb-team-card")
-    table = board_view.board(round_tag, store.PUBLIC, organizer=organizer).table
+    table = board(round_tag, PUBLIC, organizer=organizer).table
     own = table[table["team"] == team].to_dict("records")
     flags = flags_text(own[0]) if own else ""
-    mlps = store.mlp_frame(history["submission_id"].tolist(), splits=(store.PUBLIC,))
-    breakdown = integrity.failure_breakdown(mlps)
-    failures = [html.Li(f"{sid}: {integrity.breakdown_text(counts)}") for sid, counts in breakdown.items()]
+    mlps = mlp_frame(history["submission_id"].tolist(), splits=(PUBLIC,))
+    breakdown = failure_breakdown(mlps)
+    failures = [html.Li(f"{sid}: {breakdown_text(counts)}") for sid, counts in breakdown.items()]
     best = history.loc[history["adjusted_score"].idxmin()]
     body = [
         html.H6(f"Team {team}", className="mb-1"),
@@ -615,7 +656,7 @@ def _per_mlp_share_line(rows, round_tag: str) -> html.Div | None:
     """F / C of the best submission's MLPs (lowest, median, highest) where residual time is priced."""
     if get_round(round_tag).lambda_flops_per_second <= 0 or rows.empty:
         return None
-    share = integrity.per_mlp_share(rows).dropna()
+    share = per_mlp_share(rows).dropna()
     if share.empty:
         return None
     return html.Div(f"Instrumented share F / C of its best submission's {len(share)} MLPs: lowest "
@@ -634,12 +675,12 @@ def _per_mlp_share_line(rows, round_tag: str) -> html.Div | None:
 )
 def _render_public_private(colour: str, token: str | None, _revision, team: str | None, round_tag: str):
     """Organizer only: the figure is built only after the server has checked the token."""
-    if not auth.is_organizer(token):
+    if not is_organizer(token):
         return figs.public_private_figure(None), \
             "Shown with the organizer token (under “Organizer” below): it is built from the withheld MLPs."
     try:
-        table = integrity.viewer_board(round_tag, "public", organizer=True)
-    except board_view.READ_ERRORS:
+        table = viewer_board(round_tag, "public", organizer=True)
+    except READ_ERRORS:
         return {}, None
     fig = figs.public_private_figure(table, colour_by=colour if colour in figs.COLOUR_CHOICES else "flag", team=team)
     n_flagged = int((table["overfit"] | table["flops_differ"]).sum())
@@ -696,8 +737,8 @@ def _organizer_action(contents, _edit, _delete, filenames, token, team, sid, spl
                       revision):
     """Every organizer action checks the token here, on the server, before touching the store."""
     try:
-        auth.require_organizer(token)
-    except auth.OrganizerDenied as exc:
+        require_organizer(token)
+    except OrganizerDenied as exc:
         return dbc.Alert(f"Refused: {exc}.", color="danger", className="py-2"), no_update
     try:
         if ctx.triggered_id == "lb-upload":
@@ -706,7 +747,7 @@ def _organizer_action(contents, _edit, _delete, filenames, token, team, sid, spl
             message = _delete(edit_id)
         else:
             message = _edit(edit_id, edit_team, edit_status)
-    except si.ImportRejected as exc:
+    except ImportRejected as exc:
         unshown = exc.log.unshown()
         return dbc.Alert([html.Div(exc.log.summary() + ":"),
                           html.Ul([html.Li(p) for p in exc.problems], className="mb-0 small")]
@@ -715,7 +756,7 @@ def _organizer_action(contents, _edit, _delete, filenames, token, team, sid, spl
     except (ValueError, KeyError) as exc:
         text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         return dbc.Alert(f"Nothing changed: {text}", color="danger", className="py-2"), no_update
-    except board_view.WRITE_ERRORS as exc:  # unreachable store, or a write that lost its race every time
+    except WRITE_ERRORS as exc:  # unreachable store, or a write that lost its race every time
         return dbc.Alert(f"Nothing changed: the submissions store could not be written ({type(exc).__name__}); "
                          "try again.", color="danger", className="py-2"), no_update
     return dbc.Alert(message, color="success", className="py-2"), (revision or 0) + 1
@@ -723,12 +764,12 @@ def _organizer_action(contents, _edit, _delete, filenames, token, team, sid, spl
 
 def _import(contents, filenames, team, sid, split=None) -> str:
     uploads = _uploads(contents, filenames)
-    report = si.import_uploads(uploads, team=(team or "").strip() or None, submission_id=(sid or "").strip() or None,
+    report = import_uploads(uploads, team=(team or "").strip() or None, submission_id=(sid or "").strip() or None,
                                split=split or None)
     return f"Imported {', '.join(filenames)}: {report.summary()}."
 
 
-def _uploads(contents, filenames) -> list[si.Upload]:
+def _uploads(contents, filenames) -> list[Upload]:
     """The browser's data: URLs as files, checked as the HTTP API checks a request (size first)."""
     if not contents or not isinstance(contents, list) or not isinstance(filenames, list) \
             or len(contents) != len(filenames):
@@ -736,7 +777,7 @@ def _uploads(contents, filenames) -> list[si.Upload]:
     encoded = sum(len(data) for data in contents if isinstance(data, str))
     if encoded * 3 // 4 > si_max_bytes():
         raise ValueError(f"the files are larger than {si_max_bytes() // 2**20} MiB together; split the import")
-    return [si.Upload(str(name), _decoded(data, name)) for name, data in zip(filenames, contents, strict=True)]
+    return [Upload(str(name), _decoded(data, name)) for name, data in zip(filenames, contents, strict=True)]
 
 
 def _decoded(data, name) -> bytes:
@@ -753,7 +794,7 @@ def _delete(submission_id: str | None) -> str:
     submission_id = (submission_id or "").strip()
     if not submission_id:
         raise ValueError("give the submission id to delete")
-    if not store.delete_submission(submission_id):
+    if not delete_submission(submission_id):
         raise ValueError(f"no submission {submission_id!r}")
     return f"Deleted {submission_id}."
 
@@ -763,6 +804,6 @@ def _edit(submission_id: str | None, team: str | None, status: str | None) -> st
     changes = {k: v for k, v in (("team", (team or "").strip()), ("status", status)) if v}
     if not submission_id or not changes:
         raise ValueError("give the submission id and a new team name or status")
-    if not store.edit(submission_id, changes):
+    if not edit_submission(submission_id, changes):
         raise ValueError(f"no submission {submission_id!r}")
     return f"Updated {submission_id}: " + ", ".join(f"{k} = {v}" for k, v in changes.items()) + "."

@@ -1,7 +1,7 @@
 """One MLP: how its activations spread, die and saturate with depth, and why.
 
 URL: ``/mlp/<dataset>/<index>`` (optionally ``?layer=L&neuron=J`` to open the
-drill-down on a neuron). Statistics come from ``whestboard.data.mlp_stats`` and are
+drill-down on a neuron). Statistics come from ``whestboard.data._mlp_stats`` and are
 computed once per (dataset, MLP) and kept in this process and in the cache service's
 shared backend; figures are cached per process on top, in the same service.
 """
@@ -16,12 +16,15 @@ from components.explorer_panels import damaged_mlp_panel, drilldown_hint, graph_
 from components.figures import explorer as figs
 from components.selectors import Selection, index_range, not_found_panel, page_url, selector_row
 from whestboard.cache import memoize
-from whestboard.data import registry
-from whestboard.data.datasets import Dataset, DatasetError, MLPDamaged
-from whestboard.data.mlp_stats import (
+from whestboard.data import (
+    Dataset,
+    DatasetError,
+    DatasetNotFound,
     HeatmapBins,
+    MLPDamaged,
     MLPStats,
     final_histogram,
+    get_dataset,
     heatmap_bins,
     neuron_detail,
     stats_cache_key,
@@ -54,8 +57,8 @@ class _NotServed(LookupError):
 
 def _resolve(dataset: str | None, index) -> tuple[Dataset, int]:
     try:
-        ds = registry.get_dataset(dataset or "")
-    except registry.DatasetNotFound:
+        ds = get_dataset(dataset or "")
+    except DatasetNotFound:
         raise _NotServed(not_found_panel("Dataset not found", f"There is no dataset called {dataset!r}.")) from None
     indices = ds.indices
     hint = (f"Dataset {ds.info.key} serves {len(indices)} MLPs, indices {index_range(ds)}."
@@ -73,7 +76,7 @@ def _resolve(dataset: str | None, index) -> tuple[Dataset, int]:
 
 @memoize("mlp-page-figures", max_entries=32, shared=False)
 def static_figures(cache_key: tuple, dataset_key: str, index: int) -> dict:
-    ds = registry.get_dataset(dataset_key)
+    ds = get_dataset(dataset_key)
     stats = _stats(ds, index)
     counts, edges = _histogram(stats)
     out = {
@@ -89,7 +92,7 @@ def static_figures(cache_key: tuple, dataset_key: str, index: int) -> dict:
 
 @memoize("mlp-page-heatmaps", max_entries=64, shared=False)
 def heatmap_of(cache_key: tuple, dataset_key: str, index: int, ordered: bool) -> tuple[HeatmapBins, object]:
-    stats = _stats(registry.get_dataset(dataset_key), index)
+    stats = _stats(get_dataset(dataset_key), index)
     bins = heatmap_bins(stats.means, ordered=ordered)
     return bins, figs.heatmap_figure(bins)
 

@@ -1,8 +1,8 @@
 """Playground: any MLP from (width, depth, seed), its Monte Carlo truth, and every estimator on it at once.
 
 URL: ``/playground?width=&depth=&seed=`` (also ``samples=``, ``mc=``, ``round=``), so a link reproduces
-the page. The MLP comes from whestbench's own generator (``whestboard.data.generated``), every estimator
-is metered and scored as the lab scores (``whestboard.scoring.playground``). Small shapes are answered
+the page. The MLP comes from whestbench's own generator (``whestboard.data._generated``), every estimator
+is metered and scored as the lab scores (``whestboard.scoring._playground``). Small shapes are answered
 in the callback; large ones (or any upload) run as a background job of the app's one job system, with
 progress and Cancel, and the page then draws what the job left in the cache.
 """
@@ -19,17 +19,26 @@ from components.figures import playground as figs
 from components.shell import SESSION_UPLOADS_ID
 from components.url_state import address_store, keep_address_in_step, query_string
 from server.background import priced
-from whestboard import config as settings
-from whestboard.data import generated
-from whestboard.jobs import budgets
-from whestboard.rules.rounds import ALL_ROUNDS
-from whestboard.scoring.inputs import RunError
-from whestboard.scoring.playground import (
+from whestboard import config
+from whestboard.data import (
+    GeneratedMLPError,
+    default_samples,
+    keep_generated,
+    manifest_summary,
+    needs_background,
+    parse_samples,
+    parse_shape,
+    playground_work,
+)
+from whestboard.jobs import check_cost
+from whestboard.rules import ALL_ROUNDS
+from whestboard.scoring import (
     DEFAULT_MC_SAMPLES,
     Playground,
+    RunError,
+    cached_playground,
     estimator_specs,
     play,
-    ready,
     rulebook_for_shape,
 )
 
@@ -51,14 +60,14 @@ INTRO = ("Pick a shape and a seed: the MLP is made by whestbench's own generator
 def _uploads_on() -> bool:
     """The deployment's switch for running uploaded code (the upload page's own rule)."""
     under_gunicorn = bool(current_app.config.get("WHESTBOARD_UNDER_GUNICORN")) if has_app_context() else False
-    return settings.uploads_allowed(under_gunicorn=under_gunicorn)
+    return config.uploads_allowed(under_gunicorn=under_gunicorn)
 
 
 def _params(width, depth, seed, samples, mc_position, round_tag, uploads, mc_link=None) -> dict:
     """The controls, checked by the core's parsers (GeneratedMLPError names the field to fix)."""
-    shape = generated.parse_shape(width, depth, seed)
-    n = (generated.default_samples(shape.width, shape.depth) if samples in (None, "", panels.AUTO)
-         else generated.parse_samples(samples))
+    shape = parse_shape(width, depth, seed)
+    n = (default_samples(shape.width, shape.depth) if samples in (None, "", panels.AUTO)
+         else parse_samples(samples))
     mc = panels.mc_samples(mc_position, mc_link, DEFAULT_MC_SAMPLES)
     return {"width": shape.width, "depth": shape.depth, "seed": str(shape.seed), "samples": n,
             "samples_choice": samples if samples not in (None, "") else panels.AUTO, "mc": mc,
@@ -68,7 +77,7 @@ def _params(width, depth, seed, samples, mc_position, round_tag, uploads, mc_lin
 
 def _inputs(params: dict):
     """(shape, samples, specs, rulebook) of a params dict."""
-    shape = generated.parse_shape(params["width"], params["depth"], params["seed"])
+    shape = parse_shape(params["width"], params["depth"], params["seed"])
     return shape, params["samples"], estimator_specs(params["mc"], params["uploads"]), \
         rulebook_for_shape(shape, params["round"])
 
@@ -79,8 +88,8 @@ def _job_cost(request) -> float | None:
         return None
     params = request["params"]
     shape, n, _specs, _rulebook = _inputs(params)  # every field checked, as the job will read it
-    return generated.playground_work(shape, generated.parse_samples(n),
-                                     generated.parse_samples(params["mc"], "Monte Carlo samples"))
+    return playground_work(shape, parse_samples(n),
+                                     parse_samples(params["mc"], "Monte Carlo samples"))
 
 
 def _search(params: dict) -> str:
@@ -105,19 +114,19 @@ def _from_link(width, depth, seed, samples, mc, round_tag) -> tuple[dict, list]:
     values = {"width": DEFAULT_WIDTH, "depth": DEFAULT_DEPTH, "seed": DEFAULT_SEED, "samples": panels.AUTO,
               "mc": DEFAULT_MC_SAMPLES, "round": None}
     try:
-        shape = generated.parse_shape(width if width is not None else DEFAULT_WIDTH,
+        shape = parse_shape(width if width is not None else DEFAULT_WIDTH,
                                       depth if depth is not None else DEFAULT_DEPTH,
                                       seed if seed is not None else DEFAULT_SEED)
         values.update(width=shape.width, depth=shape.depth, seed=shape.seed)
-    except generated.GeneratedMLPError as exc:
+    except GeneratedMLPError as exc:
         problems.append(f"The link's {exc}; showing the default {DEFAULT_WIDTH} x {DEFAULT_DEPTH} MLP instead.")
-    for key, raw, parse in (("samples", samples, generated.parse_samples),
-                            ("mc", mc, lambda v: generated.parse_samples(v, "Monte Carlo samples"))):
+    for key, raw, parse in (("samples", samples, parse_samples),
+                            ("mc", mc, lambda v: parse_samples(v, "Monte Carlo samples"))):
         if raw is None:
             continue
         try:
             values[key] = str(parse(raw)) if key == "samples" else parse(raw)
-        except generated.GeneratedMLPError as exc:
+        except GeneratedMLPError as exc:
             problems.append(f"The link's {exc}; using the default.")
     if round_tag is not None:
         if round_tag in ALL_ROUNDS:
@@ -252,12 +261,12 @@ def _plan(width, depth, seed, samples, mc_position, round_tag, uploads, mc_link=
     try:
         params = _params(width, depth, seed, samples, mc_position, round_tag, uploads, mc_link)
         shape, n, specs, rulebook = _inputs(params)
-        result = ready(shape, n, specs, rulebook)
+        result = cached_playground(shape, n, specs, rulebook)
         if result is None:
-            budgets.check_cost("This playground job", generated.playground_work(shape, n, params["mc"]))
-        if result is None and not params["uploads"] and not generated.needs_background(shape, n, params["mc"]):
+            check_cost("This playground job", playground_work(shape, n, params["mc"]))
+        if result is None and not params["uploads"] and not needs_background(shape, n, params["mc"]):
             result = play(shape, n, specs, rulebook)
-    except (generated.GeneratedMLPError, RunError, ValueError, KeyError, FileNotFoundError) as exc:
+    except (GeneratedMLPError, RunError, ValueError, KeyError, FileNotFoundError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         return no_update, [], None, no_update, True, _failure(message), None
     if result is not None:
@@ -308,7 +317,7 @@ def _show_job(done, current):
     if done.get("error"):
         return dbc.Alert(["The playground job could not finish: ", done["error"]], color="danger",
                          id="pg-job-error"), True
-    result = ready(*_inputs(current))
+    result = cached_playground(*_inputs(current))
     if result is None:
         return dbc.Alert("The job's results are no longer in the cache; change a control to run it again.",
                          color="warning", id="pg-job-error"), True
@@ -324,7 +333,7 @@ def _show_job(done, current):
     prevent_initial_call=True,
 )
 def _focus(spec, layer, params):
-    result = ready(*_inputs(params)) if params else None
+    result = cached_playground(*_inputs(params)) if params else None
     chosen = next((s for s in result.results if s.spec == spec), None) if result else None
     if chosen is None or layer is None:
         return no_update, no_update
@@ -342,8 +351,8 @@ def _keep(n_clicks, params):
     if not n_clicks or not params:
         return no_update
     try:
-        shape = generated.parse_shape(params["width"], params["depth"], params["seed"])
-        directory = generated.keep(shape, params["samples"])
-    except (generated.GeneratedMLPError, ValueError, OSError) as exc:
+        shape = parse_shape(params["width"], params["depth"], params["seed"])
+        directory = keep_generated(shape, params["samples"])
+    except (GeneratedMLPError, ValueError, OSError) as exc:
         return dbc.Alert(f"Could not keep this MLP: {exc}", color="danger", className="py-2 small", id="pg-kept")
-    return panels.kept_notice(generated.manifest_summary(directory))
+    return panels.kept_notice(manifest_summary(directory))

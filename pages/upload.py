@@ -30,12 +30,26 @@ from components.upload_panels import (
 from server.background import visitor_id
 from server.identity import client_address
 from whestboard import config
-from whestboard.data import registry
-from whestboard.jobs import budgets
-from whestboard.jobs import queue as jobqueue
-from whestboard.sandbox import ingest as uploads
-from whestboard.scoring import inputs
-from whestboard.scoring import uploads as upload_runs
+from whestboard.data import get_dataset, served_datasets
+from whestboard.jobs import QueueFull, cancel_queued_job, check_cost, ensure_executor, queue_job, queued_job
+from whestboard.sandbox import (
+    MAX_SUBMISSION_FILES,
+    UploadError,
+    check_size,
+    ingest_several,
+    ingest_upload,
+    is_archive,
+    load_upload,
+)
+from whestboard.scoring import (
+    RunError,
+    job_cost,
+    job_spec,
+    json_report,
+    run_upload_job,
+    select_mlps,
+    upload_comparison,
+)
 
 dash.register_page(__name__, path="/upload", name="Upload", order=5, title="Upload · Whestboard")
 
@@ -54,7 +68,7 @@ def _client() -> str:
 def _user_dataset_key(round_tag: str | None) -> str | None:
     """The first served dataset the user added (``WHESTBOARD_DATASETS``), of ``round_tag`` when one is named."""
     added = [path.resolve() for path in config.extra_dataset_paths()]
-    served = registry.datasets()
+    served = served_datasets()
     for path in added:
         for key, ds in served.items():
             if ds.path.resolve() == path and round_tag in (None, ds.info.round_tag):
@@ -72,7 +86,7 @@ def _selection(dataset: str | None, round_tag: str | None):
 
 
 def _form(selection) -> html.Div:
-    dataset = registry.get_dataset(selection.dataset_key)
+    dataset = get_dataset(selection.dataset_key)
     return html.Div([
         selector_row(selection, target_path="/upload"),
         dbc.Row([
@@ -129,28 +143,28 @@ def layout(dataset: str | None = None, round: str | None = None, **_query) -> ht
 def _decode(contents: str) -> bytes:
     """The uploaded bytes; the size is checked on the base64 text before anything is decoded."""
     _, _, encoded = contents.partition(",")
-    uploads.check_size(len(encoded) * 3 // 4 - encoded.count("=", -2))
+    check_size(len(encoded) * 3 // 4 - encoded.count("=", -2))
     try:
         return base64.b64decode(encoded, validate=True)
     except ValueError:
-        raise uploads.UploadError("the upload arrived garbled; try again") from None
+        raise UploadError("the upload arrived garbled; try again") from None
 
 
 def _ingest(contents: list[str], filenames: list[str]):
     """One upload from what was dropped: a lone file as itself, several files as one folder submission."""
     if len(contents) == 1:
-        return uploads.ingest(_decode(contents[0]), filenames[0] or "")
-    if len(contents) > uploads.MAX_SUBMISSION_FILES:
-        raise uploads.UploadError(f"{len(contents)} files, over whestbench's {uploads.MAX_SUBMISSION_FILES}-file cap")
+        return ingest_upload(_decode(contents[0]), filenames[0] or "")
+    if len(contents) > MAX_SUBMISSION_FILES:
+        raise UploadError(f"{len(contents)} files, over whestbench's {MAX_SUBMISSION_FILES}-file cap")
     named, total = [], 0
     for body, name in zip(contents, filenames, strict=True):
         data = _decode(body)
         total += len(data)
-        uploads.check_size(total)
+        check_size(total)
         named.append((name or "", data))
-    if any(uploads.is_archive(name) for name, _ in named):
-        raise uploads.UploadError("a `whest package` tarball is a whole submission: upload it alone")
-    return uploads.ingest_several(named)
+    if any(is_archive(name) for name, _ in named):
+        raise UploadError("a `whest package` tarball is a whole submission: upload it alone")
+    return ingest_several(named)
 
 
 @callback(Output("upload-sha", "data"), Output("upload-file-status", "children"), Output("upload-run", "disabled"),
@@ -164,7 +178,7 @@ def _accept(contents: list[str] | str | None, filenames: list[str] | str | None)
         return None, error_alert(f"No file received (the limit is {config.upload_max_bytes() / 2**20:g} MiB a file)."), True
     try:
         upload = _ingest(contents, filenames)
-    except uploads.UploadError as exc:
+    except UploadError as exc:
         return None, error_alert(str(exc)), True
     return upload.sha256, upload_summary(upload), False
 
@@ -176,8 +190,8 @@ def _check_mlps(text: str | None, dataset_key: str | None):
     if not dataset_key:
         return False, None
     try:
-        inputs.select_mlps(registry.get_dataset(dataset_key), text or "")
-    except (inputs.RunError, KeyError) as exc:
+        select_mlps(get_dataset(dataset_key), text or "")
+    except (RunError, KeyError) as exc:
         return True, str(exc.args[0]) if exc.args else str(exc)
     return False, None
 
@@ -191,13 +205,13 @@ def _submit(_clicks, sha: str | None, dataset_key: str | None, mlps: str | None,
     if not sha or not dataset_key:
         return no_update, error_alert("Upload an estimator first.")
     try:
-        uploads.load(sha)
-        spec = upload_runs.job_spec(sha, dataset_key, mlps or "", team=team)
-        budgets.check_cost("This upload's run", upload_runs.job_cost(spec))  # the queue bounds how many
-        job_id = jobqueue.submit(_client(), spec)
-    except (KeyError, jobqueue.QueueFull, ValueError) as exc:  # budgets.OverBudget is a ValueError
+        load_upload(sha)
+        spec = job_spec(sha, dataset_key, mlps or "", team=team)
+        check_cost("This upload's run", job_cost(spec))  # the queue bounds how many
+        job_id = queue_job(_client(), spec)
+    except (KeyError, QueueFull, ValueError) as exc:  # budgets.OverBudget is a ValueError
         return no_update, error_alert(str(exc.args[0]) if exc.args else str(exc))
-    jobqueue.ensure_executor(upload_runs.run_upload_job)
+    ensure_executor(run_upload_job)
     return job_id, None
 
 
@@ -209,15 +223,15 @@ def _show_job(_tick, job_id: int | None, session_uploads: list | None):
     hidden = {"display": "none"}
     if not job_id:
         return None, True, True, no_update, hidden, hidden, no_update
-    job = jobqueue.get(job_id)
+    job = queued_job(job_id)
     if job is None:
         return (error_alert(f"Job {job_id} is not known to this server."), True, True, no_update, hidden, hidden,
                 no_update)
     if not job.finished:
-        jobqueue.ensure_executor(upload_runs.run_upload_job)
+        ensure_executor(run_upload_job)
         return job_card(job), False, False, no_update, hidden, hidden, no_update
     session = _session_after(session_uploads, job)
-    data = upload_runs.comparison(job.result or {})
+    data = upload_comparison(job.result or {})
     if data is None:
         return job_card(job), True, True, no_update, hidden, hidden, session
     figure = per_layer_figure(data["series"], upload_label=data["label"], noise_floor=data["noise_floor"])
@@ -231,7 +245,7 @@ def _session_after(session_uploads: list | None, job):
     round_tag = (result.get("grader_environment") or {}).get("round_tag")
     if round_tag is None and dataset_key:
         try:
-            round_tag = registry.get_dataset(dataset_key).info.round_tag
+            round_tag = get_dataset(dataset_key).info.round_tag
         except KeyError:
             round_tag = None
     entry = {"upload": spec.get("upload"), "label": (result.get("upload") or {}).get("filename") or "",
@@ -245,15 +259,15 @@ def _session_after(session_uploads: list | None, job):
 def _cancel(_clicks, job_id: int | None):
     if not job_id:
         return no_update
-    done = jobqueue.cancel(job_id, client=_client())
+    done = cancel_queued_job(job_id, client=_client())
     return dbc.Alert("Cancelling…" if done else "This job already ended.", color="secondary", className="py-2")
 
 
 @callback(Output("upload-download", "data"), Input("upload-download-button", "n_clicks"), State("upload-job", "data"),
           prevent_initial_call=True)
 def _download(_clicks, job_id: int | None):
-    job = jobqueue.get(job_id) if job_id else None
-    payload = upload_runs.json_report(job.result or {}) if job else None
+    job = queued_job(job_id) if job_id else None
+    payload = json_report(job.result or {}) if job else None
     if payload is None:
         return no_update
     return dcc.send_string(json.dumps(payload, indent=2, default=str), f"whestboard-run-{payload['whestboard']['run_id']}.json")

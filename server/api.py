@@ -22,10 +22,27 @@ from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from whestboard import config
-from whestboard.leaderboard import auth, integrity, store
-from whestboard.leaderboard import files as si
-from whestboard.rules.rounds import ALL_ROUNDS
-from whestboard.store.values import DuplicateKey, strict_json
+from whestboard.leaderboard import (
+    PUBLIC,
+    SPLITS,
+    ImportRejected,
+    OrganizerDenied,
+    Upload,
+    bearer_token,
+    delete_submission,
+    edit_submission,
+    import_uploads,
+    is_organizer,
+    iter_mlp_results_csv,
+    iter_submissions_csv,
+    json_records,
+    parse_time,
+    require_organizer,
+    seed_from_shipped,
+    viewer_board,
+)
+from whestboard.rules import ALL_ROUNDS
+from whestboard.store import DuplicateKey, strict_json
 
 #: The upload limit when this module was imported, for the leaderboard page until it asks
 #: ``config.upload_max_bytes()`` itself; this module reads the setting at every request.
@@ -37,15 +54,15 @@ blueprint = Blueprint("organizer_api", __name__)
 log = logging.getLogger(__name__)
 
 
-def _denied(exc: auth.OrganizerDenied):
+def _denied(exc: OrganizerDenied):
     return jsonify({"ok": False, "error": str(exc)}), 403
 
 
 def _check_organizer():
     """None when the request carries the organizer token, else the 403 response."""
     try:
-        auth.require_organizer(auth.bearer_token(request.headers.get("Authorization")))
-    except auth.OrganizerDenied as exc:
+        require_organizer(bearer_token(request.headers.get("Authorization")))
+    except OrganizerDenied as exc:
         return _denied(exc)
     return None
 
@@ -74,12 +91,12 @@ def import_submissions():
     request.max_content_length = config.upload_max_bytes()  # one import request, all its files together
     if request.content_length and request.content_length > request.max_content_length:
         return _too_large()
-    uploads = [si.Upload(f.filename or "upload", f.read()) for f in request.files.getlist("files")]
+    uploads = [Upload(f.filename or "upload", f.read()) for f in request.files.getlist("files")]
     if not uploads:
         return jsonify({"ok": False, "error": "send the files as multipart field 'files'"}), 400
     form = request.form
     try:
-        report = si.import_uploads(
+        report = import_uploads(
             uploads,
             team=form.get("team") or None,
             submission_id=form.get("submission_id") or None,
@@ -87,7 +104,7 @@ def import_submissions():
             flopscope_version=form.get("flopscope_version") or None,
             split=form.get("split") or None,
         )
-    except si.ImportRejected as exc:
+    except ImportRejected as exc:
         return jsonify(exc.log.as_json()), 400
     except (KeyError, ValueError) as exc:
         return jsonify({"ok": False, "error": str(exc)}), 400
@@ -98,7 +115,7 @@ def import_submissions():
 
 
 @blueprint.patch("/api/submissions/<path:submission_id>")
-def edit_submission(submission_id: str):
+def edit_submission_route(submission_id: str):
     refused = _check_organizer()
     if refused:
         return refused
@@ -115,8 +132,8 @@ def edit_submission(submission_id: str):
         return jsonify({"ok": False, "error": "send a JSON object of the fields to change"}), 400
     try:
         if "submitted_at" in changes:
-            changes["submitted_at"] = si.parse_time(changes["submitted_at"])
-        found = store.edit(submission_id, changes)
+            changes["submitted_at"] = parse_time(changes["submitted_at"])
+        found = edit_submission(submission_id, changes)
     except ValueError as exc:
         return jsonify({"ok": False, "error": str(exc)}), 400
     except SQLAlchemyError as exc:
@@ -127,12 +144,12 @@ def edit_submission(submission_id: str):
 
 
 @blueprint.delete("/api/submissions/<path:submission_id>")
-def delete_submission(submission_id: str):
+def delete_submission_route(submission_id: str):
     refused = _check_organizer()
     if refused:
         return refused
     try:
-        found = store.delete_submission(submission_id)
+        found = delete_submission(submission_id)
     except SQLAlchemyError as exc:
         return _store_failed(exc)
     if not found:
@@ -146,19 +163,19 @@ MLP_EXPORT_PATH = "/api/submissions/per_mlp.csv"
 
 @blueprint.get(EXPORT_PATH)
 def export_submissions():
-    return _streamed_csv(si.iter_submissions_csv(), "whestboard-submissions.csv")
+    return _streamed_csv(iter_submissions_csv(), "whestboard-submissions.csv")
 
 
 @blueprint.get(MLP_EXPORT_PATH)
 def export_mlp_results():
     """Public: the public split's MLPs. With the organizer's bearer token: every split (private, rerun too)."""
-    splits = None if viewer_is_organizer() else (store.PUBLIC,)
-    return _streamed_csv(si.iter_mlp_results_csv(splits=splits), "whestboard-submissions.per_mlp.csv")
+    splits = None if viewer_is_organizer() else (PUBLIC,)
+    return _streamed_csv(iter_mlp_results_csv(splits=splits), "whestboard-submissions.per_mlp.csv")
 
 
 def viewer_is_organizer() -> bool:
     """Whether this request carries the organizer token (what private and rerun results need)."""
-    return auth.is_organizer(auth.bearer_token(request.headers.get("Authorization")))
+    return is_organizer(bearer_token(request.headers.get("Authorization")))
 
 
 @blueprint.get("/api/leaderboard/<round_tag>")
@@ -168,19 +185,19 @@ def leaderboard_split(round_tag: str):
     Without the token only the public split is served, and without any column computed
     from withheld MLPs (``integrity.public_columns``): the check is here, on the server.
     """
-    split = request.args.get("split", store.PUBLIC)
+    split = request.args.get("split", PUBLIC)
     if round_tag not in ALL_ROUNDS:
         return jsonify({"ok": False, "error": f"no round {round_tag!r}; known rounds: {', '.join(ALL_ROUNDS)}"}), 404
-    if split not in store.SPLITS:
-        return jsonify({"ok": False, "error": f"split must be one of {', '.join(store.SPLITS)}"}), 400
+    if split not in SPLITS:
+        return jsonify({"ok": False, "error": f"split must be one of {', '.join(SPLITS)}"}), 400
     try:
-        table = integrity.viewer_board(round_tag, split, organizer=viewer_is_organizer())
+        table = viewer_board(round_tag, split, organizer=viewer_is_organizer())
     except PermissionError as exc:
         return jsonify({"ok": False, "error": f"{exc}: send Authorization: Bearer TOKEN"}), 403
     except SQLAlchemyError as exc:
         log.error("leaderboard read failed: %s: %s", type(exc).__name__, exc)
         return jsonify({"ok": False, "error": f"the submissions store cannot be read ({type(exc).__name__})"}), 503
-    return jsonify({"ok": True, "round": round_tag, "split": split, "rows": integrity.json_records(table)})
+    return jsonify({"ok": True, "round": round_tag, "split": split, "rows": json_records(table)})
 
 
 def _streamed_csv(pieces, filename: str) -> Response:
@@ -207,6 +224,6 @@ def register(server: Flask) -> None:
     """Mount the API and import the shipped baselines into an empty store (once, idempotent)."""
     server.register_blueprint(blueprint)
     try:
-        si.seed_from_shipped()
+        seed_from_shipped()
     except Exception:  # a broken store must not stop the other pages from serving
         log.exception("could not import the shipped baseline submissions")

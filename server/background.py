@@ -5,7 +5,7 @@ state folder: a diskcache-backed DiskcacheManager (multi-process safe) with the 
 store. With ``WHESTBOARD_REDIS_URL`` set, Dash's CeleryManager runs the jobs on ``celery -A worker worker``
 processes on any number of machines.
 
-Both managers are wrapped by :class:`_Ledger` so every launch is recorded in :mod:`whestboard.jobs.ledger`:
+Both managers are wrapped by :class:`_Ledger` so every launch is recorded in :mod:`whestboard.jobs._ledger`:
 a duplicate delivery never computes twice, and a job whose process died is reported to the user as failed
 with the reason instead of the poll silently giving up (what plain Dash does).
 """
@@ -32,8 +32,29 @@ from sqlalchemy.exc import SQLAlchemyError
 from server import faults
 from server.warm import warm_process
 from whestboard import config, logs
-from whestboard.jobs import budgets, launcher, ledger, liveness
-from whestboard.store import blobs
+from whestboard.jobs import (
+    ACTIVE,
+    CANCELLED,
+    NOT_STARTED,
+    Launch,
+    Launcher,
+    OverBudget,
+    admit,
+    cancel_job,
+    deadline,
+    enqueue,
+    fail_if_dead,
+    fail_unstarted,
+    find_job,
+    handle_running,
+    is_lost,
+    process_handle,
+    process_of,
+    reap_jobs,
+    run_tracked,
+    set_handle,
+)
+from whestboard.store import shared_secret
 
 JOB_FIELD = "whestboard_job"
 JOB_DIED = "worker died"
@@ -61,7 +82,7 @@ CLIENT_ID_SECRET = "client-id"
 
 def visitor_id(address: str | None, user_agent: str | None) -> str:
     """A visitor's hashed id under the store's shared secret: the same on every machine."""
-    return logs.client_id(address, user_agent, blobs.shared_secret(CLIENT_ID_SECRET))
+    return logs.client_id(address, user_agent, shared_secret(CLIENT_ID_SECRET))
 
 
 def request_client_id() -> str | None:
@@ -83,7 +104,6 @@ def job_failed_payload(reason: str) -> dict:
 
 #: The handle of a launch the backend refused ("unsent:disk"): its first poll tells the user why.
 UNSENT = "unsent:"
-NOT_STARTED = ledger.NOT_STARTED
 
 
 def unsent_payload(handle: str) -> dict:
@@ -111,7 +131,7 @@ PRICE_ATTR = "whestboard_price"
 def priced(what: str, cost):
     """Declare a background callback's price: ``cost(*inputs)`` estimates its work in FLOPs before it
     is launched (None, or an error, when its inputs are not what the page sends: the job is not started).
-    Every background callback is priced (a test checks it); :mod:`whestboard.jobs.budgets` refuses a job
+    Every background callback is priced (a test checks it); :mod:`whestboard.jobs._budgets` refuses a job
     over its limits with a sentence."""
     def mark(fn):
         setattr(fn, PRICE_ATTR, (what, cost))
@@ -129,15 +149,15 @@ def _admit(job_fn, args) -> None:
     try:
         flops = cost(*values) if cost is not None else None
     except (ValueError, KeyError, TypeError, AttributeError, FileNotFoundError) as exc:
-        raise budgets.OverBudget(f"{what} cannot start: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}"
+        raise OverBudget(f"{what} cannot start: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}"
                                  ) from None
     if cost is not None and flops is None:
-        raise budgets.OverBudget(f"{what} cannot start: its inputs are not ones this page sends; reload the page")
-    budgets.admit(what, flops, request_client_id())
+        raise OverBudget(f"{what} cannot start: its inputs are not ones this page sends; reload the page")
+    admit(what, flops, request_client_id())
 
 
 def _within_wall_time(job_id: str, compute):
-    with budgets.deadline(job_id):
+    with deadline(job_id):
         return compute()
 
 
@@ -157,7 +177,7 @@ class _Ledger:
     def call_job_fn(self, key, job_fn, args, context):
         try:
             _admit(job_fn, args)
-        except budgets.OverBudget as refused:  # nothing launched; the first poll answers with the sentence
+        except OverBudget as refused:  # nothing launched; the first poll answers with the sentence
             logs.event("job.refused", what=_describe_outputs(context), client=request_client_id(),
                        verdict="refused", reason=str(refused))
             self._store_result(key, {"background_callback_error": {"msg": f"{JOB_REFUSED}{refused}", "tb": ""}})
@@ -166,13 +186,13 @@ class _Ledger:
         kind, owner = _describe_outputs(context), request_client_id()
         enqueued = False
         try:
-            ledger.reap()
-            ledger.enqueue(job_id, result_key=key, kind=kind, owner=owner, backend=self.backend_name)
+            reap_jobs()
+            enqueue(job_id, result_key=key, kind=kind, owner=owner, backend=self.backend_name)
             enqueued = True
             context = dict(context)
             context[JOB_FIELD] = {"job_id": job_id, "result_key": key, "kind": kind, "owner": owner}
             handle = super().call_job_fn(key, job_fn, args, context)
-            ledger.set_handle(job_id, str(handle))
+            set_handle(job_id, str(handle))
         except Exception as exc:  # noqa: BLE001 - the row must not stay queued for a job nobody has
             return self._launch_failed(job_id, kind, owner, exc, enqueued=enqueued)
         return handle
@@ -188,7 +208,7 @@ class _Ledger:
             raise exc
         if enqueued:
             try:
-                ledger.fail_unstarted(job_id, reason=f"{NOT_STARTED}: {fault} failure ({type(exc).__name__}: {exc})")
+                fail_unstarted(job_id, reason=f"{NOT_STARTED}: {fault} failure ({type(exc).__name__}: {exc})")
             except Exception as store_exc:  # noqa: BLE001 - the store may be what failed
                 logs.error("job.unrecorded", store_exc, job=job_id)
         return f"{UNSENT}{fault}"
@@ -212,11 +232,11 @@ class _Ledger:
             info = (context_value.get() or {}).get(JOB_FIELD)
             if not info:
                 return fn(*args, **kwargs)
-            launch = ledger.Launch(**info)
+            launch = Launch(**info)
             if has_progress and args:
                 args = (manager._progress_setter(args[0], launch.result_key), *args[1:])
             try:
-                return ledger.run_tracked(
+                return run_tracked(
                     launch,
                     lambda: _within_wall_time(launch.job_id, lambda: fn(*args, **kwargs)),
                     already_done=lambda: manager._stored_result(launch.result_key),
@@ -274,13 +294,13 @@ class _Ledger:
             result = super().get_result(key, job)
             if result is not self.UNDEFINED:
                 return result
-        row = ledger.find(key, str(job))
+        row = find_job(key, str(job))
         if row is None:
             return result
-        if row.status == ledger.CANCELLED:
+        if row.status == CANCELLED:
             return result  # the user cancelled: Dash closes the loop with no update, not an error
-        row = ledger.fail_if_dead(row, process_gone=gone, pid_check=gone)
-        if row.status == "failed" and (gone or ledger.is_lost(row.reason)):
+        row = fail_if_dead(row, process_gone=gone, pid_check=gone)
+        if row.status == "failed" and (gone or is_lost(row.reason)):
             return job_failed_payload(row.reason or JOB_DIED)
         if row.status == "finished" and gone:
             return job_failed_payload(f"{JOB_DIED}: process {row.worker} ended without storing its result")
@@ -292,9 +312,9 @@ class _Ledger:
         """The broker holds the result and cannot be read: keep polling while the ledger says the job is
         alive or finished (its result is read once the broker is back); report it if it died."""
         _poll.broker_down = True
-        row = ledger.find(key, str(job)) if job is not None else None
-        if row is not None and row.status in ledger.ACTIVE:
-            row = ledger.fail_if_dead(row, pid_check=False)
+        row = find_job(key, str(job)) if job is not None else None
+        if row is not None and row.status in ACTIVE:
+            row = fail_if_dead(row, pid_check=False)
         if row is not None and row.status == "failed":
             return job_failed_payload(row.reason or JOB_DIED)
         return self.UNDEFINED
@@ -322,7 +342,7 @@ class _Ledger:
         if str(job).startswith(UNSENT):
             return None
         if job is not None:
-            ledger.cancel(str(job))
+            cancel_job(str(job))
         try:
             return super().terminate_job(job)
         except Exception as exc:
@@ -341,24 +361,24 @@ def _diskcache_manager():
     from dash import DiskcacheManager  # imported here: Celery deployments never load diskcache
 
     class LaunchingDiskcacheManager(DiskcacheManager):
-        """DiskcacheManager whose job processes come from a single-threaded launcher (whestboard.jobs.launcher)."""
+        """DiskcacheManager whose job processes come from a single-threaded launcher (whestboard.jobs._launcher)."""
 
-        _launcher: launcher.Launcher | None = None
+        _launcher: Launcher | None = None
 
-        def ensure_launcher(self, *, quiet: bool) -> launcher.Launcher:
+        def ensure_launcher(self, *, quiet: bool) -> Launcher:
             if self._launcher is None or not self._launcher.alive():
                 if not quiet:
                     logs.event("job.launcher_late", level=logging.WARNING,
                                msg="job launcher started from a threaded process; call "
                                    "server.background.start_job_launcher() while single-threaded")
-                self._launcher = launcher.Launcher(self.func_registry)
+                self._launcher = Launcher(self.func_registry)
             return self._launcher
 
         def job_running(self, job):
-            return liveness.handle_running(str(job))
+            return handle_running(str(job))
 
         def terminate_job(self, job):
-            proc = liveness.process_of(str(job)) if job is not None else None
+            proc = process_of(str(job)) if job is not None else None
             if proc is None:
                 return
             try:
@@ -379,7 +399,7 @@ def _diskcache_manager():
             except (RuntimeError, EOFError, OSError):  # a callback registered after the fork, or a dead launcher
                 self._launcher = None
                 pid = self.ensure_launcher(quiet=False).launch(fn_key, job_args)
-            return liveness.process_handle(pid)  # names the process, not just a pid that may be reused
+            return process_handle(pid)  # names the process, not just a pid that may be reused
 
     class LedgerDiskcacheManager(_Ledger, LaunchingDiskcacheManager):
         backend_name = "diskcache"

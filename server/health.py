@@ -27,16 +27,15 @@ from __future__ import annotations
 import shutil
 import time
 
-from whestboard import config as settings
-from whestboard import logs
-from whestboard.data import registry
-from whestboard.store import database as db
+from whestboard import config, logs
+from whestboard.data import broken_datasets, damaged_mlps, served_datasets
+from whestboard.store import engine, session
 
 
 def _datasets() -> dict:
-    found = registry.datasets()
-    broken = registry.broken_datasets()
-    damaged = {key: {str(d.path): d.reason for d in mlps} for key, mlps in registry.damaged_mlps().items()}
+    found = served_datasets()
+    broken = broken_datasets()
+    damaged = {key: {str(d.path): d.reason for d in mlps} for key, mlps in damaged_mlps().items()}
     return {
         "ok": bool(found),
         "degraded": bool(damaged or broken),
@@ -48,9 +47,9 @@ def _datasets() -> dict:
 
 def _state_dir() -> dict:
     """Writable, with room to write: a full disk degrades the instance (reads still work)."""
-    folder = settings.state_dir()
+    folder = config.state_dir()
     free_mb = round(shutil.disk_usage(folder).free / 2**20, 1)
-    needed_mb = settings.min_free_disk_mb()
+    needed_mb = config.min_free_disk_mb()
     report: dict = {"ok": True, "free_mb": free_mb, "min_free_mb": needed_mb}
     try:
         (folder / ".healthz").write_text("ok")
@@ -69,14 +68,14 @@ def _store() -> dict:
 
 
     started = time.perf_counter()
-    with db.session() as s:
+    with session() as s:
         s.execute(text("SELECT 1")).scalar_one()
-    backend = db.engine().url.get_backend_name()
+    backend = engine().url.get_backend_name()
     return {"ok": True, "backend": backend, "ms": round((time.perf_counter() - started) * 1000, 1)}
 
 
 def _redis() -> dict:
-    url = settings.redis_url()
+    url = config.redis_url()
     if not url:
         return {"ok": True, "configured": False}
     import redis

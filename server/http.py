@@ -18,7 +18,7 @@ from server import domains, faults
 from server.background import request_client_id
 from server.hooks import callback_what
 from whestboard import config, logs
-from whestboard.store.values import DuplicateKey, strict_json
+from whestboard.store import DuplicateKey, strict_json
 
 QUIET_PREFIXES = ("/_dash-component-suites/", "/assets/", "/_favicon", "/healthz", "/_reload-hash")
 

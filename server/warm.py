@@ -16,12 +16,12 @@ import importlib
 import time
 
 from whestboard import logs
-from whestboard.data import registry
-from whestboard.rules.versions import library_versions
-from whestboard.scoring.estimators import BUILTIN_KINDS, resolve_estimator
+from whestboard.data import served_datasets
+from whestboard.rules import library_versions
+from whestboard.scoring import BUILTIN_KINDS, resolve_estimator
 
-LAZY_MODULES = ("flopscope.stats", "flopscope.numpy.random", "whestbench.scoring", "whestboard.data.bake",
-                "whestboard.scoring.runs")
+LAZY_MODULES = ("flopscope.stats", "flopscope.numpy.random", "whestbench.scoring", "whestboard.data._bake",
+                "whestboard.scoring._runs")
 
 
 def warm_process() -> float:
@@ -34,7 +34,7 @@ def warm_process() -> float:
         library_versions()
         for kind in BUILTIN_KINDS:
             resolve_estimator(kind)
-        for dataset in registry.datasets().values():
+        for dataset in served_datasets().values():
             if dataset.info.n_mlps:
                 dataset.truth(dataset.indices[0])  # reads the whole reference table once
     except Exception as exc:  # noqa: BLE001 - the request that needs it will report the problem

@@ -90,13 +90,13 @@ def serve_app(state: Path, *, timeout: float = 120.0, **env_overrides: str) -> I
 @pytest.fixture
 def private_state(tmp_path, monkeypatch) -> Iterator[Path]:
     """A state folder (run store, caches, queues) of this test's own, and no engine left behind."""
-    from whestboard.store import database as db
+    from whestboard.store import reset_engines
 
     state = tmp_path / "state"
     monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(state))
-    db.reset_engines()
+    reset_engines()
     yield state
-    db.reset_engines()
+    reset_engines()
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,6 @@
 The implementation lives in :mod:`whestboard.data`; this module only names it.
 """
 
-from whestboard.data.datasets import Dataset, DatasetError, DatasetInfo, MLPDamaged, MLPNotFound, open_dataset
+from whestboard.data import Dataset, DatasetError, DatasetInfo, MLPDamaged, MLPNotFound, open_dataset
 
 __all__ = ["Dataset", "DatasetError", "DatasetInfo", "MLPDamaged", "MLPNotFound", "open_dataset"]

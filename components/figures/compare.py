@@ -19,7 +19,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from components.figures.frame import EDGE_SYMBOLS, Frame, edge_sides, log_coords, pinned
-from whestboard.compare.anatomy import CLASS_LABELS, CLASSES, ErrorHeatmap
+from whestboard.compare import CLASS_LABELS, CLASSES, ErrorHeatmap
 
 A_COLOR, B_COLOR, DIFF_COLOR, LINE_COLOR = "#0d6efd", "#fd7e14", "#6f42c1", "#6c757d"
 LAYOUT = {"margin": {"l": 60, "r": 20, "t": 50, "b": 50}, "height": 360}

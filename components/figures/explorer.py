@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from whestboard.data.datasets import DEAD_MEAN_THRESHOLD
-from whestboard.data.mlp_stats import (
+from whestboard.data import (
     ALWAYS_ON_RELATIVE_CLIP,
+    DEAD_MEAN_THRESHOLD,
     NORM_PERCENTILES,
     HeatmapBins,
     WeightStats,

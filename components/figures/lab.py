@@ -1,6 +1,6 @@
 """Figures and panels of the estimator lab: a run report in, ``go.Figure`` / components out.
 
-Pure functions of the report (``whestboard.scoring.runs`` shape), so each can be checked
+Pure functions of the report (``whestboard.scoring._runs`` shape), so each can be checked
 against the report's own numbers in a unit test. Every MSE drawn or printed here
 sits beside the reference noise floor (avg_variance / N_ref): an error below it
 is reference noise, not estimator error.
@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from dash import html
 
 from components.format import integer, sci
-from whestboard.scoring.runs import operation_flops
+from whestboard.scoring import operation_flops
 
 NOISE_HELP = (
     "Noise floor = avg_variance / N_ref: the error the reference's own Monte Carlo noise adds to any "

@@ -13,8 +13,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from components.figures import explorer
-from whestboard.data.mlp_stats import heatmap_bins, ribbon_quantiles, weight_stats
-from whestboard.scoring.playground import Playground, Scored
+from whestboard.data import heatmap_bins, ribbon_quantiles, weight_stats
+from whestboard.scoring import Playground, Scored
 
 #: One colour per estimator, in the order the playground scores them; uploads take the rest.
 COLOURS = ("#1f77b4", "#d62728", "#9467bd", "#2ca02c", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")

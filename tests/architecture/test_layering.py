@@ -7,6 +7,9 @@ must break a named contract. grimp reads imports inside functions too, so hiding
 
 from __future__ import annotations
 
+import ast
+import importlib
+import inspect
 import shutil
 import subprocess
 import sys
@@ -41,13 +44,13 @@ def test_the_tree_keeps_every_contract():
 
 @pytest.mark.parametrize(("module", "line", "contract"), [
     # the core importing a use case above it, hidden inside a function
-    ("whestboard/rules/rounds.py", "def _probe():\n    from whestboard.scoring import runs  # noqa\n",
+    ("whestboard/rules/_rounds.py", "def _probe():\n    from whestboard.scoring import runs  # noqa\n",
      "The domain core imports from use cases down to rules, store and configuration"),
     # two sibling modules importing each other
-    ("whestboard/band/measure.py", "from whestboard.band import view  # noqa\n",
+    ("whestboard/band/_measure.py", "from whestboard.band import _view  # noqa\n",
      "No import cycle between sibling modules or packages"),
     # the core reaching for Dash
-    ("whestboard/data/registry.py", "import dash  # noqa\n", "The domain core never imports Dash, Flask or plotly"),
+    ("whestboard/data/_registry.py", "import dash  # noqa\n", "The domain core never imports Dash, Flask or plotly"),
     # UI reaching into the server plumbing
     ("components/selectors.py", "from server import health  # noqa\n",
      "Pages and the server plumbing sit above the UI, the UI above the domain core"),
@@ -60,19 +63,85 @@ def test_a_violating_import_breaks_its_contract(copy_of_the_tree, module, line, 
     assert f"{contract} BROKEN" in done.stdout, done.stdout[-3000:]
 
 
+def _python_files(root: Path) -> list[Path]:
+    return [*root.glob("*.py"), *(p for name in (*PACKAGES, "tests", "benchmarks") for p in (root / name).rglob("*.py"))]
+
+
+def _private_modules(root: Path) -> set[str]:
+    """Every ``package._module`` of the core: the rooms behind a package's face."""
+    return {f"whestboard.{p.parent.name}.{p.stem}" for p in (root / "whestboard").glob("*/_*.py")
+            if p.stem not in ("__init__", "__main__")}
+
+
+def _home(root: Path, path: Path) -> str | None:
+    """The core package a file belongs to; a test under ``tests/<package>/`` belongs to the package it tests."""
+    parts = path.relative_to(root).parts
+    if len(parts) >= 3 and parts[0] in ("whestboard", "tests") and (root / "whestboard" / parts[1]).is_dir():
+        return f"whestboard.{parts[1]}"
+    return None
+
+
+def _imports(path: Path):
+    """``(line, module, alias)`` for each module-level or in-function import, ``from`` names resolved."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, a.name, a.asname) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.lineno, node.module, None
+            yield from ((node.lineno, f"{node.module}.{a.name}", a.asname) for a in node.names)
+
+
+def faces_problems(root: Path) -> list[str]:
+    """Imports that go around a package's face: another package's ``_module``, or a module renamed on import."""
+    private = _private_modules(root)
+    modules = private | {f"whestboard.{p.parent.name}" for p in (root / "whestboard").glob("*/__init__.py")}
+    modules |= {f"whestboard.{p.stem}" for p in (root / "whestboard").glob("*.py")}
+    found = []
+    for path in _python_files(root):
+        home = _home(root, path)
+        for line, module, alias in _imports(path):
+            where = f"{path.relative_to(root)}:{line} {module}"
+            if module in private and module.rsplit(".", 1)[0] != home:
+                found.append(f"{where} (another package's private module: import from its face)")
+            if alias and module in modules and alias != module.rsplit(".", 1)[-1]:
+                found.append(f"{where} as {alias} (a module renamed on import)")
+    return found
+
+
 def test_nothing_imports_another_modules_private_name():
     """Public names live in a package's ``__init__`` or a module's plain names; ``_private`` stays home."""
-    import ast
-
+    private_modules = _private_modules(REPO)
     found = []
-    for path in [*REPO.glob("*.py"), *(p for name in (*PACKAGES, "tests", "benchmarks")
-                                      for p in (REPO / name).rglob("*.py"))]:
+    for path in _python_files(REPO):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
                     and node.module.split(".")[0] in (*PACKAGES, "app", "tests"):
-                found += [f"{path.relative_to(REPO)}:{node.lineno} {node.module}.{a.name}"
-                          for a in node.names if a.name.startswith("_")]
+                found += [f"{path.relative_to(REPO)}:{node.lineno} {node.module}.{a.name}" for a in node.names
+                          if a.name.startswith("_") and f"{node.module}.{a.name}" not in private_modules]
     assert not found, found
+
+
+def test_each_package_is_entered_through_its_face_only():
+    """Outside a package (and its tests) only its ``__init__`` is imported; a face exports no modules."""
+    assert not faces_problems(REPO)
+    for init in (REPO / "whestboard").glob("*/__init__.py"):
+        package = importlib.import_module(f"whestboard.{init.parent.name}")
+        exported = [name for name in getattr(package, "__all__", ()) if inspect.ismodule(getattr(package, name))]
+        assert not exported, (init, exported)
+
+
+@pytest.mark.parametrize(("module", "line"), [
+    ("pages/leaderboard.py", "from whestboard.leaderboard import _store  # noqa\n"),
+    ("whestboard/scoring/_runs.py", "def _probe():\n    from whestboard.data._registry import get_dataset  # noqa\n"),
+    ("tests/pages/test_explorer_pages.py", "import whestboard.data._registry  # noqa\n"),
+    ("server/health.py", "from whestboard import config as settings  # noqa\n"),
+])
+def test_an_import_around_a_face_is_caught(copy_of_the_tree, module, line):
+    shutil.copytree(REPO / "tests", copy_of_the_tree / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    path = copy_of_the_tree / module
+    assert path.exists(), module
+    path.write_text(path.read_text() + "\n\n" + line)
+    assert len(faces_problems(copy_of_the_tree)) == 1
 
 
 def test_only_the_config_module_reads_the_environment():

@@ -14,7 +14,7 @@ from whestbench.budget import mc_flops_per_sample, mc_samples_at_budget
 from whestbench.seeds import derive_seed_streams
 from whestbench.simulation import _pick_chunk_size
 
-from whestboard.band.measure import (
+from whestboard.band._measure import (
     BandError,
     band_rng,
     band_seed_sequence,
@@ -23,8 +23,8 @@ from whestboard.band.measure import (
     make_plan,
     per_layer_mse,
 )
-from whestboard.data.bake import build_weights
-from whestboard.rules.rounds import ALL_ROUNDS
+from whestboard.data import build_weights
+from whestboard.rules import ALL_ROUNDS
 
 SEED = 2**61 + 12345
 

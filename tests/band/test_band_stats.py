@@ -17,9 +17,8 @@ import numpy as np
 import pytest
 from whestbench.budget import mc_flops_per_sample
 
-from whestboard.band.store import compute_band, load_band
-from whestboard.data.bake import bake, plan_from_args
-from whestboard.data.datasets import open_dataset
+from whestboard.band._store import compute_band, load_band
+from whestboard.data import bake, open_dataset, plan_from_args
 
 WIDTH, DEPTH, N_MLPS, N_REF = 32, 3, 32, 2**14
 N_MAX = 2**14

@@ -6,13 +6,12 @@ import os
 
 import pytest
 
-from whestboard.band.baselines import compute_baselines, missing_baselines
-from whestboard.band.store import compute_band
-from whestboard.band.view import cached_convergence_view, convergence_view
-from whestboard.data.bake import bake, plan_from_args
-from whestboard.data.datasets import open_dataset
-from whestboard.scoring import rulebook_for, runs, runstore
-from whestboard.scoring.estimators import resolve_estimator
+from whestboard.band import _view
+from whestboard.band._baselines import compute_baselines, missing_baselines
+from whestboard.band._store import compute_band
+from whestboard.band._view import cached_convergence_view, convergence_view
+from whestboard.data import bake, open_dataset, plan_from_args
+from whestboard.scoring import RunRequest, resolve_estimator, rulebook_for, run_and_record
 
 ROUND, BUDGET = "v1-warmup", 200_000_000  # a round's shape, so its runs are listed; a small band budget
 
@@ -37,7 +36,7 @@ def test_unchanged_data_serves_the_same_view_and_version(dataset):
 
 def test_a_recorded_run_changes_the_version_and_appears_in_the_view(dataset):
     before, version = cached_convergence_view(dataset)
-    outcome = runs.run(runs.RunRequest(dataset, "0:2", resolve_estimator("mean"), rulebook_for(ROUND)))
+    outcome = run_and_record(RunRequest(dataset, "0:2", resolve_estimator("mean"), rulebook_for(ROUND)))
     after, new_version = cached_convergence_view(dataset)
     assert new_version != version and after is not before
     assert after.static_token == before.static_token  # the band and baselines part of the figure is reused
@@ -62,6 +61,6 @@ def test_an_unreachable_store_still_draws_the_band(dataset, monkeypatch):
     def broken():
         raise OSError("store down")
 
-    monkeypatch.setattr(runstore, "revision", broken)
+    monkeypatch.setattr(_view, "runs_revision", broken)
     view, version = cached_convergence_view(dataset)
     assert view.band_n_mlps == 3 and version

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from whestboard.cache import Region, memoize
-from whestboard.data.weights_cache import WEIGHTS_CACHE
+from whestboard.data import WEIGHTS_CACHE
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from whestboard.cli import main
-from whestboard.sandbox import host as sandbox
+from whestboard.sandbox import prewarm
 
 pytestmark = pytest.mark.usefixtures("private_state")
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.usefixtures("private_state")
 @pytest.fixture(autouse=True)
 def warm_next():
     yield
-    sandbox.prewarm()  # the next test's worker imports its libraries meanwhile
+    prewarm()  # the next test's worker imports its libraries meanwhile
 
 NUMPY_ESTIMATOR = """
     import numpy as _np

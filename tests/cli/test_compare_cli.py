@@ -9,10 +9,8 @@ import pytest
 from tests.upstream import make_official
 from whestboard.cli import main
 from whestboard.compare import anatomy_inputs, anatomy_of, load_side, verdict
-from whestboard.data.datasets import open_dataset
-from whestboard.scoring import rulebook_for, runs
-from whestboard.scoring.estimators import resolve_estimator
-from whestboard.scoring.report import whest_shaped
+from whestboard.data import open_dataset
+from whestboard.scoring import RunRequest, resolve_estimator, rulebook_for, run_and_record, whest_shaped
 
 pytestmark = [pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning"),
               pytest.mark.usefixtures("private_state")]
@@ -25,7 +23,7 @@ def dataset(tmp_path_factory):
 
 @pytest.fixture
 def two_runs(dataset):
-    return [runs.run(runs.RunRequest(dataset, None, resolve_estimator(kind), rulebook_for(None)))
+    return [run_and_record(RunRequest(dataset, None, resolve_estimator(kind), rulebook_for(None)))
             for kind in ("mean", "cov")]
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from whestboard.cli import main
-from whestboard.scoring.estimators import ALIASES, BUILTIN_KINDS, resolve_estimator
-from whestboard.scoring.sandboxed import is_file_spec
+from whestboard.scoring import ALIASES, BUILTIN_KINDS, is_file_spec, resolve_estimator
 
 
 def score_help(capsys) -> str:

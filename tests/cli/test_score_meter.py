@@ -18,7 +18,7 @@ import pytest
 from components.upload_panels import verdict_table
 from tests.upstream import assert_same_per_mlp, make_official
 from whestboard.cli import main
-from whestboard.scoring.uploads import verdict_row
+from whestboard.scoring import verdict_row
 
 TAMPERING = Path(__file__).parents[1] / "sandbox" / "tampering"
 WHEST = Path(sys.executable).with_name("whest")
@@ -96,7 +96,7 @@ def test_the_honest_twin_is_clean_everywhere(capsys, official, tmp_path):
 def test_a_flagged_run_imported_to_the_leaderboard_carries_the_integrity_flag(capsys, warmup_shaped, tmp_path):
     """``score --json`` reports, imported as the board imports run reports: the tamperer is flagged, its twin not."""
     import app
-    from whestboard.leaderboard import files, integrity, store
+    from whestboard.leaderboard import Upload, build_batch, integrity_board, mlp_frame, upsert
 
     app.the_app()  # the pages register with the app
     from pages.leaderboard import flags_text
@@ -109,13 +109,13 @@ def test_a_flagged_run_imported_to_the_leaderboard_carries_the_integrity_flag(ca
         uploads.append((name, out))
     sentence = json.loads(uploads[0][1])["results"]["per_mlp"][0]["meter_tampering"]
     for name, out in uploads:
-        batch = files.build_batch([files.Upload(f"{name}.json", out.encode())], team=name, round_tag="v1-warmup")
+        batch = build_batch([Upload(f"{name}.json", out.encode())], team=name, round_tag="v1-warmup")
         assert not batch.problems, list(batch.problems)
-        store.upsert(batch.submissions, batch.mlp_results)
-    board = integrity.board("v1-warmup").set_index("team")
+        upsert(batch.submissions, batch.mlp_results)
+    board = integrity_board("v1-warmup").set_index("team")
     assert bool(board.loc["counter_reset.py", "meter"]) and not board.loc["counter_reset_twin.py", "meter"]
     assert board.loc["counter_reset.py", "meter_text"] == f"meter tampering on 2 of 2 MLP(s): {sentence}"
     assert board.loc["counter_reset_twin.py", "meter_text"] == ""
     assert f"⚠ meter tampering on 2 of 2 MLP(s): {sentence}" in flags_text(board.loc["counter_reset.py"].to_dict())
-    stored = store.mlp_frame().set_index("mlp_index")
+    stored = mlp_frame().set_index("mlp_index")
     assert stored["meter_tampering"].notna().sum() == 2  # the sentence is stored per MLP, the twin's are empty

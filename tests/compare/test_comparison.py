@@ -19,16 +19,20 @@ from whestboard.compare import (
     load_side,
     verdict,
 )
-from whestboard.compare.anatomy import class_shares, error_by_truth, squared_errors, worst_neurons
-from whestboard.compare.paired import reference_noise_variance
-from whestboard.compare.sides import candidates
-from whestboard.data import registry
-from whestboard.data.datasets import open_dataset
-from whestboard.data.mlp_stats import compute_mlp_stats
-from whestboard.leaderboard import MLPResult, Submission, store
-from whestboard.scoring import rulebook_for, runs, runstore
-from whestboard.scoring.estimators import resolve_estimator
-from whestboard.scoring.report import whest_shaped
+from whestboard.compare._anatomy import class_shares, error_by_truth, squared_errors, worst_neurons
+from whestboard.compare._paired import reference_noise_variance
+from whestboard.compare._sides import candidates
+from whestboard.data import compute_mlp_stats, get_dataset, open_dataset
+from whestboard.leaderboard import MLPResult, Submission, upsert
+from whestboard.scoring import (
+    RunOutcome,
+    RunRequest,
+    get_run_predictions,
+    resolve_estimator,
+    rulebook_for,
+    run_and_record,
+    whest_shaped,
+)
 
 pytestmark = [pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning"),
               pytest.mark.usefixtures("private_state")]
@@ -41,8 +45,8 @@ def dataset(tmp_path_factory):
                                       seeds=SEEDS))
 
 
-def _run(dataset, kind: str, mlps: str = "0:6") -> runs.RunOutcome:
-    return runs.run(runs.RunRequest(dataset, mlps, resolve_estimator(kind), rulebook_for(None)))
+def _run(dataset, kind: str, mlps: str = "0:6") -> RunOutcome:
+    return run_and_record(RunRequest(dataset, mlps, resolve_estimator(kind), rulebook_for(None)))
 
 
 @pytest.fixture
@@ -62,7 +66,7 @@ def test_verdict_pairs_the_runs_grader_numbers(two_runs):
     assert out["score"]["mean_a"] == pytest.approx(mean_run.report["results"]["adjusted_final_layer_score"], rel=1e-6)
     assert out["score"]["wins"] + out["score"]["losses"] + out["score"]["ties"] == 6
     # The reference-noise part, recomputed from the stored predictions independently.
-    preds_a, preds_b = runstore.get_run_predictions(mean_run.run_id), runstore.get_run_predictions(cov_run.run_id)
+    preds_a, preds_b = get_run_predictions(mean_run.run_id), get_run_predictions(cov_run.run_id)
     noise = [reference_noise_variance(preds_a[i][-1], preds_b[i][-1], per_a[i]["avg_variance"], 3000) for i in range(6)]
     assert out["noise"]["available"] and out["noise"]["reference"] == pytest.approx(math.sqrt(sum(noise)) / 6)
     assert out["noise"]["limited_by"] in out["noise"]["sentence"]
@@ -159,7 +163,7 @@ def test_submissions_with_per_mlp_results_pair_by_dataset_and_index(dataset, two
             for e in per_mlp[:4]]
     bare = Submission("team-y-1", "team y", "v1-warmup", datetime(2026, 11, 1, tzinfo=UTC), "graded", "0.16.2",
                       dataset=key)
-    store.upsert([sub, bare], rows)
+    upsert([sub, bare], rows)
     side = load_side("sub:team-x-1")
     out = verdict(side, load_side(f"run:{mean_run.run_id}"))
     assert out["n_shared"] == 4 and out["score"]["ratio"] == pytest.approx(2.0)
@@ -182,7 +186,7 @@ def test_a_submission_is_paired_on_its_public_suite_only(dataset, two_runs):
               for e in per_mlp[:3]]
     private = [MLPResult(sid, e["mlp_index"], e["final_layer_mse"] * 100, e["adjusted_final_layer_score"] * 100,
                          split="private") for sid in ("team-z-1", "team-w-1") for e in per_mlp[:5]]
-    store.upsert([both, hidden], public + private)
+    upsert([both, hidden], public + private)
     side = load_side("sub:team-z-1")
     assert sorted(side.entries) == [e["mlp_index"] for e in per_mlp[:3]]
     out = verdict(side, load_side(f"run:{mean_run.run_id}"))
@@ -208,8 +212,8 @@ def test_what_cannot_be_compared_is_said_in_a_sentence(side_id, message):
 def test_a_run_against_an_embedded_baseline_pairs_on_its_mlps():
     """The baseline carries no predictions: the verdict pairs on its results, the anatomy is A's alone
     with B's per-layer MSE from B's own results."""
-    dataset = registry.get_dataset("v1-warmup")
-    outcome = runs.run(runs.RunRequest(dataset, "0:3", resolve_estimator("mean"), rulebook_for("v1-warmup")))
+    dataset = get_dataset("v1-warmup")
+    outcome = run_and_record(RunRequest(dataset, "0:3", resolve_estimator("mean"), rulebook_for("v1-warmup")))
     a, b = load_side(f"run:{outcome.run_id}"), load_side("base:v1-warmup:mean")
     out = verdict(a, b)
     assert out["n_shared"] == 3 and not out["noise"]["available"]
@@ -242,8 +246,8 @@ def test_runs_from_different_blas_set_ups_say_so(dataset, two_runs, tmp_path):
 
 
 def test_the_fewest_mlps_for_a_verdict_is_where_the_sign_flip_test_can_first_reject():
-    from whestboard.compare.paired import FEWEST_MLPS_FOR_A_VERDICT
-    from whestboard.leaderboard.ranking import ALPHA, sign_flip_p_value
+    from whestboard.compare._paired import FEWEST_MLPS_FOR_A_VERDICT
+    from whestboard.leaderboard import ALPHA, sign_flip_p_value
 
     n = FEWEST_MLPS_FOR_A_VERDICT
     clear = np.arange(1.0, n + 1)  # every difference the same sign: the strongest evidence n MLPs can give

@@ -14,14 +14,14 @@ import math
 import numpy as np
 import pytest
 
-from whestboard.compare.paired import (
+from whestboard.compare._paired import (
     LIMIT_NOISE,
     mlps_needed,
     noise_split,
     paired_stat,
     reference_noise_variance,
 )
-from whestboard.leaderboard.ranking import SEED, bootstrap_interval
+from whestboard.leaderboard import SEED, bootstrap_interval
 
 N_NEURONS = 64
 N_REF = 1000

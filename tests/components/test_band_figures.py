@@ -9,12 +9,8 @@ import pytest
 from whestbench.budget import mc_flops_per_sample
 
 from components.figures import convergence as figs
-from whestboard.band import band_frame
-from whestboard.band.baselines import compute_baselines
-from whestboard.band.store import compute_band, load_band
-from whestboard.band.view import RunPoint, convergence_view
-from whestboard.data.bake import bake, plan_from_args
-from whestboard.data.datasets import open_dataset
+from whestboard.band import RunPoint, band_frame, compute_band, compute_baselines, convergence_view, load_band
+from whestboard.data import bake, open_dataset, plan_from_args
 
 WIDTH, DEPTH = 32, 2
 PER_SAMPLE = mc_flops_per_sample(WIDTH, DEPTH, dtype_aware_billing=True)
@@ -34,7 +30,7 @@ def dataset(tmp_path_factory):
 
 def _run(run_id: str, flops: float, mse: float, *, team: str | None = None, label: str = "mean",
          indices=(0, 1, 2), dataset_key: str = "ds") -> dict:
-    """A run summary shaped like ``whestboard.scoring.runstore.list_runs`` returns it."""
+    """A run summary shaped like ``whestboard.scoring._runstore.list_runs`` returns it."""
     return {"run_id": run_id, "created_at": "2026-01-01T00:00:00+00:00", "dataset_key": dataset_key,
             "round_tag": None, "estimator_label": label, "estimator_kind": "file", "code_sha256": "0" * 64,
             "team": team, "source": "upload", "budget": BUDGET, "mlp_indices": list(indices),
@@ -178,11 +174,11 @@ def test_highlight_matching():
 
 
 def test_band_frame_for_other_pages_is_the_rounds_band_table():
-    from whestboard.data import registry
+    from whestboard.data import datasets_for_round
 
     for tag in ("v1-warmup", "v1-phase1", "v2-phase2"):
         frame = band_frame(tag)
-        bands = [load_band(ds) for ds in registry.datasets_for_round(tag)]
+        bands = [load_band(ds) for ds in datasets_for_round(tag)]
         if frame is None:
             assert not any(b is not None and b.mlps for b in bands)
         else:

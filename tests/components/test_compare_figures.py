@@ -7,8 +7,7 @@ import pytest
 
 from components.compare_panels import compare_url, merged_options, upload_options
 from components.figures import compare as figs
-from whestboard.compare.anatomy import class_shares, error_by_truth, error_heatmap, squared_errors
-from whestboard.compare.paired import paired_stat
+from whestboard.compare import class_shares, error_by_truth, error_heatmap, paired_stat, squared_errors
 
 
 def _verdict(a, b, variance, noise=None) -> dict:

@@ -9,17 +9,23 @@ import pandas as pd
 import pytest
 
 from components.figures import explorer as figs
-from whestboard.data import mlp_stats as ms
-from whestboard.data.bake import build_weights
-from whestboard.data.datasets import DEAD_MEAN_THRESHOLD
-from whestboard.data.sampling import layer_statistics
+from whestboard.data import (
+    ALWAYS_ON_RELATIVE_CLIP,
+    DEAD_MEAN_THRESHOLD,
+    build_weights,
+    compute_mlp_stats,
+    final_histogram,
+    heatmap_bins,
+    layer_statistics,
+    reference_pre_activation_means,
+)
 
 
 @pytest.fixture(scope="module")
 def mlp():
     weights = build_weights(16, 4, 31)
     means, avg_var = layer_statistics(list(weights), 2048, np.random.default_rng(31))
-    return weights, means, ms.compute_mlp_stats(means, weights, avg_var, 2048)
+    return weights, means, compute_mlp_stats(means, weights, avg_var, 2048)
 
 
 def _trace(fig, name):
@@ -67,7 +73,7 @@ def test_ribbon_table_holds_the_plotted_numbers(mlp):
 
 def test_heatmap_bins_wide_layers_to_256_columns():
     means = np.random.default_rng(4).random((3, 1024)).astype(np.float32)
-    bins = ms.heatmap_bins(means)
+    bins = heatmap_bins(means)
     fig = figs.heatmap_figure(bins)
     heat = fig.data[0]
     z = _arr(heat.z)
@@ -83,7 +89,7 @@ def test_heatmap_bins_wide_layers_to_256_columns():
 
 def test_heatmap_ordered_shows_sorted_layers(mlp):
     _, means, _ = mlp
-    fig = figs.heatmap_figure(ms.heatmap_bins(means, ordered=True))
+    fig = figs.heatmap_figure(heatmap_bins(means, ordered=True))
     np.testing.assert_allclose(_arr(fig.data[0].z), np.sort(means.astype(np.float64), axis=1))
     assert "sorted" in fig.layout.xaxis.title.text
 
@@ -110,8 +116,8 @@ def test_fractions_stack_dead_kinked_and_always_on(mlp):
     on = _arr(_trace(fig, "always-on").y)
     kinked = _arr(_trace(fig, "kinked (sometimes clipped)").y)
     np.testing.assert_allclose(dead, (means <= DEAD_MEAN_THRESHOLD).mean(axis=1))
-    clipped = means.astype(np.float64) - ms.reference_pre_activation_means(means, mlp[0])
-    expected_on = ((means > DEAD_MEAN_THRESHOLD) & (clipped <= ms.ALWAYS_ON_RELATIVE_CLIP * means)).mean(axis=1)
+    clipped = means.astype(np.float64) - reference_pre_activation_means(means, mlp[0])
+    expected_on = ((means > DEAD_MEAN_THRESHOLD) & (clipped <= ALWAYS_ON_RELATIVE_CLIP * means)).mean(axis=1)
     np.testing.assert_allclose(on, expected_on)
     np.testing.assert_allclose(dead + on + kinked, 1.0)
     assert fig.layout.barmode == "stack"
@@ -121,7 +127,7 @@ def test_fractions_stack_dead_kinked_and_always_on(mlp):
 
 def test_histogram_plots_numpy_counts(mlp):
     _, means, stats = mlp
-    counts, edges = ms.final_histogram(means[-1], bins=10)
+    counts, edges = final_histogram(means[-1], bins=10)
     fig = figs.histogram_figure(counts, edges, int((means[-1] <= DEAD_MEAN_THRESHOLD).sum()))
     final = means[-1].astype(np.float64)
     expected, expected_edges = np.histogram(final, bins=10, range=(final.min(), final.max()))

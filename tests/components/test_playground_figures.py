@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 
 from components.figures import playground as figs
-from whestboard.data import generated
-from whestboard.data.mlp_stats import heatmap_bins
-from whestboard.scoring.playground import estimator_specs, play, rulebook_for_shape
+from whestboard.data import heatmap_bins, parse_shape
+from whestboard.scoring import estimator_specs, play, rulebook_for_shape
 
 pytestmark = [pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning"),
               pytest.mark.usefixtures("private_state")]
@@ -18,7 +17,7 @@ pytestmark = [pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExha
 def result(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("WHESTBOARD_STATE_DIR", str(tmp_path_factory.mktemp("state")))
-        shape = generated.parse_shape(300, 3, 17)  # wider than the heatmap's 256 columns: binned
+        shape = parse_shape(300, 3, 17)  # wider than the heatmap's 256 columns: binned
         yield play(shape, 2000, estimator_specs(100), rulebook_for_shape(shape))
 
 
@@ -54,6 +53,6 @@ def test_predicted_vs_true_is_one_point_per_neuron_of_the_layer(result):
 
 def test_truth_figures_draw_the_graph_only_for_small_widths(result):
     assert set(figs.truth_figures(result)) == {"means", "ribbon", "weights"}
-    small = generated.parse_shape(8, 2, 3)
+    small = parse_shape(8, 2, 3)
     small_result = play(small, 1000, estimator_specs(100), rulebook_for_shape(small))
     assert "network" in figs.truth_figures(small_result)

@@ -9,10 +9,9 @@ import pytest
 
 from components.figures import lab as figs
 from tests.upstream import make_official
-from whestboard.data.datasets import open_dataset
-from whestboard.scoring import rulebook_for, runs
-from whestboard.scoring.estimators import resolve_estimator
-from whestboard.store import database as db
+from whestboard.data import open_dataset
+from whestboard.scoring import RunRequest, execute, layer_comparison, resolve_estimator, rulebook_for
+from whestboard.store import reset_engines
 
 pytestmark = pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning")
 
@@ -25,7 +24,7 @@ def dataset(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def outcome(dataset):
-    return runs.execute(runs.RunRequest(dataset, None, resolve_estimator("cov"), rulebook_for(None, 10**7)))
+    return execute(RunRequest(dataset, None, resolve_estimator("cov"), rulebook_for(None, 10**7)))
 
 
 def test_budget_gauge_marks_b_and_the_charging_floor(outcome):
@@ -63,7 +62,7 @@ def test_versus_sampling_compares_to_mc_at_b(outcome):
 
 
 def test_layer_figures_show_prediction_minus_truth(outcome, dataset):
-    comparison = runs.layer_comparison(outcome.report, outcome.predictions, dataset, 1)
+    comparison = layer_comparison(outcome.report, outcome.predictions, dataset, 1)
     heat = figs.signed_error_heatmap(comparison)
     for row, index in enumerate(comparison["indices"]):
         truth, _ = dataset.truth(index)
@@ -75,8 +74,8 @@ def test_layer_figures_show_prediction_minus_truth(outcome, dataset):
 
 def test_tables_put_the_floor_beside_each_mse_and_flag_failures(dataset, tmp_path, monkeypatch):
     monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path))
-    db.reset_engines()
-    failing = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator("cov"), rulebook_for(None, 1000)))
+    reset_engines()
+    failing = execute(RunRequest(dataset, "0", resolve_estimator("cov"), rulebook_for(None, 1000)))
     table = figs.per_mlp_table(failing.report)
     row = table.children[1].children[0]
     assert "table-danger" in row.className
@@ -86,7 +85,7 @@ def test_tables_put_the_floor_beside_each_mse_and_flag_failures(dataset, tmp_pat
     live = figs.live_rows(failing.report["results"]["per_mlp"])
     assert live[0]["noise_floor"] == failing.report["results"]["per_mlp"][0]["noise_floor"]
     assert figs.live_table([]) is None
-    db.reset_engines()
+    reset_engines()
 
 
 def test_below_floor_badge_appears_only_when_flagged(outcome):

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from components.figures import leaderboard as figs
-from whestboard.rules.rounds import get_round
+from whestboard.rules import get_round
 
 RND = get_round("v1-warmup")
 

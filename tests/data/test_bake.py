@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from whestboard.cli import main
-from whestboard.data import compact
-from whestboard.data.bake import BakeError, bake, plan_from_args
-from whestboard.data.datasets import open_dataset
+from whestboard.data import _compact
+from whestboard.data._bake import BakeError, bake, plan_from_args
+from whestboard.data._datasets import open_dataset
 
 REPO = Path(__file__).resolve().parents[2]
 SEEDS = "11,22,33,44,55,66,77,88"
@@ -42,23 +42,23 @@ def test_killed_bake_resumes_to_the_uninterrupted_result(tmp_path):
 
     proc = _cli(*_bake_args(resumed))
     deadline = time.time() + 120
-    while not compact.baked_indices(resumed) and time.time() < deadline:
+    while not _compact.baked_indices(resumed) and time.time() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    kept = {i: os.stat(compact.mlp_path(resumed, i)).st_mtime_ns for i in compact.baked_indices(resumed)}
+    kept = {i: os.stat(_compact.mlp_path(resumed, i)).st_mtime_ns for i in _compact.baked_indices(resumed)}
     assert 0 < len(kept) < 8, "the kill should land mid-bake"
 
     assert _cli(*_bake_args(resumed)).wait(timeout=300) == 0
     for i, mtime in kept.items():  # finished MLPs were not recomputed
-        assert os.stat(compact.mlp_path(resumed, i)).st_mtime_ns == mtime
+        assert os.stat(_compact.mlp_path(resumed, i)).st_mtime_ns == mtime
     a, b = open_dataset(whole), open_dataset(resumed)
     assert a.indices == b.indices == list(range(8))
     for i in a.indices:
         np.testing.assert_array_equal(a.truth(i)[0], b.truth(i)[0])
         assert a.truth(i)[1] == b.truth(i)[1]
         assert a.mlp_name(i) == b.mlp_name(i)
-    assert not list((resumed / compact.MLP_DIR).glob("*.tmp"))
+    assert not list((resumed / _compact.MLP_DIR).glob("*.tmp"))
 
 
 def test_resume_refuses_different_arguments(tmp_path):
@@ -108,18 +108,18 @@ def test_two_bakes_share_one_dataset(tmp_path):
     assert a.indices == b.indices == list(range(8))
     for i in a.indices:
         np.testing.assert_array_equal(a.truth(i)[0], b.truth(i)[0])
-    assert not list((shared / compact.MLP_DIR).glob("*.claim"))
+    assert not list((shared / _compact.MLP_DIR).glob("*.claim"))
 
 
 def test_stale_claim_of_a_dead_process_is_taken_over(tmp_path):
-    from whestboard.data.bake import claim
+    from whestboard.data._bake import claim
 
     plan = plan_from_args(round_tag=None, width=8, depth=2, n_mlps=2, n_samples=64, seeds=None)
     out = tmp_path / "ds"
     bake(out, plan, show_progress=False)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    stale = compact.mlp_path(out, 0).with_suffix(".claim")
+    stale = _compact.mlp_path(out, 0).with_suffix(".claim")
     stale.write_text(f"{dead.pid}@{__import__('socket').gethostname()}")
     with claim(out, 0) as mine:
         assert mine

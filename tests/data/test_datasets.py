@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 
 from tests.upstream import SEEDS, make_official, whestbench_mlps
-from whestboard.data import compact
-from whestboard.data.bake import bake, plan_from_args
-from whestboard.data.datasets import DatasetError, MLPNotFound, WeightsMismatch, open_dataset
+from whestboard.data import _compact
+from whestboard.data._bake import bake, plan_from_args
+from whestboard.data._datasets import DatasetError, MLPNotFound, WeightsMismatch, open_dataset
 
 WIDTH, DEPTH, SAMPLES = 24, 3, 3000
 
@@ -95,8 +95,8 @@ def test_rebuilt_weights_that_differ_are_refused(tmp_path, compact_dir):
 
     copy = tmp_path / "tampered"
     shutil.copytree(compact_dir, copy)
-    rec = compact.read_mlp_record(copy, 1)
-    compact.write_mlp_record(copy, 1, all_layer_means=rec["all_layer_means"], avg_variance=rec["avg_variance"],
+    rec = _compact.read_mlp_record(copy, 1)
+    _compact.write_mlp_record(copy, 1, all_layer_means=rec["all_layer_means"], avg_variance=rec["avg_variance"],
                              weights_sha256="0" * 64, provenance=rec["provenance"])
     ds = open_dataset(copy)
     ds.mlp(0)  # untouched MLPs still load
@@ -123,7 +123,7 @@ def test_unknown_index_is_a_clear_error(compact_dir):
             ),
             "no parquet files",
         ),
-        (lambda p: (p / compact.MANIFEST_NAME).write_text(json.dumps({"format": "other"})), "not a Whestboard compact"),
+        (lambda p: (p / _compact.MANIFEST_NAME).write_text(json.dumps({"format": "other"})), "not a Whestboard compact"),
     ],
 )
 def test_malformed_directories_say_what_is_wrong(tmp_path, make, message):
@@ -145,7 +145,7 @@ def test_weights_rebuild_equals_whestbench_sample_mlp(width, depth):
     from whestbench import sample_mlp
     from whestbench.seeds import derive_seed_streams
 
-    from whestboard.data.bake import build_weights
+    from whestboard.data._bake import build_weights
 
     seed = 2**40 + 3
     mlp = sample_mlp(width, depth, fnp.random.default_rng(derive_seed_streams(seed)[0]))
@@ -170,16 +170,16 @@ def _truncate(path, fraction=0.5):
 
 
 def test_a_truncated_record_damages_only_its_mlp(tmp_path, compact_dir):
-    from whestboard.data.datasets import MLPDamaged
+    from whestboard.data._datasets import MLPDamaged
 
     intact = open_dataset(compact_dir)
     copy = _copy(compact_dir, tmp_path)
-    _truncate(compact.mlp_path(copy, 1))
+    _truncate(_compact.mlp_path(copy, 1))
     ds = open_dataset(copy)
 
     assert ds.info.n_mlps == 4 and ds.indices == [0, 2, 3] and ds.held_indices == [0, 1, 2, 3]
     damage = ds.damaged[1]
-    assert damage.path == compact.mlp_path(copy, 1)
+    assert damage.path == _compact.mlp_path(copy, 1)
     assert damage.reason == "the archive is truncated or corrupt (BadZipFile: File is not a zip file)"
     assert damage.name == intact.mlp_name(1) and damage.seed == SEEDS[1]
     assert f"--n-mlps 4 --samples {SAMPLES} --out {copy}" in damage.remedy
@@ -217,7 +217,7 @@ def _write_npz(path, **arrays):
 
 
 def _record_like(compact_dir, **overrides):
-    rec = compact.read_mlp_record(compact_dir, 2)
+    rec = _compact.read_mlp_record(compact_dir, 2)
     arrays = {"all_layer_means": rec["all_layer_means"], "avg_variance": np.float64(rec["avg_variance"]),
               "weights_sha256": np.array(rec["weights_sha256"]), "provenance": np.array(json.dumps(rec["provenance"]))}
     arrays.update(overrides)
@@ -244,10 +244,10 @@ def _record_like(compact_dir, **overrides):
 )
 def test_every_kind_of_damaged_record_names_its_file_and_reason(tmp_path, compact_dir, damage, reason):
     copy = _copy(compact_dir, tmp_path)
-    path = compact.mlp_path(copy, 2)
+    path = _compact.mlp_path(copy, 2)
     damage(path, compact_dir)
-    with pytest.raises(compact.RecordDamaged) as caught:
-        compact.read_mlp_record(copy, 2, depth=DEPTH, width=WIDTH)
+    with pytest.raises(_compact.RecordDamaged) as caught:
+        _compact.read_mlp_record(copy, 2, depth=DEPTH, width=WIDTH)
     assert caught.value.path == path and reason in caught.value.reason
     ds = open_dataset(copy)
     assert list(ds.damaged) == [2] and reason in ds.damaged[2].reason and ds.indices == [0, 1, 3]
@@ -257,7 +257,7 @@ def test_a_record_the_manifest_does_not_list_is_damaged_not_fatal(tmp_path, comp
     import shutil
 
     copy = _copy(compact_dir, tmp_path)
-    shutil.copyfile(compact.mlp_path(copy, 0), compact.mlp_path(copy, 9))
+    shutil.copyfile(_compact.mlp_path(copy, 0), _compact.mlp_path(copy, 9))
     ds = open_dataset(copy)
     assert ds.indices == [0, 1, 2, 3] and list(ds.damaged) == [9]
     assert ds.damaged[9].reason == "the manifest lists only 4 MLPs (0..3)" and ds.damaged[9].name is None
@@ -274,9 +274,9 @@ def test_a_record_the_manifest_does_not_list_is_damaged_not_fatal(tmp_path, comp
 )
 def test_a_mangled_manifest_is_one_clear_error(tmp_path, compact_dir, mangle, message):
     copy = _copy(compact_dir, tmp_path)
-    manifest = compact.read_manifest(copy)
+    manifest = _compact.read_manifest(copy)
     mangle(manifest)
-    compact.manifest_path(copy).write_text(json.dumps(manifest))
+    _compact.manifest_path(copy).write_text(json.dumps(manifest))
     with pytest.raises(DatasetError, match=message):
         open_dataset(copy)
 
@@ -285,7 +285,7 @@ def test_an_unreadable_parquet_row_group_damages_only_its_mlps(tmp_path, officia
     """A corrupt page in row group 1 of 2: its two MLPs are damaged, the other two are served as before."""
     import pyarrow.parquet as pq
 
-    from whestboard.data.datasets import MLPDamaged
+    from whestboard.data._datasets import MLPDamaged
 
     intact = open_dataset(official)
     copy = _copy(official, tmp_path)
@@ -325,8 +325,8 @@ def test_an_unreadable_parquet_footer_is_a_clear_dataset_error(tmp_path, officia
 def test_the_registry_notices_a_record_damaged_and_repaired_in_place(tmp_path, compact_dir, monkeypatch):
     """In place: the folders' modification times do not move, only the file's size and time do."""
     from server import health
-    from whestboard.data import registry
-    from whestboard.data.mlp_stats import summary_for
+    from whestboard.data import _registry
+    from whestboard.data._mlp_stats import summary_for
 
     root = tmp_path / "data"
     root.mkdir()
@@ -334,24 +334,24 @@ def test_the_registry_notices_a_record_damaged_and_repaired_in_place(tmp_path, c
     monkeypatch.setenv("WHESTBOARD_DATA_DIR", str(root))
     monkeypatch.setenv("WHESTBOARD_DATASETS", "")
     monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
-    assert not registry.get_dataset("copy").damaged
-    assert summary_for(registry.get_dataset("copy"))["damaged"].sum() == 0
+    assert not _registry.get_dataset("copy").damaged
+    assert summary_for(_registry.get_dataset("copy"))["damaged"].sum() == 0
 
-    path = compact.mlp_path(copy, 3)
+    path = _compact.mlp_path(copy, 3)
     good = path.read_bytes()
     folder_times = (copy.stat().st_mtime_ns, path.parent.stat().st_mtime_ns)
     _truncate(path)
     assert (copy.stat().st_mtime_ns, path.parent.stat().st_mtime_ns) == folder_times
-    ds = registry.get_dataset("copy")
+    ds = _registry.get_dataset("copy")
     assert list(ds.damaged) == [3] and summary_for(ds)["damaged"].tolist() == [False, False, False, True]
     report = health.check()
     assert report["ok"] is True and report["degraded"] is True
     assert report["checks"]["datasets"]["damaged"] == {"copy": {str(path): ds.damaged[3].reason}}
-    assert registry.damaged_mlps() == {"copy": [ds.damaged[3]]}
+    assert _registry.damaged_mlps() == {"copy": [ds.damaged[3]]}
 
     with open(path, "r+b") as fh:  # repaired in place, as `cp good-copy 00003.npz` does
         fh.write(good)
-    repaired = registry.get_dataset("copy")
+    repaired = _registry.get_dataset("copy")
     assert not repaired.damaged and repaired.indices == [0, 1, 2, 3]
     assert summary_for(repaired)["damaged"].sum() == 0
     report = health.check()
@@ -363,7 +363,7 @@ def test_an_unopenable_dataset_stays_broken_and_healthz_stays_up(tmp_path, monke
 
     root = tmp_path / "data"
     (root / "broken").mkdir(parents=True)
-    (root / "broken" / compact.MANIFEST_NAME).write_text("{")
+    (root / "broken" / _compact.MANIFEST_NAME).write_text("{")
     monkeypatch.setenv("WHESTBOARD_DATA_DIR", str(root))
     monkeypatch.setenv("WHESTBOARD_DATASETS", "")
     monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
@@ -389,10 +389,10 @@ def test_one_dataset_identity_reads_band_manifests_written_before_it():
     """The shipped bands' manifests name the reference samples ``reference_samples``: still the same dataset."""
     import json
 
-    from whestboard.data import dataset_identity, registry, same_dataset
-    from whestboard.data.registry import data_dir
+    from whestboard.data import dataset_identity, _registry, same_dataset
+    from whestboard.data._registry import data_dir
 
-    dataset = registry.get_dataset("v1-phase1")
+    dataset = _registry.get_dataset("v1-phase1")
     stored = json.loads((data_dir() / "v1-phase1" / "band" / "band.json").read_text())["dataset"]
     ident = dataset_identity(dataset)
     assert "reference_samples" in stored and ident["n_samples"] == stored["reference_samples"]
@@ -403,7 +403,7 @@ def test_one_dataset_identity_reads_band_manifests_written_before_it():
 
 def test_dataset_identity_of_chosen_mlps_hashes_only_their_references(tmp_path):
     from whestboard.data import dataset_identity, open_dataset
-    from whestboard.data.bake import bake, plan_from_args
+    from whestboard.data._bake import bake, plan_from_args
 
     plan = plan_from_args(round_tag=None, width=8, depth=2, n_mlps=3, n_samples=256, seeds=[1, 2, 3])
     bake(tmp_path / "d", plan, show_progress=False, explicit_seeds=True)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from whestboard.data import mlp_stats as ms
-from whestboard.data.bake import build_weights
-from whestboard.data.datasets import DEAD_MEAN_THRESHOLD
-from whestboard.data.sampling import layer_statistics
+from whestboard.data import _mlp_stats
+from whestboard.data._bake import build_weights
+from whestboard.data._datasets import DEAD_MEAN_THRESHOLD
+from whestboard.data._sampling import layer_statistics
 
 
 def _mlp(width: int = 16, depth: int = 4, seed: int = 11, n_samples: int = 4096):
@@ -46,8 +46,8 @@ def test_ribbon_quantiles_are_numpy_percentiles_per_layer():
     _, means, _ = _mlp()
     expected = np.stack([np.percentile(means[layer].astype(np.float64), [0, 5, 25, 50, 75, 95, 100])
                          for layer in range(means.shape[0])])
-    np.testing.assert_allclose(ms.ribbon_quantiles(means), expected, rtol=0, atol=0)
-    assert np.array_equal(ms.ribbon_quantiles(means)[:, 3], np.median(means.astype(np.float64), axis=1))
+    np.testing.assert_allclose(_mlp_stats.ribbon_quantiles(means), expected, rtol=0, atol=0)
+    assert np.array_equal(_mlp_stats.ribbon_quantiles(means)[:, 3], np.median(means.astype(np.float64), axis=1))
 
 
 def test_clipped_mean_is_the_mean_negative_part_of_the_pre_activation():
@@ -58,19 +58,19 @@ def test_clipped_mean_is_the_mean_negative_part_of_the_pre_activation():
     pre, post = _forward64(weights, x)
     means = np.stack([h.mean(axis=0) for h in post])
     expected = np.stack([np.maximum(-z, 0.0).mean(axis=0) for z in pre])
-    clipped = ms.clipped_means(means.astype(np.float32), weights)
+    clipped = _mlp_stats.clipped_means(means.astype(np.float32), weights)
     np.testing.assert_allclose(clipped, expected, atol=2e-6)
-    np.testing.assert_allclose(ms.reference_pre_activation_means(means, weights),
+    np.testing.assert_allclose(_mlp_stats.reference_pre_activation_means(means, weights),
                                np.stack([z.mean(axis=0) for z in pre]), atol=1e-12)
 
 
 def test_dead_and_always_on_follow_the_reference():
     weights, means, _ = _crafted_mlp()
-    clipped = ms.clipped_means(means, weights)
-    dead = ms.dead_mask(means)
-    always_on = ms.always_on_mask(means, clipped)
+    clipped = _mlp_stats.clipped_means(means, weights)
+    dead = _mlp_stats.dead_mask(means)
+    always_on = _mlp_stats.always_on_mask(means, clipped)
     assert np.array_equal(dead, means <= DEAD_MEAN_THRESHOLD)
-    expected_on = (means > DEAD_MEAN_THRESHOLD) & (clipped <= ms.ALWAYS_ON_RELATIVE_CLIP * means)
+    expected_on = (means > DEAD_MEAN_THRESHOLD) & (clipped <= _mlp_stats.ALWAYS_ON_RELATIVE_CLIP * means)
     assert np.array_equal(always_on, expected_on)
     assert always_on[1, 0] and not dead[1, 0]  # positive inputs only: the ReLU never clips it
     assert dead[1, 1] and not always_on[1, 1]  # negative inputs only: never fires
@@ -80,7 +80,7 @@ def test_dead_and_always_on_follow_the_reference():
 
 def test_final_histogram_matches_numpy():
     _, means, _ = _mlp()
-    counts, edges = ms.final_histogram(means[-1], bins=12)
+    counts, edges = _mlp_stats.final_histogram(means[-1], bins=12)
     expected_counts, expected_edges = np.histogram(means[-1].astype(np.float64), bins=12,
                                                    range=(float(means[-1].min()), float(means[-1].max())))
     assert np.array_equal(counts, expected_counts)
@@ -98,7 +98,7 @@ def _lower_median(values: np.ndarray) -> float:
 def test_heatmap_bins_average_consecutive_neurons():
     rng = np.random.default_rng(1)
     means = rng.random((3, 64))
-    bins = ms.heatmap_bins(means, max_columns=16)
+    bins = _mlp_stats.heatmap_bins(means, max_columns=16)
     assert bins.columns == 16 and bins.bin_size == 4 and not bins.ordered
     blocks = means.reshape(3, 16, 4)
     np.testing.assert_allclose(bins.values, blocks.mean(axis=-1))
@@ -114,7 +114,7 @@ def test_heatmap_bins_average_consecutive_neurons():
 def test_heatmap_bins_ordered_sorts_each_layer_and_maps_back_to_neurons():
     rng = np.random.default_rng(2)
     means = rng.random((4, 70))
-    bins = ms.heatmap_bins(means, max_columns=16, ordered=True)
+    bins = _mlp_stats.heatmap_bins(means, max_columns=16, ordered=True)
     assert bins.ordered and bins.bin_size == 5 and bins.columns == 14
     sorted_means = np.sort(means, axis=1)
     np.testing.assert_allclose(bins.values, sorted_means.reshape(4, 14, 5).mean(axis=-1))
@@ -129,10 +129,10 @@ def test_heatmap_bins_ordered_sorts_each_layer_and_maps_back_to_neurons():
 def test_heatmap_bins_uneven_last_bin_and_narrow_layers():
     rng = np.random.default_rng(3)
     means = rng.random((2, 10))
-    bins = ms.heatmap_bins(means, max_columns=4)  # bins of 3: 3 + 3 + 3 + 1
+    bins = _mlp_stats.heatmap_bins(means, max_columns=4)  # bins of 3: 3 + 3 + 3 + 1
     assert list(bins.starts) == [0, 3, 6, 9] and list(bins.stops) == [3, 6, 9, 10]
     np.testing.assert_allclose(bins.values[:, -1], means[:, 9])
-    narrow = ms.heatmap_bins(means, max_columns=256)
+    narrow = _mlp_stats.heatmap_bins(means, max_columns=256)
     assert narrow.bin_size == 1
     np.testing.assert_array_equal(narrow.values, means)
     assert np.array_equal(narrow.representative, np.tile(np.arange(10), (2, 1)))
@@ -143,7 +143,7 @@ def test_heatmap_bins_uneven_last_bin_and_narrow_layers():
 
 def test_weight_stats_match_numpy():
     weights = build_weights(32, 3, 7)
-    stats = ms.weight_stats(weights)
+    stats = _mlp_stats.weight_stats(weights)
     w64 = weights.astype(np.float64)
     np.testing.assert_allclose(stats.entry_mean, [w.mean() for w in w64], rtol=1e-9, atol=1e-15)
     np.testing.assert_allclose(stats.entry_std, [w.std() for w in w64], rtol=1e-9)
@@ -158,15 +158,15 @@ def test_weight_stats_match_numpy():
 def test_spectral_estimate_is_a_tight_lower_bound_on_wide_matrices():
     w = build_weights(256, 1, 9)[0]
     exact = np.linalg.norm(w.astype(np.float64), 2)
-    estimate = ms.spectral_norm_estimate(w)
+    estimate = _mlp_stats.spectral_norm_estimate(w)
     assert estimate <= exact * (1 + 1e-6)
     assert estimate >= 0.99 * exact
 
 
 def test_spectral_estimate_handles_tiny_and_rank_deficient_matrices():
-    assert ms.spectral_norm_estimate(np.eye(3, dtype=np.float32) * 2) == pytest.approx(2.0, rel=1e-6)
+    assert _mlp_stats.spectral_norm_estimate(np.eye(3, dtype=np.float32) * 2) == pytest.approx(2.0, rel=1e-6)
     rank_one = np.outer(np.arange(1, 5), np.ones(4)).astype(np.float32)
-    assert ms.spectral_norm_estimate(rank_one) == pytest.approx(np.linalg.norm(rank_one, 2), rel=1e-5)
+    assert _mlp_stats.spectral_norm_estimate(rank_one) == pytest.approx(np.linalg.norm(rank_one, 2), rel=1e-5)
 
 
 # -- mean field -------------------------------------------------------------------
@@ -182,13 +182,13 @@ def test_mean_field_equals_whestbench_mean_propagation():
     mlp = MLP(width=24, depth=5, weights=[fnp.asarray(w) for w in weights])
     with flops.BudgetContext(flop_budget=10**12, quiet=True):
         expected = np.asarray(MeanPropagationEstimator().predict(mlp, 10**12), dtype=np.float64)
-    mf = ms.mean_field(weights)
+    mf = _mlp_stats.mean_field(weights)
     np.testing.assert_allclose(mf.post_mean, expected, rtol=1e-12, atol=1e-15)
 
 
 def test_mean_field_first_layer_is_the_exact_gaussian():
     weights = build_weights(16, 2, 17)
-    mf = ms.mean_field(weights)
+    mf = _mlp_stats.mean_field(weights)
     w64 = weights[0].astype(np.float64)
     np.testing.assert_array_equal(mf.pre_mean[0], np.zeros(16))
     np.testing.assert_allclose(mf.pre_var[0], (weights[0] * weights[0]).astype(np.float64).sum(axis=0), rtol=1e-12)
@@ -201,21 +201,21 @@ def test_mean_field_first_layer_is_the_exact_gaussian():
 
 def test_compute_mlp_stats_collects_everything():
     weights, means, avg_var = _crafted_mlp()
-    stats = ms.compute_mlp_stats(means, weights, avg_var, 2048)
+    stats = _mlp_stats.compute_mlp_stats(means, weights, avg_var, 2048)
     assert (stats.depth, stats.width) == means.shape
     assert stats.noise_floor == pytest.approx(avg_var / 2048)
     np.testing.assert_array_equal(stats.dead_fraction, (means <= DEAD_MEAN_THRESHOLD).mean(axis=1))
     np.testing.assert_array_equal(stats.always_on_fraction, stats.always_on.mean(axis=1))
-    np.testing.assert_allclose(stats.mean_field.post_mean, ms.mean_field(weights).post_mean)
+    np.testing.assert_allclose(stats.mean_field.post_mean, _mlp_stats.mean_field(weights).post_mean)
     with pytest.raises(ValueError, match="do not fit"):
-        ms.compute_mlp_stats(means, weights[:2], avg_var, 2048)
+        _mlp_stats.compute_mlp_stats(means, weights[:2], avg_var, 2048)
 
 
 def test_neuron_detail_lists_the_largest_weights_and_the_mean_field():
     weights, means, avg_var = _crafted_mlp()
-    stats = ms.compute_mlp_stats(means, weights, avg_var, 2048)
+    stats = _mlp_stats.compute_mlp_stats(means, weights, avg_var, 2048)
     layer, neuron = 1, 4
-    detail = ms.neuron_detail(stats, weights, layer, neuron, k=5)
+    detail = _mlp_stats.neuron_detail(stats, weights, layer, neuron, k=5)
     column = weights[layer][:, neuron]
     expected_in = np.argsort(-np.abs(column.astype(np.float64)), kind="stable")[:5]
     assert [c.neuron for c in detail.incoming] == list(expected_in)
@@ -233,17 +233,17 @@ def test_neuron_detail_lists_the_largest_weights_and_the_mean_field():
 
 def test_neuron_detail_edges_of_the_network():
     weights, means, avg_var = _crafted_mlp()
-    stats = ms.compute_mlp_stats(means, weights, avg_var, 2048)
-    first = ms.neuron_detail(stats, weights, 0, 0)
+    stats = _mlp_stats.compute_mlp_stats(means, weights, avg_var, 2048)
+    first = _mlp_stats.neuron_detail(stats, weights, 0, 0)
     assert all(c.mean == 0.0 for c in first.incoming)  # inputs have mean 0
-    last = ms.neuron_detail(stats, weights, stats.depth - 1, 0)
+    last = _mlp_stats.neuron_detail(stats, weights, stats.depth - 1, 0)
     assert last.outgoing == ()
-    assert ms.neuron_detail(stats, weights, 1, 0).always_on
-    assert ms.neuron_detail(stats, weights, 1, 1).dead
+    assert _mlp_stats.neuron_detail(stats, weights, 1, 0).always_on
+    assert _mlp_stats.neuron_detail(stats, weights, 1, 1).dead
     with pytest.raises(IndexError):
-        ms.neuron_detail(stats, weights, stats.depth, 0)
+        _mlp_stats.neuron_detail(stats, weights, stats.depth, 0)
     with pytest.raises(IndexError):
-        ms.neuron_detail(stats, weights, 0, stats.width)
+        _mlp_stats.neuron_detail(stats, weights, 0, stats.width)
 
 
 # -- cached access through a dataset -------------------------------------------------------------
@@ -251,8 +251,8 @@ def test_neuron_detail_edges_of_the_network():
 
 @pytest.fixture()
 def tiny_dataset(tmp_path):
-    from whestboard.data.bake import bake, plan_from_args
-    from whestboard.data.datasets import open_dataset
+    from whestboard.data._bake import bake, plan_from_args
+    from whestboard.data._datasets import open_dataset
 
     plan = plan_from_args(round_tag=None, width=8, depth=3, n_mlps=2, n_samples=512, seeds=[101, 202])
     bake(tmp_path / "tiny", plan, show_progress=False, explicit_seeds=True)
@@ -260,16 +260,16 @@ def tiny_dataset(tmp_path):
 
 
 def test_stats_for_computes_once_from_the_dataset(tiny_dataset):
-    ms.STATS_CACHE.clear()
-    first = ms.stats_for(tiny_dataset, 1)
-    assert ms.stats_for(tiny_dataset, 1) is first
+    _mlp_stats.STATS_CACHE.clear()
+    first = _mlp_stats.stats_for(tiny_dataset, 1)
+    assert _mlp_stats.stats_for(tiny_dataset, 1) is first
     means, avg_var = tiny_dataset.truth(1)
-    expected = ms.compute_mlp_stats(means, tiny_dataset.weights(1), avg_var, 512)
+    expected = _mlp_stats.compute_mlp_stats(means, tiny_dataset.weights(1), avg_var, 512)
     np.testing.assert_array_equal(first.means, expected.means)
     np.testing.assert_array_equal(first.clipped, expected.clipped)
     assert first.noise_floor == avg_var / 512
-    summary = ms.summary_for(tiny_dataset)
-    assert ms.summary_for(tiny_dataset) is summary
+    summary = _mlp_stats.summary_for(tiny_dataset)
+    assert _mlp_stats.summary_for(tiny_dataset) is summary
     assert list(summary["index"]) == [0, 1]
 
 
@@ -281,14 +281,14 @@ def test_stats_for_shares_results_with_other_processes(tiny_dataset, monkeypatch
 
     with redis_server() as url:
         monkeypatch.setenv("WHESTBOARD_REDIS_URL", url)
-        ms.STATS_CACHE.clear()
-        computed = ms.stats_for(tiny_dataset, 0)
+        _mlp_stats.STATS_CACHE.clear()
+        computed = _mlp_stats.stats_for(tiny_dataset, 0)
         keys = redis.Redis.from_url(url).keys("whestboard-cache:mlp-stats-shared:*")
         assert len(keys) == 1
-        ms.STATS_CACHE.clear()  # as a fresh worker: nothing in process, weights must not be needed
+        _mlp_stats.STATS_CACHE.clear()  # as a fresh worker: nothing in process, weights must not be needed
         monkeypatch.setattr(tiny_dataset, "weights", lambda i: pytest.fail("weights rebuilt despite the shared cache"))
-        shared = ms.stats_for(tiny_dataset, 0)
+        shared = _mlp_stats.stats_for(tiny_dataset, 0)
         assert shared is not computed  # read back from Redis, not this process's object
         np.testing.assert_array_equal(shared.means, computed.means)
         assert shared.noise_floor == computed.noise_floor
-        assert ms.stats_cache_key(tiny_dataset, 0)[0] == ms.STATS_FORMAT  # a new format is a new key
+        assert _mlp_stats.stats_cache_key(tiny_dataset, 0)[0] == _mlp_stats.STATS_FORMAT  # a new format is a new key

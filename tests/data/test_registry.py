@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from whestboard.data import registry
-from whestboard.data.bake import bake, plan_from_args
+from whestboard.data import _registry
+from whestboard.data._bake import bake, plan_from_args
 
 
 def test_registry_serves_data_dir_and_env_datasets(tmp_path, monkeypatch):
@@ -17,10 +17,10 @@ def test_registry_serves_data_dir_and_env_datasets(tmp_path, monkeypatch):
     (embedded / "broken" / "metadata.json").write_text("{")
     monkeypatch.setenv("WHESTBOARD_DATA_DIR", str(embedded))
     monkeypatch.setenv("WHESTBOARD_DATASETS", str(extra / "mine"))
-    found = registry.datasets()
+    found = _registry.served_datasets()
     assert sorted(found) == ["mine", "mine-2"]
-    assert [b.key for b in registry.broken_datasets()] == ["broken"]
-    rows = {r["key"]: r for r in registry.dataset_overview()}
+    assert [b.key for b in _registry.broken_datasets()] == ["broken"]
+    rows = {r["key"]: r for r in _registry.dataset_overview()}
     assert rows["mine"]["noise_floor"] == pytest.approx(found["mine"].mean_avg_variance / 64)
-    with pytest.raises(registry.DatasetNotFound, match="available: mine, mine-2"):
-        registry.get_dataset("nope")
+    with pytest.raises(_registry.DatasetNotFound, match="available: mine, mine-2"):
+        _registry.get_dataset("nope")

@@ -22,7 +22,7 @@ import pytest
 import requests
 
 from tests.prod_support import gunicorn, load_dashclient
-from whestboard.data import registry
+from whestboard.data import served_datasets
 
 dashclient = load_dashclient()
 pytestmark = [pytest.mark.slow, pytest.mark.services]
@@ -43,7 +43,7 @@ class Estimator(BaseEstimator):
 
 def _served_size() -> int:
     """How many MLPs the embedded split has (0 when it is not served: the server fixture then fails)."""
-    served = registry.datasets()
+    served = served_datasets()
     return len(served[DATASET].indices) if DATASET in served else 0
 
 
@@ -52,7 +52,7 @@ N = _served_size()
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    served = registry.datasets()
+    served = served_datasets()
     if DATASET not in served:
         pytest.fail(f"embedded dataset {DATASET} is not served (is data/{DATASET} baked?)")
     assert served[DATASET].indices == list(range(N))  # the messages below name a contiguous 0..N-1

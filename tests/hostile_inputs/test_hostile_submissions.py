@@ -26,7 +26,14 @@ import requests
 from tests.leaderboard.submissions_helpers import submission_row
 from tests.prod_support import gunicorn, load_dashclient
 from whestboard import config
-from whestboard.leaderboard import files as si
+from whestboard.leaderboard import (
+    FORMULA_TRIGGERS,
+    MAX_COUNTED_PROBLEMS,
+    MAX_SHOWN_PROBLEMS,
+    MLP_TEXT_LIMITS,
+    SUBMISSION_TEXT_LIMITS,
+    csv_text,
+)
 
 dashclient = load_dashclient()
 pytestmark = [pytest.mark.slow, pytest.mark.services]
@@ -35,7 +42,7 @@ TOKEN = "hostile-probe-token"
 ORGANIZER = {"Authorization": f"Bearer {TOKEN}"}
 MEMORY_HEADROOM = 500 * 2**20
 SMALL_BODY = 64 * 1024
-TRIGGERS = tuple(si.FORMULA_TRIGGERS)
+TRIGGERS = tuple(FORMULA_TRIGGERS)
 
 
 @pytest.fixture(scope="module")
@@ -150,8 +157,8 @@ def test_formula_cells_leave_every_export_neutralised_and_round_trip(server):
         rows.append(row)
         mlps += [dict(m, mlp_name=value) for m in per_mlp]
     # written as every export writes them (the escape makes '=quoted already arrive as it is)
-    subs_csv = si.csv_text(pd.DataFrame(rows), si.SUBMISSION_TEXT_LIMITS)
-    mlps_csv = si.csv_text(pd.DataFrame(mlps), si.MLP_TEXT_LIMITS)
+    subs_csv = csv_text(pd.DataFrame(rows), SUBMISSION_TEXT_LIMITS)
+    mlps_csv = csv_text(pd.DataFrame(mlps), MLP_TEXT_LIMITS)
     answer = post_import(server, [("h.csv", subs_csv.encode()), ("h.per_mlp.csv", mlps_csv.encode())])
     assert answer.status_code == 200, answer.text
     assert len(answer.json()["inserted"]) == len(HOSTILE)
@@ -166,7 +173,7 @@ def test_formula_cells_leave_every_export_neutralised_and_round_trip(server):
     }
     for label, text in exports.items():
         table = list(csv.DictReader(io.StringIO(text)))
-        text_fields = si.MLP_TEXT_LIMITS if "per-MLP" in label else si.SUBMISSION_TEXT_LIMITS
+        text_fields = MLP_TEXT_LIMITS if "per-MLP" in label else SUBMISSION_TEXT_LIMITS
         cells = [row[f] for row in table for f in text_fields]
         assert not [c for c in cells if c.startswith(TRIGGERS)], label
         assert sum(c.startswith("'") for c in cells) >= len(HOSTILE), label
@@ -256,11 +263,11 @@ def test_a_refused_50_mb_csv_gets_the_first_problems_and_counts(server):
     line = "x,,v0,never,pending,\n"
     body = (header + line * (50 * 2**20 // len(line))).encode()
     answer = refused(server, [("huge.csv", body)])
-    assert len(answer["problems"]) == si.MAX_SHOWN_PROBLEMS
+    assert len(answer["problems"]) == MAX_SHOWN_PROBLEMS
     assert answer["problems"][:2] == ["huge.csv line 2 (submission_id 'x'): team is missing",
                                       "huge.csv line 2 (submission_id 'x'): round is 'v0'; known rounds: "
                                       "v1-warmup, v1-phase1, v2-phase2"]
-    assert answer["complete"] is False and answer["problem_count"] >= si.MAX_COUNTED_PROBLEMS
+    assert answer["complete"] is False and answer["problem_count"] >= MAX_COUNTED_PROBLEMS
     assert answer["error"].startswith(f"at least {answer['problem_count']:,} problems found (checking stopped at "
                                       "huge.csv line ")
     assert set(answer["problem_counts"]) == {"team", "round", "submitted_at", "status", "whestbench_version"}

@@ -9,11 +9,11 @@ import uuid
 import pytest
 from sqlalchemy import update
 
-from whestboard.data import generated
-from whestboard.jobs import budgets, ledger
+from whestboard.data import default_samples, parse_shape, playground_work
+from whestboard.jobs import _budgets, _ledger
 from whestboard.store import session
 
-LIMITS = budgets.Limits(max_flops=5e13, per_client=2, total=3, wall_s=1800)
+LIMITS = _budgets.Limits(max_flops=5e13, per_client=2, total=3, wall_s=1800)
 
 
 @pytest.fixture
@@ -25,74 +25,74 @@ def store(tmp_path, monkeypatch):
 
 def _job(owner: str, *, backend: str = "diskcache", running_since: float | None = None) -> str:
     job_id = uuid.uuid4().hex
-    ledger.enqueue(job_id, kind="test.children", owner=owner, backend=backend)
+    _ledger.enqueue(job_id, kind="test.children", owner=owner, backend=backend)
     if running_since is not None:
-        assert ledger.claim(job_id, "test-worker") is ledger.Claim.RUN
+        assert _ledger.claim(job_id, "test-worker") is _ledger.Claim.RUN
         with session() as s:
-            s.execute(update(ledger.Job).where(ledger.Job.id == job_id)
+            s.execute(update(_ledger.Job).where(_ledger.Job.id == job_id)
                       .values(started_at=running_since, heartbeat_at=time.time()))
     return job_id
 
 
 def test_the_playground_abuse_is_refused_and_every_documented_shape_admitted():
-    abuse = generated.playground_work(generated.parse_shape(1024, 32, 1), 100_000_000, 1_000)
-    with pytest.raises(budgets.OverBudget, match=r"above this server's limit of 5e\+13 per job"):
-        budgets.check_cost("This playground job", abuse, limits=LIMITS)
+    abuse = playground_work(parse_shape(1024, 32, 1), 100_000_000, 1_000)
+    with pytest.raises(_budgets.OverBudget, match=r"above this server's limit of 5e\+13 per job"):
+        _budgets.check_cost("This playground job", abuse, limits=LIMITS)
     for width, depth in ((1024, 16), (1024, 32), (256, 8), (8, 4)):  # the default truth samples of each
-        shape = generated.parse_shape(width, depth, 1)
-        budgets.check_cost("This playground job", generated.playground_work(
-            shape, generated.default_samples(width, depth), 1_000), limits=LIMITS)
+        shape = parse_shape(width, depth, 1)
+        _budgets.check_cost("This playground job", playground_work(
+            shape, default_samples(width, depth), 1_000), limits=LIMITS)
 
 
 def test_the_default_limits_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("WHESTBOARD_JOB_MAX_FLOPS", "1e9")
     monkeypatch.setenv("WHESTBOARD_JOB_PER_CLIENT", "5")
-    limits = budgets.Limits.from_env()
+    limits = _budgets.Limits.from_env()
     assert (limits.max_flops, limits.per_client) == (1e9, 5)
     monkeypatch.setenv("WHESTBOARD_JOB_WALL_S", "soon")
     with pytest.raises(ValueError, match="WHESTBOARD_JOB_WALL_S='soon' is not a number of seconds"):
-        budgets.Limits.from_env()
+        _budgets.Limits.from_env()
 
 
 def test_a_nan_cost_is_refused():
-    with pytest.raises(budgets.OverBudget):
-        budgets.check_cost("This job", float("nan"), limits=LIMITS)
+    with pytest.raises(_budgets.OverBudget):
+        _budgets.check_cost("This job", float("nan"), limits=LIMITS)
 
 
 def test_per_client_and_total_caps_count_the_ledger(store):
     _job("alice"), _job("alice")
-    with pytest.raises(budgets.OverBudget, match="You already have 2 job"):
-        budgets.check_slots("alice", limits=LIMITS)
-    budgets.check_slots("bob", limits=LIMITS)  # two of three machine-wide slots taken
+    with pytest.raises(_budgets.OverBudget, match="You already have 2 job"):
+        _budgets.check_slots("alice", limits=LIMITS)
+    _budgets.check_slots("bob", limits=LIMITS)  # two of three machine-wide slots taken
     _job("carol")
-    with pytest.raises(budgets.OverBudget, match="running 3 jobs, its limit"):
-        budgets.check_slots("bob", limits=LIMITS)
+    with pytest.raises(_budgets.OverBudget, match="running 3 jobs, its limit"):
+        _budgets.check_slots("bob", limits=LIMITS)
     _job("dave", backend="queue")  # the sandbox queue bounds its own uploads
-    assert budgets.active_jobs() == 3
+    assert _budgets.active_jobs() == 3
 
 
 def test_a_job_past_its_wall_time_is_failed_with_the_reason(store):
     late = _job("alice", running_since=time.time() - 2000)
     fresh = _job("bob", running_since=time.time() - 10)
-    assert budgets.cancel_overdue(limits=LIMITS) == 1
-    row = ledger.get(late)
+    assert _budgets.cancel_overdue(limits=LIMITS) == 1
+    row = _ledger.get_job(late)
     assert row.status == "failed" and row.cancel_requested == 1
     assert "wall-time limit of 1,800 s" in row.reason
-    assert ledger.get(fresh).status == "running"
-    budgets.check_slots("alice", limits=LIMITS)  # the overdue one no longer holds a slot
+    assert _ledger.get_job(fresh).status == "running"
+    _budgets.check_slots("alice", limits=LIMITS)  # the overdue one no longer holds a slot
 
 
 def test_the_deadline_interrupts_a_running_body():
     started = time.perf_counter()
-    with pytest.raises(budgets.OverTime, match="wall-time limit of 0 s"):
-        with budgets.deadline("job", limits=budgets.Limits(wall_s=0.3)):
+    with pytest.raises(_budgets.OverTime, match="wall-time limit of 0 s"):
+        with _budgets.deadline("job", limits=_budgets.Limits(wall_s=0.3)):
             while time.perf_counter() - started < 10:
                 time.sleep(0.01)
     assert time.perf_counter() - started < 3
 
 
 def test_a_body_within_its_deadline_is_untouched():
-    with budgets.deadline("job", limits=budgets.Limits(wall_s=5)):
+    with _budgets.deadline("job", limits=_budgets.Limits(wall_s=5)):
         value = sum(range(1000))
     assert value == 499500
     time.sleep(0.1)  # no stray interrupt arrives afterwards
@@ -102,7 +102,7 @@ def test_the_deadline_outside_the_main_thread_leaves_it_to_cancel_overdue():
     seen = []
 
     def body():
-        with budgets.deadline("job", limits=budgets.Limits(wall_s=0.01)):
+        with _budgets.deadline("job", limits=_budgets.Limits(wall_s=0.01)):
             time.sleep(0.2)
             seen.append("done")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 
-from whestboard.jobs import launcher
+from whestboard.jobs import _launcher
 
 
 def test_listening_sockets_are_closed_and_connected_ones_and_files_kept(tmp_path):
@@ -15,7 +15,7 @@ def test_listening_sockets_are_closed_and_connected_ones_and_files_kept(tmp_path
     ours, theirs = socket.socketpair()
     data = open(tmp_path / "kept.txt", "w")  # noqa: SIM115 - closed below
     try:
-        closed = launcher.close_listening_sockets()
+        closed = _launcher.close_listening_sockets()
         assert listener.fileno() in closed
         assert ours.fileno() not in closed and theirs.fileno() not in closed and data.fileno() not in closed
         ours.sendall(b"ping")

@@ -14,15 +14,15 @@ import pytest
 from sqlalchemy import text, update
 
 from tests.prod_support import postgres_server
-from whestboard.jobs import ledger as jobs
-from whestboard.store import database as db
+from whestboard.jobs import _ledger
+from whestboard.store import Base, engine, reset_engines, session
 
 
 @pytest.fixture(scope="session")
 def pg_url():
     with postgres_server() as url:
         yield url
-        db.reset_engines()
+        reset_engines()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -35,7 +35,7 @@ def store(request, tmp_path):
 
 def new_job(store: str, **kw) -> str:
     job_id = uuid.uuid4().hex
-    jobs.enqueue(job_id, result_key=kw.pop("result_key", "key-" + job_id[:6]), kind="test.children", url=store, **kw)
+    _ledger.enqueue(job_id, result_key=kw.pop("result_key", "key-" + job_id[:6]), kind="test.children", url=store, **kw)
     return job_id
 
 
@@ -46,59 +46,59 @@ def dead_pid() -> int:
 
 
 def set_row(store: str, job_id: str, **values) -> None:
-    with db.session(store) as s:
-        s.execute(update(jobs.Job).where(jobs.Job.id == job_id).values(**values))
+    with session(store) as s:
+        s.execute(update(_ledger.Job).where(_ledger.Job.id == job_id).values(**values))
 
 
 def test_claim_is_exclusive_and_final(store):
     job_id = new_job(store)
-    assert jobs.claim(job_id, "host-a:1", url=store) is jobs.Claim.RUN
-    assert jobs.claim(job_id, "host-b:2", url=store) is jobs.Claim.BUSY
-    assert jobs.finish(job_id, worker="host-a:1", url=store)
-    assert jobs.claim(job_id, "host-b:2", url=store) is jobs.Claim.DONE
-    row = jobs.get(job_id, url=store)
+    assert _ledger.claim(job_id, "host-a:1", url=store) is _ledger.Claim.RUN
+    assert _ledger.claim(job_id, "host-b:2", url=store) is _ledger.Claim.BUSY
+    assert _ledger.finish(job_id, worker="host-a:1", url=store)
+    assert _ledger.claim(job_id, "host-b:2", url=store) is _ledger.Claim.DONE
+    row = _ledger.get_job(job_id, url=store)
     assert (row.status, row.attempts, row.worker) == ("finished", 1, "host-a:1")
 
 
 def test_concurrent_claims_have_exactly_one_winner(store):
     job_id = new_job(store)
-    outcomes: list[jobs.Claim] = []
+    outcomes: list[_ledger.Claim] = []
     barrier = threading.Barrier(8)
 
     def contend(i: int) -> None:
         barrier.wait()
-        outcomes.append(jobs.claim(job_id, f"remote-{i}:1", url=store))
+        outcomes.append(_ledger.claim(job_id, f"remote-{i}:1", url=store))
 
     threads = [threading.Thread(target=contend, args=(i,)) for i in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert outcomes.count(jobs.Claim.RUN) == 1
-    assert outcomes.count(jobs.Claim.BUSY) == 7
-    assert jobs.get(job_id, url=store).attempts == 1
+    assert outcomes.count(_ledger.Claim.RUN) == 1
+    assert outcomes.count(_ledger.Claim.BUSY) == 7
+    assert _ledger.get_job(job_id, url=store).attempts == 1
 
 
 def test_job_of_a_dead_process_is_taken_over_as_a_retry(store):
     job_id = new_job(store)
     corpse = f"{socket.gethostname()}:{dead_pid()}"
-    assert jobs.claim(job_id, corpse, url=store) is jobs.Claim.RUN
-    assert jobs.claim(job_id, "host-b:2", url=store) is jobs.Claim.RUN  # the pid is gone: take over
-    row = jobs.get(job_id, url=store)
+    assert _ledger.claim(job_id, corpse, url=store) is _ledger.Claim.RUN
+    assert _ledger.claim(job_id, "host-b:2", url=store) is _ledger.Claim.RUN  # the pid is gone: take over
+    row = _ledger.get_job(job_id, url=store)
     assert (row.status, row.worker, row.attempts) == ("running", "host-b:2", 2)
-    assert not jobs.finish(job_id, worker=corpse, url=store)  # the dead owner cannot finish it
+    assert not _ledger.finish(job_id, worker=corpse, url=store)  # the dead owner cannot finish it
 
 
 def test_silent_remote_worker_is_taken_over_after_its_heartbeat_stops(store):
     job_id = new_job(store)
-    assert jobs.claim(job_id, "other-machine:7", url=store) is jobs.Claim.RUN
-    assert jobs.claim(job_id, "host-b:2", url=store) is jobs.Claim.BUSY  # alive as far as we can tell
-    set_row(store, job_id, heartbeat_at=time.time() - jobs.STALE_AFTER_S - 1)
-    assert jobs.claim(job_id, "host-b:2", url=store) is jobs.Claim.RUN
+    assert _ledger.claim(job_id, "other-machine:7", url=store) is _ledger.Claim.RUN
+    assert _ledger.claim(job_id, "host-b:2", url=store) is _ledger.Claim.BUSY  # alive as far as we can tell
+    set_row(store, job_id, heartbeat_at=time.time() - _ledger.STALE_AFTER_S - 1)
+    assert _ledger.claim(job_id, "host-b:2", url=store) is _ledger.Claim.RUN
 
 
 def test_run_tracked_computes_once_and_duplicates_get_the_stored_result(store):
-    launch = jobs.Launch(job_id=new_job(store), result_key="k")
+    launch = _ledger.Launch(job_id=new_job(store), result_key="k")
     calls = []
 
     def compute():
@@ -107,28 +107,28 @@ def test_run_tracked_computes_once_and_duplicates_get_the_stored_result(store):
         return 42
 
     results = {}
-    first = threading.Thread(target=lambda: results.update(a=jobs.run_tracked(
+    first = threading.Thread(target=lambda: results.update(a=_ledger.run_tracked(
         launch, compute, already_done=lambda: "stored", url=store, heartbeat_every=0.1)))
     first.start()
     time.sleep(0.1)
     # A second delivery of the same launch while the first runs: it waits, then reads the stored result.
-    results["b"] = jobs.run_tracked(launch, compute, already_done=lambda: "stored", url=store, heartbeat_every=0.1)
+    results["b"] = _ledger.run_tracked(launch, compute, already_done=lambda: "stored", url=store, heartbeat_every=0.1)
     first.join()
     assert results == {"a": 42, "b": "stored"}
     assert len(calls) == 1
-    row = jobs.get(launch.job_id, url=store)
+    row = _ledger.get_job(launch.job_id, url=store)
     assert row.status == "finished" and row.attempts == 1 and row.heartbeat_at >= row.started_at
 
 
 def test_errors_are_recorded_with_their_reason(store):
-    launch = jobs.Launch(job_id=new_job(store), result_key="k")
+    launch = _ledger.Launch(job_id=new_job(store), result_key="k")
 
     def broken():
         raise ValueError("width must be positive, token=abc123")
 
     with pytest.raises(ValueError):
-        jobs.run_tracked(launch, broken, already_done=lambda: None, url=store)
-    row = jobs.get(launch.job_id, url=store)
+        _ledger.run_tracked(launch, broken, already_done=lambda: None, url=store)
+    row = _ledger.get_job(launch.job_id, url=store)
     assert row.status == "failed"
     assert row.reason == "ValueError: width must be positive, token=***"
 
@@ -137,59 +137,59 @@ def test_benign_exceptions_finish_the_job(store):
     class NoUpdate(Exception):
         pass
 
-    launch = jobs.Launch(job_id=new_job(store), result_key="k")
+    launch = _ledger.Launch(job_id=new_job(store), result_key="k")
     with pytest.raises(NoUpdate):
-        jobs.run_tracked(launch, lambda: (_ for _ in ()).throw(NoUpdate()), already_done=lambda: None,
+        _ledger.run_tracked(launch, lambda: (_ for _ in ()).throw(NoUpdate()), already_done=lambda: None,
                          benign=(NoUpdate,), url=store)
-    assert jobs.get(launch.job_id, url=store).status == "finished"
+    assert _ledger.get_job(launch.job_id, url=store).status == "finished"
 
 
 def test_a_dead_running_job_is_reported_failed_with_a_reason(store):
     job_id = new_job(store)
     corpse = f"{socket.gethostname()}:{dead_pid()}"
-    jobs.claim(job_id, corpse, url=store)
-    row = jobs.fail_if_dead(jobs.get(job_id, url=store), url=store)
+    _ledger.claim(job_id, corpse, url=store)
+    row = _ledger.fail_if_dead(_ledger.get_job(job_id, url=store), url=store)
     assert row.status == "failed"
     assert row.reason.startswith(f"worker died: process {corpse} exited")
 
 
 def test_queued_jobs_are_waiting_not_dead_unless_their_process_is_gone(store):
     job_id = new_job(store)
-    assert jobs.fail_if_dead(jobs.get(job_id, url=store), url=store).status == "queued"
-    row = jobs.fail_if_dead(jobs.get(job_id, url=store), process_gone=True, url=store)
+    assert _ledger.fail_if_dead(_ledger.get_job(job_id, url=store), url=store).status == "queued"
+    row = _ledger.fail_if_dead(_ledger.get_job(job_id, url=store), process_gone=True, url=store)
     assert (row.status, row.reason) == ("failed", "worker died: the job process exited before it started")
 
 
 def test_celery_style_checks_trust_only_the_heartbeat(store):
     job_id = new_job(store)
-    jobs.claim(job_id, f"{socket.gethostname()}:{dead_pid()}", url=store)
+    _ledger.claim(job_id, f"{socket.gethostname()}:{dead_pid()}", url=store)
     # A redelivery may still claim it: without pid checks it is not dead yet.
-    assert jobs.fail_if_dead(jobs.get(job_id, url=store), pid_check=False, url=store).status == "running"
-    set_row(store, job_id, heartbeat_at=time.time() - jobs.STALE_AFTER_S - 5)
-    row = jobs.fail_if_dead(jobs.get(job_id, url=store), pid_check=False, url=store)
+    assert _ledger.fail_if_dead(_ledger.get_job(job_id, url=store), pid_check=False, url=store).status == "running"
+    set_row(store, job_id, heartbeat_at=time.time() - _ledger.STALE_AFTER_S - 5)
+    row = _ledger.fail_if_dead(_ledger.get_job(job_id, url=store), pid_check=False, url=store)
     assert row.status == "failed" and "no heartbeat" in row.reason or "exited" in row.reason
 
 
 def test_reap_fails_silent_jobs_nobody_polls(store):
     job_id = new_job(store)
-    jobs.claim(job_id, "gone-machine:3", url=store)
+    _ledger.claim(job_id, "gone-machine:3", url=store)
     set_row(store, job_id, heartbeat_at=time.time() - 1000)
-    assert jobs.reap(url=store) >= 1
-    row = jobs.get(job_id, url=store)
+    assert _ledger.reap_jobs(url=store) >= 1
+    row = _ledger.get_job(job_id, url=store)
     assert row.status == "failed" and row.reason.startswith("worker died: no heartbeat from gone-machine:3")
 
 
 def test_cancel_marks_the_jobs_behind_a_handle(store):
     job_id = new_job(store)
-    jobs.set_handle(job_id, "4242", url=store)
-    assert jobs.cancel("4242", url=store) == 1
-    assert jobs.get(job_id, url=store).reason == "cancelled"
-    assert jobs.find(jobs.get(job_id, url=store).result_key, "4242", url=store).id == job_id
+    _ledger.set_handle(job_id, "4242", url=store)
+    assert _ledger.cancel_job("4242", url=store) == 1
+    assert _ledger.get_job(job_id, url=store).reason == "cancelled"
+    assert _ledger.find_job(_ledger.get_job(job_id, url=store).result_key, "4242", url=store).id == job_id
 
 
 def _connection_identity(store: str) -> str:
     """Which server-side session answered: PostgreSQL's backend pid, or the SQLite handle's address."""
-    with db.session(store) as s:
+    with session(store) as s:
         if store.startswith("postgresql"):
             return str(s.execute(text("SELECT pg_backend_pid()")).scalar_one())
         return str(id(s.connection().connection.dbapi_connection))
@@ -205,7 +205,7 @@ def test_pooled_connections_never_cross_a_fork(store):
         try:
             os.close(read_end)
             os.write(write_end, _connection_identity(store).encode())
-            db.reset_engines()  # a worker shutting down closes its pool: must not touch the parent's sockets
+            reset_engines()  # a worker shutting down closes its pool: must not touch the parent's sockets
             code = 0
         finally:
             os._exit(code)
@@ -217,7 +217,7 @@ def test_pooled_connections_never_cross_a_fork(store):
     if store.startswith("postgresql"):
         assert child != parent_before, "the child reused the parent's PostgreSQL session"
     for _ in range(3):  # the parent's pool still works after the child closed its own
-        with db.session(store) as s:
+        with session(store) as s:
             assert s.execute(text("SELECT 2")).scalar_one() == 2
 
 
@@ -226,11 +226,11 @@ def test_every_store_table_lives_in_postgresql_and_healthz_sees_it(pg_url, tmp_p
     from sqlalchemy import inspect
 
     from server import health
-    from whestboard.leaderboard import store as submissions  # noqa: F401 - declares the submissions tables
-    from whestboard.scoring import runstore  # noqa: F401 - declares the runs table
+      # noqa: F401 - declares the submissions tables
+      # noqa: F401 - declares the runs table
 
-    tables = set(inspect(db.engine(pg_url)).get_table_names())
-    assert {t.name for t in db.Base.metadata.sorted_tables} <= tables
+    tables = set(inspect(engine(pg_url)).get_table_names())
+    assert {t.name for t in Base.metadata.sorted_tables} <= tables
     assert {"jobs", "runs", "submissions", "submission_mlp_results"} <= tables
     monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path))
     monkeypatch.setenv("WHESTBOARD_DATABASE_URL", pg_url)
@@ -240,11 +240,11 @@ def test_every_store_table_lives_in_postgresql_and_healthz_sees_it(pg_url, tmp_p
 
 def test_a_job_no_worker_ever_starts_is_reported_not_waited_on_forever(store):
     job_id = new_job(store)
-    assert jobs.fail_if_dead(jobs.get(job_id, url=store), pid_check=False, url=store).status == "queued"
-    set_row(store, job_id, created_at=time.time() - jobs.QUEUED_TOO_LONG_S - 1)
-    row = jobs.fail_if_dead(jobs.get(job_id, url=store), pid_check=False, url=store)
+    assert _ledger.fail_if_dead(_ledger.get_job(job_id, url=store), pid_check=False, url=store).status == "queued"
+    set_row(store, job_id, created_at=time.time() - _ledger.QUEUED_TOO_LONG_S - 1)
+    row = _ledger.fail_if_dead(_ledger.get_job(job_id, url=store), pid_check=False, url=store)
     assert row.status == "failed" and row.reason.startswith("no worker started the job")
-    assert jobs.is_lost(row.reason) and not jobs.is_lost("ValueError: bad width")
+    assert _ledger.is_lost(row.reason) and not _ledger.is_lost("ValueError: bad width")
 
 
 def test_a_jobs_table_of_an_earlier_release_gains_the_queue_columns(tmp_path):
@@ -262,9 +262,9 @@ def test_a_jobs_table_of_an_earlier_release_gains_the_queue_columns(tmp_path):
     con.commit()
     con.close()
     url = f"sqlite:///{path}"
-    db.reset_engines()
-    assert jobs.get("old", url=url).status == "finished"  # the old row, read through the new model
+    reset_engines()
+    assert _ledger.get_job("old", url=url).status == "finished"  # the old row, read through the new model
     new_job(url, spec={"upload": "abc"})
     columns = {row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(jobs)")}
     assert {"spec", "progress", "result", "cancel_requested", "slot"} <= columns
-    db.reset_engines()
+    reset_engines()

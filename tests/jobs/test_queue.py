@@ -17,14 +17,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import HOSTILE
-from whestboard.data.bake import bake, plan_from_args
-from whestboard.jobs import ledger
-from whestboard.jobs import queue as jobqueue
-from whestboard.jobs.liveness import this_worker
-from whestboard.sandbox import host as sandbox
-from whestboard.sandbox import ingest as uploads
-from whestboard.scoring import uploads as upload_runs
-from whestboard.store import database as db
+from whestboard.data import bake, plan_from_args
+from whestboard.jobs import _ledger, _queue
+from whestboard.jobs._liveness import this_worker
+from whestboard.sandbox import SandboxedEstimator, SandboxLimits, SubmissionFiles, ingest_upload
+from whestboard.scoring import job_spec, json_report, run_upload_job, upload_comparison
+from whestboard.store import reset_engines, session
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,9 +33,9 @@ def state(tmp_path, monkeypatch):
     monkeypatch.delenv("WHESTBOARD_DATABASE_URL", raising=False)
     for name in ("WHESTBOARD_SANDBOX_CONCURRENCY", "WHESTBOARD_SANDBOX_PER_CLIENT", "WHESTBOARD_SANDBOX_QUEUE_MAX"):
         monkeypatch.delenv(name, raising=False)
-    db.reset_engines()
+    reset_engines()
     yield tmp_path / "state"
-    db.reset_engines()
+    reset_engines()
 
 
 def run_python(code: str, state: Path, **env: str) -> subprocess.Popen:
@@ -48,37 +46,37 @@ def run_python(code: str, state: Path, **env: str) -> subprocess.Popen:
 
 
 def test_positions_are_fifo_and_bounds_are_enforced(state):
-    settings = jobqueue.QueueSettings(concurrency=1, per_client=2, max_queued=3)
-    first = jobqueue.submit("alice", {"n": 1}, settings=settings)
-    second = jobqueue.submit("bob", {"n": 2}, settings=settings)
-    third = jobqueue.submit("alice", {"n": 3}, settings=settings)
-    assert [jobqueue.get(j).position for j in (first, second, third)] == [1, 2, 3]
-    with pytest.raises(jobqueue.QueueFull, match="limit 2"):
-        jobqueue.submit("alice", {"n": 4}, settings=settings)
-    with pytest.raises(jobqueue.QueueFull, match="queue is full"):
-        jobqueue.submit("carol", {"n": 5}, settings=settings)
-    assert jobqueue.cancel(first, client="bob") is False  # not yours
-    assert jobqueue.cancel(first, client="alice") is True
-    assert jobqueue.get(first).status == "cancelled" and jobqueue.get(first).position is None
-    assert [jobqueue.get(j).position for j in (second, third)] == [1, 2]
-    assert jobqueue.counts() == {"queued": 2, "running": 0}
+    settings = _queue.QueueSettings(concurrency=1, per_client=2, max_queued=3)
+    first = _queue.queue_job("alice", {"n": 1}, settings=settings)
+    second = _queue.queue_job("bob", {"n": 2}, settings=settings)
+    third = _queue.queue_job("alice", {"n": 3}, settings=settings)
+    assert [_queue.queued_job(j).position for j in (first, second, third)] == [1, 2, 3]
+    with pytest.raises(_queue.QueueFull, match="limit 2"):
+        _queue.queue_job("alice", {"n": 4}, settings=settings)
+    with pytest.raises(_queue.QueueFull, match="queue is full"):
+        _queue.queue_job("carol", {"n": 5}, settings=settings)
+    assert _queue.cancel_queued_job(first, client="bob") is False  # not yours
+    assert _queue.cancel_queued_job(first, client="alice") is True
+    assert _queue.queued_job(first).status == "cancelled" and _queue.queued_job(first).position is None
+    assert [_queue.queued_job(j).position for j in (second, third)] == [1, 2]
+    assert _queue.counts() == {"queued": 2, "running": 0}
 
 
 def test_settings_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("WHESTBOARD_SANDBOX_CONCURRENCY", "3")
     monkeypatch.setenv("WHESTBOARD_SANDBOX_PER_CLIENT", "5")
-    assert jobqueue.QueueSettings.from_env() == jobqueue.QueueSettings(concurrency=3, per_client=5, max_queued=20)
+    assert _queue.QueueSettings.from_env() == _queue.QueueSettings(concurrency=3, per_client=5, max_queued=20)
     monkeypatch.setenv("WHESTBOARD_SANDBOX_CONCURRENCY", "0")
     with pytest.raises(ValueError, match="at least 1"):
-        jobqueue.QueueSettings.from_env()
+        _queue.QueueSettings.from_env()
 
 
 def test_concurrent_processes_claim_each_job_exactly_once(state):
-    jobs = [jobqueue.submit(f"client-{n}", {"n": n}, settings=jobqueue.QueueSettings(max_queued=50))
+    jobs = [_queue.queue_job(f"client-{n}", {"n": n}, settings=_queue.QueueSettings(max_queued=50))
             for n in range(12)]
     claimer = """
         import json
-        from whestboard.jobs import queue as jobqueue
+        from whestboard.jobs import _queue as jobqueue
         taken = []
         while (job := jobqueue.claim_next(slot=0)) is not None:
             taken.append(job.id)
@@ -96,31 +94,31 @@ def test_concurrent_processes_claim_each_job_exactly_once(state):
 def test_slots_are_machine_wide_and_freed_when_the_holder_dies(state):
     holder = run_python("""
         import sys, time
-        from whestboard.jobs import queue as jobqueue
+        from whestboard.jobs import _queue as jobqueue
         slot = jobqueue.try_acquire_slot(1)
         print(slot.index, flush=True)
         time.sleep(120)
     """, state)
     assert holder.stdout.readline().strip() == "0"
     try:
-        assert jobqueue.try_acquire_slot(1) is None  # concurrency 1: the other process holds it
-        second = jobqueue.try_acquire_slot(2)
+        assert _queue.try_acquire_slot(1) is None  # concurrency 1: the other process holds it
+        second = _queue.try_acquire_slot(2)
         assert second is not None and second.index == 1  # concurrency 2: the next slot
         second.release()
     finally:
         holder.kill()
         holder.wait()
-    slot = jobqueue.try_acquire_slot(1)
+    slot = _queue.try_acquire_slot(1)
     assert slot is not None and slot.index == 0  # the kernel released the dead holder's lock
     slot.release()
 
 
 def test_with_concurrency_one_jobs_never_overlap_across_processes(state, tmp_path):
     log = tmp_path / "spans.jsonl"
-    submitted = [jobqueue.submit(f"c{n}", {"n": n}, kind="test") for n in range(4)]
+    submitted = [_queue.queue_job(f"c{n}", {"n": n}, kind="test") for n in range(4)]
     worker = f"""
         import json, time
-        from whestboard.jobs import queue as jobqueue
+        from whestboard.jobs import _queue as jobqueue
         def body(ctx):
             start = time.time(); time.sleep(0.4)
             with open({str(log)!r}, "a") as out:
@@ -140,17 +138,17 @@ def test_with_concurrency_one_jobs_never_overlap_across_processes(state, tmp_pat
     assert [s[0] for s in spans] == sorted(submitted)
     ordered = sorted(spans, key=lambda s: s[1])
     assert all(a[2] <= b[1] for a, b in zip(ordered, ordered[1:], strict=False))  # one at a time
-    assert all(jobqueue.get(s[0]).status == "finished" for s in spans)
+    assert all(_queue.queued_job(s[0]).status == "finished" for s in spans)
 
 
 def test_a_job_whose_process_died_is_failed_with_the_reason(state):
-    job_id = jobqueue.submit("alice", {})
-    jobqueue.claim_next(slot=0, worker="somewhere-else:1")  # another host: cannot be judged by pid
-    assert jobqueue.recover_stale() == 0
-    with db.session() as s:
-        s.get(ledger.Job, job_id).worker = f"{this_worker().rpartition(':')[0]}:999999999"
-    assert jobqueue.recover_stale() == 1
-    job = jobqueue.get(job_id)
+    job_id = _queue.queue_job("alice", {})
+    _queue.claim_next(slot=0, worker="somewhere-else:1")  # another host: cannot be judged by pid
+    assert _queue.recover_stale() == 0
+    with session() as s:
+        s.get(_ledger.Job, job_id).worker = f"{this_worker().rpartition(':')[0]}:999999999"
+    assert _queue.recover_stale() == 1
+    job = _queue.queued_job(job_id)
     assert job.status == "failed" and "exited" in job.error
 
 
@@ -158,27 +156,27 @@ def test_cancel_stops_a_running_sandbox_within_a_second(state, tmp_path):
     folder = tmp_path / "loop"
     folder.mkdir()
     (folder / "estimator.py").write_text((HOSTILE / "infinite_loop.py").read_text())
-    job_id = jobqueue.submit("alice", {}, kind="test")
+    job_id = _queue.queue_job("alice", {}, kind="test")
     stopped: dict = {}
 
     def body(ctx):
         from whestbench.generation import sample_mlp
         from whestbench.sdk import SetupContext
 
-        estimator = sandbox.SandboxedEstimator(
-            sandbox.SubmissionFiles(root=folder), SetupContext(width=8, depth=2, flop_budget=10**8, api_version="1.0"),
-            sandbox.SandboxLimits(memory_mb=1024, wall_time_limit_s=60.0, grace_s=5.0),
+        estimator = SandboxedEstimator(
+            SubmissionFiles(root=folder), SetupContext(width=8, depth=2, flop_budget=10**8, api_version="1.0"),
+            SandboxLimits(memory_mb=1024, wall_time_limit_s=60.0, grace_s=5.0),
             should_cancel=ctx.should_cancel)
         with estimator:
             stopped["worker"] = estimator.worker
-            jobqueue.cancel(ctx.job.id, client="alice")  # the user presses Cancel while predict spins
+            _queue.cancel_queued_job(ctx.job.id, client="alice")  # the user presses Cancel while predict spins
             stopped["asked"] = time.monotonic()
             estimator.predict(sample_mlp(8, 2), 10**8)
         return {"ok": True}
 
-    assert jobqueue.Executor(body).run_one()
+    assert _queue.Executor(body).run_one()
     elapsed = time.monotonic() - stopped["asked"]
-    job = jobqueue.get(job_id)
+    job = _queue.queued_job(job_id)
     assert job.status == "cancelled" and job.error == "cancelled while running"
     assert elapsed < 2.0  # not the 60 s wall cap
     assert stopped["worker"].process.poll() is not None
@@ -195,37 +193,37 @@ def served(tmp_path, monkeypatch):
 
 
 def test_an_upload_job_checks_scores_records_and_compares(state, served):
-    from whestboard.scoring import runstore
+    from whestboard.scoring import get_run
 
     source = (HOSTILE / "good.py").read_text().replace("        rows = []\n",
                                                         "        rows = []\n        print('hello from', mlp.name)\n")
-    upload = uploads.ingest(source.encode(), "talkative.py")
-    job_id = jobqueue.submit("alice", upload_runs.job_spec(upload.sha256, served, "0:2", team="Chatterers"))
-    assert jobqueue.Executor(upload_runs.run_upload_job).run_one()
-    job = jobqueue.get(job_id)
+    upload = ingest_upload(source.encode(), "talkative.py")
+    job_id = _queue.queue_job("alice", job_spec(upload.sha256, served, "0:2", team="Chatterers"))
+    assert _queue.Executor(run_upload_job).run_one()
+    job = _queue.queued_job(job_id)
     assert job.status == "finished", job.error
     result = job.result
     assert result["contract"]["ok"] and [v["verdict"] for v in result["verdicts"]] == ["ok", "ok"]
     assert result["output"].count("hello from") == 2 and not result["output_truncated"]
     assert result["confinement"]["seccomp"] is True
-    report = runstore.get_run(result["run_id"])
+    report = get_run(result["run_id"])
     assert report["source"] == "upload" and report["team"] == "Chatterers"
     assert report["estimator"]["code_sha256"] == upload.sha256 and report["mlp_indices"] == [0, 1]
     assert set(result["baselines"]) == {"mean", "cov"} and all(result["baselines"].values())
-    comparison = upload_runs.comparison(result)
+    comparison = upload_comparison(result)
     assert set(comparison["series"]) == {"upload", "mean", "cov"} and comparison["noise_floor"] > 0
-    payload = upload_runs.json_report(result)
+    payload = json_report(result)
     assert payload["schema_version"] == "1.1" and payload["results"] == report["results"]
     assert payload["whestboard"]["sandbox"]["verdicts"] == result["verdicts"]
 
 
 def test_an_upload_that_fails_the_contract_is_not_scored(state, served):
-    from whestboard.scoring import runstore
+    from whestboard.scoring import list_runs
 
-    upload = uploads.ingest((HOSTILE / "nan.py").read_bytes(), "nan.py")
-    job_id = jobqueue.submit("alice", upload_runs.job_spec(upload.sha256, served, "0"))
-    assert jobqueue.Executor(upload_runs.run_upload_job).run_one()
-    job = jobqueue.get(job_id)
+    upload = ingest_upload((HOSTILE / "nan.py").read_bytes(), "nan.py")
+    job_id = _queue.queue_job("alice", job_spec(upload.sha256, served, "0"))
+    assert _queue.Executor(run_upload_job).run_one()
+    job = _queue.queued_job(job_id)
     assert job.status == "failed" and job.error.startswith("contract failed at predict: non-finite")
     assert "Fix: " not in job.error and "guard divisions" in job.error
-    assert runstore.list_runs() == []
+    assert list_runs() == []

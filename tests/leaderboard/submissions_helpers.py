@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests import prod_support
-from whestboard.leaderboard import files as si
-from whestboard.store import database as db
+from whestboard.leaderboard import _files
+from whestboard.store import reset_engines
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +30,7 @@ def postgres_server():
         try:
             yield url.rsplit("/", 1)[0]
         finally:
-            db.reset_engines()
+            reset_engines()
 
 
 _counter = {"n": 0}
@@ -56,7 +56,7 @@ def store_url(request, tmp_path, monkeypatch):
     monkeypatch.setenv("WHESTBOARD_DATABASE_URL", url)
     monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
     yield url
-    db.reset_engines()
+    reset_engines()
 
 
 @pytest.fixture()
@@ -65,7 +65,7 @@ def sqlite_store(tmp_path, monkeypatch):
     monkeypatch.setenv("WHESTBOARD_DATABASE_URL", url)
     monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
     yield url
-    db.reset_engines()
+    reset_engines()
 
 
 # ---------------------------------------------------------------------------
@@ -151,5 +151,5 @@ def split_board_files(folder) -> tuple[Path, dict]:
 def split_board(folder) -> dict:
     """``split_board_files``, imported into the configured store; returns the private scores."""
     path, private = split_board_files(folder)
-    si.import_files([path])
+    _files.import_files([path])
     return private

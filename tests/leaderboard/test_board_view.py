@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tests.leaderboard.submissions_helpers import sqlite_store, submission_row, write_csvs  # noqa: F401
-from whestboard.leaderboard import files as si
-from whestboard.leaderboard import integrity, view
+from whestboard.leaderboard import _files, _integrity, _view
 
 ROUND = "v2-phase2"
 
@@ -19,13 +18,13 @@ def _import(url, folder, n: int = 60, teams: int = 9) -> None:
         row, mlps = submission_row(f"v{i:03d}", f"team-{i % teams}", round_tag=ROUND, scores=(score, score * 1.2),
                                    minutes=i)
         rows.append(({**row, "status": "failed"} if i % 17 == 5 else row, mlps))
-    si.import_files([write_csvs(folder, rows)], url=url)
+    _files.import_files([write_csvs(folder, rows)], url=url)
 
 
 def test_the_view_holds_each_teams_best_in_rank_order_and_the_rounds_counts(sqlite_store, tmp_path):  # noqa: F811
     _import(sqlite_store, tmp_path / "files")
-    board = view.board(ROUND, "public", organizer=False, team="team-3", url=sqlite_store)
-    table = integrity.viewer_board(ROUND, "public", organizer=False, url=sqlite_store)
+    board = _view.board(ROUND, "public", organizer=False, team="team-3", url=sqlite_store)
+    table = _integrity.viewer_board(ROUND, "public", organizer=False, url=sqlite_store)
     expected = table.sort_values(["rank", "submission_id"], kind="mergesort")
     assert [r["submission_id"] for r in board.rows] == expected["submission_id"].tolist()
     assert [r["rank"] for r in board.rows] == expected["rank"].tolist()
@@ -40,19 +39,19 @@ def test_the_view_holds_each_teams_best_in_rank_order_and_the_rounds_counts(sqli
 def test_a_private_split_without_the_token_is_refused_in_words_and_nothing_withheld_is_shown(sqlite_store,  # noqa: F811
                                                                                             tmp_path):
     _import(sqlite_store, tmp_path / "files")
-    board = view.board(ROUND, "private", organizer=False, team="nobody", url=sqlite_store)
+    board = _view.board(ROUND, "private", organizer=False, team="nobody", url=sqlite_store)
     assert board.split == "public" and board.refused == "the private split is shown only with the organizer token"
-    assert not set(integrity.ORGANIZER_COLUMNS) & set(board.table.columns)
+    assert not set(_integrity.ORGANIZER_COLUMNS) & set(board.table.columns)
     assert board.team_unknown
-    organizer = view.board(ROUND, "private", organizer=True, url=sqlite_store)
+    organizer = _view.board(ROUND, "private", organizer=True, url=sqlite_store)
     assert organizer.split == "private" and organizer.refused is None
 
 
 def test_the_top_of_a_long_board_is_sent_with_the_chosen_teams_row(sqlite_store, tmp_path, monkeypatch):  # noqa: F811
     _import(sqlite_store, tmp_path / "files", n=40, teams=40)
-    monkeypatch.setattr(view, "RANKING_ROWS", 10)
-    table = integrity.viewer_board(ROUND, "public", organizer=False, url=sqlite_store)
+    monkeypatch.setattr(_view, "RANKING_ROWS", 10)
+    table = _integrity.viewer_board(ROUND, "public", organizer=False, url=sqlite_store)
     last = table.sort_values(["rank", "submission_id"])["team"].iloc[-1]
-    board = view.board(ROUND, "public", organizer=False, team=last, url=sqlite_store)
+    board = _view.board(ROUND, "public", organizer=False, team=last, url=sqlite_store)
     assert len(board.rows) == 11 and board.rows[-1]["team"] == last
     assert f"top 10 of {len(table):,} teams" in board.summary[-1]

@@ -17,37 +17,36 @@ import pytest
 
 from tests.leaderboard import submissions_helpers as helpers
 from tests.leaderboard.submissions_helpers import submission_row
-from whestboard.leaderboard import files as si
-from whestboard.leaderboard import store
+from whestboard.leaderboard import _files, _store
 
 postgres_server, store_url, sqlite_store = helpers.postgres_server, helpers.store_url, helpers.sqlite_store
 
 
-def _row_by_row(path: Path) -> si.Batch:
+def _row_by_row(path: Path) -> _files.Batch:
     """The reference: every row of one table parsed on its own, as the import once did."""
     data = path.read_bytes()
     is_csv = path.suffix == ".csv"
-    batch = si.Batch(files=[str(path)])
-    frames = list(si._table_frames(data, str(path)))
+    batch = _files.Batch(files=[str(path)])
+    frames = list(_files._table_frames(data, str(path)))
     names = [str(c).strip() for c in frames[0].columns]
     per_mlp = "mlp_index" in names
-    parse = si.parse_mlp_row if per_mlp else si.parse_submission_row
-    limits = store.MLP_TEXT_LIMITS if per_mlp else store.SUBMISSION_TEXT_LIMITS
+    parse = _files.parse_mlp_row if per_mlp else _files.parse_submission_row
+    limits = _store.MLP_TEXT_LIMITS if per_mlp else _store.SUBMISSION_TEXT_LIMITS
     position = 0
     for frame in frames:
         for values in frame.itertuples(index=False, name=None):
             row = dict(zip(names, values, strict=True))
             for key in limits:
                 if key in row and is_csv:
-                    row[key] = si.unescape_formula(row[key])
-            label = si._row_label(str(path), position, is_csv)
+                    row[key] = _files.unescape_formula(row[key])
+            label = _files._row_label(str(path), position, is_csv)
             position += 1
             record, problems = parse(row)
             if not problems:
                 batch.keep(record, label)
                 continue
             sid = row.get("submission_id")
-            where = f"{label} (submission_id {si._shown(str(sid).strip())})" if not si._blank(sid) else label
+            where = f"{label} (submission_id {_files._shown(str(sid).strip())})" if not _files._blank(sid) else label
             for kind, problem in zip(problems.kinds, problems, strict=True):
                 batch.refuse(f"{where}: {problem}", kind)
             if batch.problems.full:
@@ -56,13 +55,13 @@ def _row_by_row(path: Path) -> si.Batch:
     return batch
 
 
-def _by_columns(path: Path) -> si.Batch:
-    batch = si.Batch(files=[str(path)])
-    si._add_table(batch, si.Upload(str(path), path.read_bytes()))
+def _by_columns(path: Path) -> _files.Batch:
+    batch = _files.Batch(files=[str(path)])
+    _files._add_table(batch, _files.Upload(str(path), path.read_bytes()))
     return batch
 
 
-def _same_outcome(path: Path) -> si.Batch:
+def _same_outcome(path: Path) -> _files.Batch:
     expected, got = _row_by_row(path), _by_columns(path)
     assert got.problems.shown == expected.problems.shown
     assert dict(got.problems.counts) == dict(expected.problems.counts)
@@ -186,7 +185,7 @@ def test_per_mlp_rows_give_the_row_parsers_records_and_messages(tmp_path):
 
 
 def test_a_flood_of_problems_stops_where_the_row_parser_stops(tmp_path, monkeypatch):
-    monkeypatch.setattr(si, "CHUNK_ROWS", 7)  # the stop falls inside a chunk, after several
+    monkeypatch.setattr(_files, "CHUNK_ROWS", 7)  # the stop falls inside a chunk, after several
     rows = [{**submission_row(f"f-{i}", "eps", minutes=i)[0], "adjusted_score": "x" if i % 3 else "1e-5"}
             for i in range(1_700)]
     batch = _same_outcome(_write(tmp_path, rows, "flood.csv"))
@@ -210,18 +209,18 @@ def _field_csv(n: int, *, last_bad: bool) -> bytes:
 
 
 def test_a_large_import_is_all_or_nothing(store_url, tmp_path):
-    n = 2 * si.CHUNK_ROWS + 5
+    n = 2 * _files.CHUNK_ROWS + 5
     bad = tmp_path / "bad.csv"
     bad.write_bytes(_field_csv(n, last_bad=True))
-    with pytest.raises(si.ImportRejected) as err:
-        si.import_files([bad], url=store_url)
+    with pytest.raises(_files.ImportRejected) as err:
+        _files.import_files([bad], url=store_url)
     assert err.value.problems == [f"{bad.resolve()} line {n + 1} (submission_id 's-{n - 1}'): submitted_at is "
                                   "'soon'; write an ISO 8601 time such as 2026-05-01T12:00:00Z"]
-    assert store.count(url=store_url) == 0
+    assert _store.submission_count(url=store_url) == 0
     good = tmp_path / "good.csv"
     good.write_bytes(_field_csv(n, last_bad=False))
-    assert len(si.import_files([good], url=store_url).inserted) == n
-    stored = store.frame(url=store_url).set_index("submission_id")
+    assert len(_files.import_files([good], url=store_url).inserted) == n
+    stored = _store.submissions_frame(url=store_url).set_index("submission_id")
     expected = _row_by_row(good).submissions
     assert len(stored) == n
     for sub in (expected[0], expected[n // 2], expected[-1]):
@@ -229,4 +228,4 @@ def test_a_large_import_is_all_or_nothing(store_url, tmp_path):
         assert (row["team"], row["adjusted_score"], row["mean_flops_used"]) == (
             sub.team, sub.adjusted_score, sub.mean_flops_used)
         assert pd.Timestamp(row["submitted_at"]) == pd.Timestamp(sub.submitted_at)
-    assert si.import_files([good], url=store_url).unchanged == [s.submission_id for s in expected]
+    assert _files.import_files([good], url=store_url).unchanged == [s.submission_id for s in expected]

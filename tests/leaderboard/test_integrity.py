@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from tests.leaderboard import submissions_helpers as helpers
-from whestboard.leaderboard import integrity, ranking, store
+from whestboard.leaderboard import _files, _integrity, _ranking, _store
 
 sqlite_store = helpers.sqlite_store
 T0 = datetime(2026, 5, 1, tzinfo=UTC)
@@ -47,9 +47,9 @@ def _overfitted(sid: str, rng: np.random.Generator, n: int = 50) -> list[dict]:
 def test_an_overfitted_submission_is_flagged_and_an_honest_one_is_not():
     rng = np.random.default_rng(11)
     frame = pd.DataFrame(_honest("honest", rng) + _overfitted("overfit", rng))
-    table = integrity.public_private(frame).set_index("submission_id")
+    table = _integrity.public_private(frame).set_index("submission_id")
     bad, good = table.loc["overfit"], table.loc["honest"]
-    assert bad["overfit"] and bad["flops_differ"] and bad["overfit_p"] < integrity.OVERFIT_ALPHA
+    assert bad["overfit"] and bad["flops_differ"] and bad["overfit_p"] < _integrity.OVERFIT_ALPHA
     assert not good["overfit"] and not good["flops_differ"]
     public = frame[(frame["submission_id"] == "overfit") & (frame["split"] == "public")]
     private = frame[(frame["submission_id"] == "overfit") & (frame["split"] == "private")]
@@ -65,7 +65,7 @@ def test_honest_submissions_are_flagged_no_more_often_than_the_stated_level():
     """200 honest submissions: the flag's rate is its alpha (1%); more than 9 would happen with p < 1e-4."""
     rng = np.random.default_rng(5)
     frame = pd.DataFrame([row for i in range(200) for row in _honest(f"h{i}", rng)])
-    table = integrity.public_private(frame)
+    table = _integrity.public_private(frame)
     assert len(table) == 200
     assert table["overfit"].sum() <= 9
     assert not table["flops_differ"].any()
@@ -77,7 +77,7 @@ def test_the_permutation_p_value_matches_exact_enumeration():
     observed = private.mean() - public.mean()
     exact = np.mean([pooled[list(c)].mean() - np.delete(pooled, list(c)).mean() >= observed - 1e-12
                      for c in itertools.combinations(range(8), 4)])
-    p = integrity.overfit_p_values(public[None], private[None])[0]
+    p = _integrity.overfit_p_values(public[None], private[None])[0]
     assert p == pytest.approx(exact, abs=0.04)  # 4000 draws: 5 standard errors
 
 
@@ -100,7 +100,7 @@ def test_residual_arbitrage_is_flagged_with_its_numbers_and_honest_costs_are_not
     ]
     subs = pd.DataFrame([c[0] for c in cases])
     mlps = pd.DataFrame([r for c in cases for r in c[1]])
-    table = integrity.residual_share(subs, mlps).set_index("submission_id")
+    table = _integrity.residual_share(subs, mlps).set_index("submission_id")
     arb = table.loc["arbitrage"]
     assert arb["residual"] and arb["flops_identical"]
     assert arb["fc_share"] == pytest.approx(1e6 / (1e6 + 2e10))
@@ -112,7 +112,7 @@ def test_residual_arbitrage_is_flagged_with_its_numbers_and_honest_costs_are_not
     assert "F varies by CV" in mostly["residual_text"]
     assert not table.loc["honest", "residual"] and table.loc["honest", "fc_share"] > 0.9
     assert np.isnan(table.loc["gated", "fc_share"]) and not table.loc["gated", "residual"]
-    per_mlp = integrity.per_mlp_share(mlps[mlps["submission_id"] == "honest"])
+    per_mlp = _integrity.per_mlp_share(mlps[mlps["submission_id"] == "honest"])
     assert table.loc["honest", "fc_share_min"] == pytest.approx(per_mlp.min())
 
 
@@ -122,7 +122,7 @@ def test_team_history_steps_to_its_best_so_far_per_round():
                          "team": ["a"] * 4 + ["b", "a"], "round": "v2-phase2",
                          "submitted_at": [T0 + timedelta(hours=h) for h in (3, 1, 2, 4, 0, 5)],
                          "status": ["graded"] * 5 + ["failed"], "adjusted_score": [*scores, 1e-9, np.nan]})
-    history = integrity.team_history(subs, "a")
+    history = _integrity.team_history(subs, "a")
     assert history["submission_id"].tolist() == ["s1", "s2", "s0", "s3"]
     assert history["best_so_far"].tolist() == [3e-6, 3e-6, 3e-6, 1e-6]
     assert history["improved"].tolist() == [True, False, False, True]
@@ -131,19 +131,19 @@ def test_team_history_steps_to_its_best_so_far_per_round():
 def test_failure_breakdown_counts_each_kind_in_the_vocabulary_order():
     rows = _rows("s", "public", [1.0] * 6, [1e9] * 6, failed=[True, True, True, True, False, True],
                  failure=["time", "budget", "time", None, None, "memory"])
-    counts = integrity.failure_breakdown(pd.DataFrame(rows))
+    counts = _integrity.failure_breakdown(pd.DataFrame(rows))
     assert counts == {"s": {"budget": 1, "time": 2, "memory": 1, "unrecorded": 1}}
     assert list(counts["s"]) == ["budget", "time", "memory", "unrecorded"]
-    assert integrity.breakdown_text(counts["s"]) == "1 budget, 2 time, 1 memory, 1 unrecorded"
+    assert _integrity.breakdown_text(counts["s"]) == "1 budget, 2 time, 1 memory, 1 unrecorded"
 
 
 def test_extra_mlps_to_separate_the_top_two_agrees_with_a_simulation():
     """Resampling the observed differences at the estimated size: the test rejects with the stated power."""
     rng = np.random.default_rng(8)
     observed = rng.normal(0.1, 1.0, 50)
-    extra = integrity.extra_mlps_to_separate(observed)
+    extra = _integrity.extra_mlps_to_separate(observed)
     n_total = int(extra) + observed.size
-    z = NormalDist().inv_cdf(1 - integrity.TIE_ALPHA / 2)
+    z = NormalDist().inv_cdf(1 - _integrity.TIE_ALPHA / 2)
 
     def power(n: int, trials: int = 2000) -> float:
         draws = observed[rng.integers(0, observed.size, size=(trials, n))]
@@ -151,13 +151,13 @@ def test_extra_mlps_to_separate_the_top_two_agrees_with_a_simulation():
         return float((t > z).mean())
 
     # 2000 trials: standard error 0.009; 0.045 is 5 of them
-    assert power(n_total) == pytest.approx(integrity.TIE_POWER, abs=0.045)
-    assert power(n_total // 3) < integrity.TIE_POWER - 0.2
-    assert integrity.extra_mlps_to_separate(np.ones(10)) == 0.0  # a constant gap on 10 MLPs: already apart
+    assert power(n_total) == pytest.approx(_integrity.TIE_POWER, abs=0.045)
+    assert power(n_total // 3) < _integrity.TIE_POWER - 0.2
+    assert _integrity.extra_mlps_to_separate(np.ones(10)) == 0.0  # a constant gap on 10 MLPs: already apart
     # ... but 3 MLPs cannot be separated by a sign-flip test at 5% (its smallest p is 2/8): 6 are needed
-    assert integrity.extra_mlps_to_separate(np.ones(3)) == 3.0
-    assert ranking.sign_flip_p_value(np.ones(5)) >= 0.05 > ranking.sign_flip_p_value(np.ones(6))
-    assert integrity.extra_mlps_to_separate(np.array([1.0, -1.0])) == float("inf")
+    assert _integrity.extra_mlps_to_separate(np.ones(3)) == 3.0
+    assert _ranking.sign_flip_p_value(np.ones(5)) >= 0.05 > _ranking.sign_flip_p_value(np.ones(6))
+    assert _integrity.extra_mlps_to_separate(np.array([1.0, -1.0])) == float("inf")
 
 
 def test_neighbours_a_paired_test_cannot_separate_are_marked_at_the_top():
@@ -167,21 +167,21 @@ def test_neighbours_a_paired_test_cannot_separate_are_marked_at_the_top():
     table = pd.DataFrame({"submission_id": ["a", "b", "c"], "adjusted_score": matrix.mean(axis=1)})
     table = table.sort_values("adjusted_score", ignore_index=True)
     order = table["submission_id"].map({"a": 0, "b": 1, "c": 2}).to_numpy()
-    out = integrity.with_neighbour_ties(table, matrix[order]).set_index("submission_id")
+    out = _integrity.with_neighbour_ties(table, matrix[order]).set_index("submission_id")
     first, second = table["submission_id"][0], table["submission_id"][1]
     assert {first, second} == {"a", "b"}
-    expected_p = ranking.sign_flip_p_value(matrix[order][1] - matrix[order][0])
+    expected_p = _ranking.sign_flip_p_value(matrix[order][1] - matrix[order][0])
     assert out.loc[first, "p_next"] == pytest.approx(expected_p) and out.loc[first, "tied_next"]
     assert out.loc[second, "p_next"] < 0.05 and not out.loc[second, "tied_next"]
-    assert out.loc[first, "extra_mlps"] == integrity.extra_mlps_to_separate(matrix[order][1] - matrix[order][0])
+    assert out.loc[first, "extra_mlps"] == _integrity.extra_mlps_to_separate(matrix[order][1] - matrix[order][0])
     assert np.isnan(out.loc["c", "p_next"]) and np.isnan(out.loc[second, "extra_mlps"])
 
 
 def test_each_split_ranks_on_its_own_mlps_and_the_rerun_on_nominated_ones(sqlite_store, tmp_path):
     private_values = helpers.split_board(tmp_path)
-    public = integrity.organizer_board("v1-warmup", "public").set_index("team")
-    private = integrity.board("v1-warmup", "private").set_index("team")
-    rerun = integrity.board("v1-warmup", "rerun").set_index("team")
+    public = _integrity.organizer_board("v1-warmup", "public").set_index("team")
+    private = _integrity.integrity_board("v1-warmup", "private").set_index("team")
+    rerun = _integrity.integrity_board("v1-warmup", "rerun").set_index("team")
     assert public.sort_values("rank").index.tolist() == ["alpha", "beta", "gamma", "delta"]
     assert private.sort_values("rank").index.tolist() == ["gamma", "beta", "alpha", "delta"]
     assert private.loc["alpha", "adjusted_score"] == pytest.approx(private_values["alpha_private"])
@@ -198,24 +198,24 @@ def test_each_split_ranks_on_its_own_mlps_and_the_rerun_on_nominated_ones(sqlite
     assert delta["overfit"] and delta["private_ratio"] == pytest.approx(10.3) and delta["overfit_p"] < 0.01
     assert delta["residual"] and delta["fc_share"] == pytest.approx(5e-5) and delta["flops_identical"]
     assert delta["residual_s"] == pytest.approx((2e10 - 1e6) / 1e11)
-    for shown in (integrity.board("v1-warmup", "public"),
-                  integrity.viewer_board("v1-warmup", "public", organizer=False)):
-        assert not set(integrity.ORGANIZER_COLUMNS) & set(shown.columns)
+    for shown in (_integrity.integrity_board("v1-warmup", "public"),
+                  _integrity.viewer_board("v1-warmup", "public", organizer=False)):
+        assert not set(_integrity.ORGANIZER_COLUMNS) & set(shown.columns)
     with pytest.raises(PermissionError):
-        integrity.viewer_board("v1-warmup", "rerun", organizer=False)
+        _integrity.viewer_board("v1-warmup", "rerun", organizer=False)
     with pytest.raises(PermissionError, match="the private split is shown only with the organizer token"):
-        integrity.require_split_access("private", organizer=False)
-    integrity.require_split_access("private", organizer=True)
-    assert store.count() == 4
+        _integrity.require_split_access("private", organizer=False)
+    _integrity.require_split_access("private", organizer=True)
+    assert _store.submission_count() == 4
 
 
 def test_a_round_without_submissions_or_per_mlp_results_gives_plain_boards(sqlite_store, tmp_path):
     for split in ("public", "private", "rerun"):
-        assert integrity.organizer_board("v2-phase2", split).empty
+        assert _integrity.organizer_board("v2-phase2", split).empty
     row, _ = helpers.submission_row("bare", "t")
     pd.DataFrame([row]).to_csv(tmp_path / "bare.csv", index=False)
-    helpers.si.import_files([tmp_path / "bare.csv"])
-    [only] = integrity.organizer_board("v1-warmup", "public").to_dict("records")
+    _files.import_files([tmp_path / "bare.csv"])
+    [only] = _integrity.organizer_board("v1-warmup", "public").to_dict("records")
     assert only["team"] == "t" and not only["residual"] and not only["overfit"] and not only["tied_next"]
     assert np.isnan(only["fc_share"]) and only["failures"] == ""  # no per-MLP results, no C: nothing to flag
-    assert integrity.organizer_board("v1-warmup", "private").empty
+    assert _integrity.organizer_board("v1-warmup", "private").empty

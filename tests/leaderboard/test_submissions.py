@@ -9,8 +9,7 @@ import pytest
 
 from tests.leaderboard import submissions_helpers as helpers
 from tests.leaderboard.submissions_helpers import submission_row, write_csvs
-from whestboard.leaderboard import files as si
-from whestboard.leaderboard import store
+from whestboard.leaderboard import _files, _store
 
 # fixtures shared by the submissions tests
 postgres_server, store_url, sqlite_store = helpers.postgres_server, helpers.store_url, helpers.sqlite_store
@@ -27,9 +26,9 @@ def _three(folder):
 
 def test_valid_file_imports_every_row(store_url, tmp_path):
     path, rows = _three(tmp_path)
-    report = si.import_files([path], url=store_url)
+    report = _files.import_files([path], url=store_url)
     assert sorted(report.inserted) == ["a-1", "a-2", "b-1"]
-    df = store.frame(url=store_url).set_index("submission_id")
+    df = _store.submissions_frame(url=store_url).set_index("submission_id")
     for row, _mlps in rows:
         got = df.loc[row["submission_id"]]
         assert got["team"] == row["team"]
@@ -38,34 +37,34 @@ def test_valid_file_imports_every_row(store_url, tmp_path):
         assert got["mean_multiplier"] == row["mean_multiplier"]
         assert got["n_failed_mlps"] == row["n_failed_mlps"]
         assert got["submitted_at"] == pd.Timestamp(row["submitted_at"])
-    per_mlp = store.mlp_frame(url=store_url)
+    per_mlp = _store.mlp_frame(url=store_url)
     assert len(per_mlp) == sum(len(m) for _, m in rows)
     assert per_mlp.loc[per_mlp["submission_id"] == "b-1", "failed"].tolist() == [False, True]
 
 
 def test_importing_twice_changes_nothing(store_url, tmp_path):
     path, _ = _three(tmp_path)
-    si.import_files([path], url=store_url)
-    before = (store.frame(url=store_url), store.mlp_frame(url=store_url), store.revision(url=store_url))
-    report = si.import_files([path], url=store_url)
+    _files.import_files([path], url=store_url)
+    before = (_store.submissions_frame(url=store_url), _store.mlp_frame(url=store_url), _store.board_revision(url=store_url))
+    report = _files.import_files([path], url=store_url)
     assert report.inserted == [] and report.updated == []
     assert sorted(report.unchanged) == ["a-1", "a-2", "b-1"]
-    pd.testing.assert_frame_equal(store.frame(url=store_url), before[0])
-    pd.testing.assert_frame_equal(store.mlp_frame(url=store_url), before[1])
-    assert store.revision(url=store_url) == before[2]
-    assert store.count(url=store_url) == 3
+    pd.testing.assert_frame_equal(_store.submissions_frame(url=store_url), before[0])
+    pd.testing.assert_frame_equal(_store.mlp_frame(url=store_url), before[1])
+    assert _store.board_revision(url=store_url) == before[2]
+    assert _store.submission_count(url=store_url) == 3
 
 
 def test_reimport_updates_instead_of_duplicating(store_url, tmp_path):
     path, _ = _three(tmp_path)
-    si.import_files([path], url=store_url)
+    _files.import_files([path], url=store_url)
     regraded = write_csvs(tmp_path / "v2", [submission_row("a-1", "alpha renamed", scores=(3e-6, 3e-6))])
-    report = si.import_files([regraded], url=store_url)
+    report = _files.import_files([regraded], url=store_url)
     assert report.updated == ["a-1"]
-    assert store.count(url=store_url) == 3
-    got = store.get("a-1", url=store_url)
+    assert _store.submission_count(url=store_url) == 3
+    got = _store.get_submission("a-1", url=store_url)
     assert got.team == "alpha renamed" and got.adjusted_score == 3e-6
-    per_mlp = store.mlp_frame(["a-1"], url=store_url)
+    per_mlp = _store.mlp_frame(["a-1"], url=store_url)
     assert per_mlp["adjusted_score"].tolist() == [3e-6, 3e-6]
 
 
@@ -81,8 +80,8 @@ def test_bad_rows_are_each_reported_and_nothing_is_imported(store_url, tmp_path)
     negative["final_layer_mse"] = -1.0
     path = tmp_path / "bad.csv"
     pd.DataFrame([good, bad_round, bad_score, no_team, bad_time, negative]).to_csv(path, index=False)
-    with pytest.raises(si.ImportRejected) as err:
-        si.import_files([path], url=store_url)
+    with pytest.raises(_files.ImportRejected) as err:
+        _files.import_files([path], url=store_url)
     problems = err.value.problems
     assert any("line 3" in p and "round is 'v9-nope'" in p for p in problems)
     assert any("line 4" in p and "adjusted_score is 'lots', not a number" in p for p in problems)
@@ -90,8 +89,8 @@ def test_bad_rows_are_each_reported_and_nothing_is_imported(store_url, tmp_path)
     assert any("line 6" in p and "submitted_at is 'yesterday'" in p for p in problems)
     assert any("line 7" in p and "final_layer_mse is -1" in p for p in problems)
     assert not any("line 2" in p for p in problems)
-    assert store.count(url=store_url) == 0
-    assert store.mlp_frame(url=store_url).empty
+    assert _store.submission_count(url=store_url) == 0
+    assert _store.mlp_frame(url=store_url).empty
 
 
 def test_per_mlp_results_must_agree_with_their_submission(store_url, tmp_path):
@@ -101,20 +100,20 @@ def test_per_mlp_results_must_agree_with_their_submission(store_url, tmp_path):
     path = tmp_path / "s.csv"
     pd.DataFrame([row]).to_csv(path, index=False)
     pd.DataFrame([*mlps, mlps[0], orphan]).to_csv(tmp_path / "s.per_mlp.csv", index=False)
-    with pytest.raises(si.ImportRejected) as err:
-        si.import_files([path], url=store_url)
+    with pytest.raises(_files.ImportRejected) as err:
+        _files.import_files([path], url=store_url)
     text = "\n".join(err.value.problems)
     assert "adjusted_score is 9e-05 but its per-MLP values average to" in text
     assert "list MLP 0 of 'x-1' twice" in text
     assert "'ghost', which is not in this import's submissions file" in text
-    assert store.count(url=store_url) == 0
+    assert _store.submission_count(url=store_url) == 0
 
 
 def test_unknown_and_missing_columns_are_named(sqlite_store, tmp_path):
     path = tmp_path / "cols.csv"
     pd.DataFrame([{"submission_id": "a", "teem": "x"}]).to_csv(path, index=False)
-    with pytest.raises(si.ImportRejected) as err:
-        si.import_files([path])
+    with pytest.raises(_files.ImportRejected) as err:
+        _files.import_files([path])
     text = "\n".join(err.value.problems)
     assert "missing column(s) team, round, submitted_at, status, whestbench_version" in text
     assert "unknown column(s) teem" in text
@@ -124,9 +123,9 @@ def test_duplicate_ids_in_one_import_are_refused(sqlite_store, tmp_path):
     row, _ = submission_row("dup", "alpha")
     path = tmp_path / "dup.csv"
     pd.DataFrame([row, row]).to_csv(path, index=False)
-    with pytest.raises(si.ImportRejected, match="'dup' appears 2 times"):
-        si.import_files([path])
-    assert store.count() == 0
+    with pytest.raises(_files.ImportRejected, match="'dup' appears 2 times"):
+        _files.import_files([path])
+    assert _store.submission_count() == 0
 
 
 def test_parquet_imports_like_csv(sqlite_store, tmp_path):
@@ -135,55 +134,55 @@ def test_parquet_imports_like_csv(sqlite_store, tmp_path):
     pq.mkdir()
     pd.read_csv(csv_path).to_parquet(pq / "subs.parquet")
     pd.read_csv(tmp_path / "csv" / "subs.per_mlp.csv").to_parquet(pq / "subs.per_mlp.parquet")
-    report = si.import_files([pq / "subs.parquet"])
+    report = _files.import_files([pq / "subs.parquet"])
     assert len(report.inserted) == 3
-    assert len(store.mlp_frame()) == sum(len(m) for _, m in rows)
+    assert len(_store.mlp_frame()) == sum(len(m) for _, m in rows)
 
 
 def test_export_round_trips_exactly(store_url, tmp_path):
     path, _ = _three(tmp_path)
-    si.import_files([path], url=store_url)
-    out, sibling = si.export(tmp_path / "out" / "all.csv", url=store_url)
+    _files.import_files([path], url=store_url)
+    out, sibling = _files.export_submissions(tmp_path / "out" / "all.csv", url=store_url)
     assert sibling is not None and sibling.name == "all.per_mlp.csv"
-    report = si.import_files([out], url=store_url)
+    report = _files.import_files([out], url=store_url)
     assert report.inserted == [] and report.updated == [] and len(report.unchanged) == 3
     exported = pd.read_csv(out)
-    assert list(exported.columns) == list(store.SUBMISSION_FIELDS)
+    assert list(exported.columns) == list(_store.SUBMISSION_FIELDS)
 
 
 def test_edit_and_delete(store_url, tmp_path):
     path, _ = _three(tmp_path)
-    si.import_files([path], url=store_url)
-    assert store.edit("a-1", {"team": "alpha prime", "status": "failed"}, url=store_url)
-    assert store.get("a-1", url=store_url).team == "alpha prime"
+    _files.import_files([path], url=store_url)
+    assert _store.edit_submission("a-1", {"team": "alpha prime", "status": "failed"}, url=store_url)
+    assert _store.get_submission("a-1", url=store_url).team == "alpha prime"
     with pytest.raises(ValueError, match="cannot edit adjusted_score"):
-        store.edit("a-1", {"adjusted_score": 0.0}, url=store_url)
-    assert not store.edit("nope", {"team": "x"}, url=store_url)
-    assert store.delete_submission("b-1", url=store_url)
-    assert not store.delete_submission("b-1", url=store_url)
-    assert store.count(url=store_url) == 2
-    assert "b-1" not in set(store.mlp_frame(url=store_url)["submission_id"])
+        _store.edit_submission("a-1", {"adjusted_score": 0.0}, url=store_url)
+    assert not _store.edit_submission("nope", {"team": "x"}, url=store_url)
+    assert _store.delete_submission("b-1", url=store_url)
+    assert not _store.delete_submission("b-1", url=store_url)
+    assert _store.submission_count(url=store_url) == 2
+    assert "b-1" not in set(_store.mlp_frame(url=store_url)["submission_id"])
 
 
 def test_shipped_baselines_seed_an_empty_store_once(sqlite_store):
-    shipped = si.shipped_files()
+    shipped = _files.shipped_files()
     if not shipped:
         pytest.skip("no shipped sweep output under data/submissions yet")
-    report = si.seed_from_shipped()
+    report = _files.seed_from_shipped()
     assert report is not None and report.inserted
-    n = store.count()
-    assert si.seed_from_shipped() is None  # once per store
+    n = _store.submission_count()
+    assert _files.seed_from_shipped() is None  # once per store
     first = report.inserted[0]
-    store.delete_submission(first)
-    si.seed_from_shipped()
-    assert store.count() == n - 1  # a deleted baseline does not come back
+    _store.delete_submission(first)
+    _files.seed_from_shipped()
+    assert _store.submission_count() == n - 1  # a deleted baseline does not come back
 
 
 def test_shipped_baselines_leave_a_store_that_has_submissions_alone(sqlite_store, tmp_path):
     path, _ = _three(tmp_path)
-    si.import_files([path])
-    assert si.seed_from_shipped() is None
-    assert store.count() == 3 and store.was_seeded()
+    _files.import_files([path])
+    assert _files.seed_from_shipped() is None
+    assert _store.submission_count() == 3 and _store.was_seeded()
 
 
 # ---------------------------------------------------------------------------
@@ -197,10 +196,10 @@ HOSTILE_TEXT = ["=HYPERLINK(\"http://x\",\"y\")", "+1+2", "-3+4", "@SUM(A1:A9)",
 
 @pytest.mark.parametrize("value", [*HOSTILE_TEXT, "\tTAB", "\rCR", "'\tq", "plain", ""])
 def test_formula_escape_is_undone_by_the_import(value):
-    escaped = si.escape_formula(value)
-    assert si.unescape_formula(escaped) == value
-    assert escaped[:1] not in si.FORMULA_TRIGGERS
-    if value[:1] in (*si.FORMULA_TRIGGERS, "'"):
+    escaped = _files.escape_formula(value)
+    assert _files.unescape_formula(escaped) == value
+    assert escaped[:1] not in _files.FORMULA_TRIGGERS
+    if value[:1] in (*_files.FORMULA_TRIGGERS, "'"):
         assert escaped == "'" + value
 
 
@@ -219,50 +218,50 @@ def test_export_neutralises_formulas_and_round_trips_exactly(store_url, tmp_path
     # written as every export writes (a plain CSV would read ''=... as the escape of '=...)
     folder = tmp_path / "in"
     folder.mkdir()
-    (folder / "h.csv").write_text(si.csv_text(pd.DataFrame([r for r, _ in rows]), store.SUBMISSION_TEXT_LIMITS))
-    (folder / "h.per_mlp.csv").write_text(si.csv_text(pd.DataFrame([m for _, ms in rows for m in ms]),
-                                                      store.MLP_TEXT_LIMITS))
-    si.import_files([folder / "h.csv"], url=store_url)
-    stored = store.frame(url=store_url)
+    (folder / "h.csv").write_text(_files.csv_text(pd.DataFrame([r for r, _ in rows]), _store.SUBMISSION_TEXT_LIMITS))
+    (folder / "h.per_mlp.csv").write_text(_files.csv_text(pd.DataFrame([m for _, ms in rows for m in ms]),
+                                                      _store.MLP_TEXT_LIMITS))
+    _files.import_files([folder / "h.csv"], url=store_url)
+    stored = _store.submissions_frame(url=store_url)
     assert sorted(stored["team"]) == sorted(HOSTILE_TEXT)
 
-    out, sibling = si.export(tmp_path / "out" / "all.csv", url=store_url)
-    for path, text_fields in ((out, store.SUBMISSION_TEXT_LIMITS), (sibling, store.MLP_TEXT_LIMITS)):
+    out, sibling = _files.export_submissions(tmp_path / "out" / "all.csv", url=store_url)
+    for path, text_fields in ((out, _store.SUBMISSION_TEXT_LIMITS), (sibling, _store.MLP_TEXT_LIMITS)):
         for cell_row in _csv_cells(path.read_text()):
             for name in text_fields:
                 cell = cell_row[name]
-                assert cell[:1] not in si.FORMULA_TRIGGERS, (name, cell)
-                assert cell == si.escape_formula(si.unescape_formula(cell))
+                assert cell[:1] not in _files.FORMULA_TRIGGERS, (name, cell)
+                assert cell == _files.escape_formula(_files.unescape_formula(cell))
     exported = {r["submission_id"]: r for r in _csv_cells(out.read_text())}
     assert exported["'=HYPERLINK(\"http://x\",\"y\")#0"]["team"] == "'=HYPERLINK(\"http://x\",\"y\")"
     assert exported["''s-Hertogenbosch#7"]["team"] == "''s-Hertogenbosch"
 
-    before = (store.frame(url=store_url), store.mlp_frame(url=store_url), store.revision(url=store_url))
-    report = si.import_files([out], url=store_url)
+    before = (_store.submissions_frame(url=store_url), _store.mlp_frame(url=store_url), _store.board_revision(url=store_url))
+    report = _files.import_files([out], url=store_url)
     assert report.inserted == [] and report.updated == [] and len(report.unchanged) == len(HOSTILE_TEXT)
-    pd.testing.assert_frame_equal(store.frame(url=store_url), before[0])
-    pd.testing.assert_frame_equal(store.mlp_frame(url=store_url), before[1])
-    assert store.revision(url=store_url) == before[2]
+    pd.testing.assert_frame_equal(_store.submissions_frame(url=store_url), before[0])
+    pd.testing.assert_frame_equal(_store.mlp_frame(url=store_url), before[1])
+    assert _store.board_revision(url=store_url) == before[2]
 
 
 def test_an_older_file_keeps_a_leading_quote_unless_it_escapes_a_formula(sqlite_store, tmp_path):
     path = write_csvs(tmp_path, [submission_row("q-1", "'s-Hertogenbosch"), submission_row("q-2", "'=1+1")])
-    si.import_files([path])
-    assert store.get("q-1").team == "'s-Hertogenbosch"
-    assert store.get("q-2").team == "=1+1"  # what a spreadsheet shows for '=1+1
+    _files.import_files([path])
+    assert _store.get_submission("q-1").team == "'s-Hertogenbosch"
+    assert _store.get_submission("q-2").team == "=1+1"  # what a spreadsheet shows for '=1+1
 
 
 def test_a_stored_tab_is_neutralised_on_export_and_refused_on_import(sqlite_store, tmp_path):
     """A value stored before control characters were refused still leaves the store harmless."""
     path = write_csvs(tmp_path / "in", [submission_row("t-1", "clean")])
-    batch = si.load([path])
+    batch = _files.load_batch([path])
     legacy = [dataclasses.replace(batch.submissions[0], team="\t=1+1")]
-    store.upsert(legacy, batch.mlp_results)
-    text = si.submissions_csv()
+    _store.upsert(legacy, batch.mlp_results)
+    text = _files.submissions_csv()
     assert _csv_cells(text)[0]["team"] == "'\t=1+1"
     (tmp_path / "again.csv").write_text(text)
-    with pytest.raises(si.ImportRejected) as err:
-        si.import_files([tmp_path / "again.csv"])
+    with pytest.raises(_files.ImportRejected) as err:
+        _files.import_files([tmp_path / "again.csv"])
     assert err.value.problems == [f"{tmp_path / 'again.csv'} line 2 (submission_id 't-1'): team contains the "
                                   "control character U+0009 at character 1; text may not hold control "
                                   "characters (NUL, tab, line breaks, ...)"]
@@ -275,33 +274,33 @@ def test_a_stored_tab_is_neutralised_on_export_and_refused_on_import(sqlite_stor
 ])
 def test_control_characters_in_text_are_refused_with_file_line_and_column(store_url, tmp_path, column, value,
                                                                           code, at):
-    si.import_files([write_csvs(tmp_path / "seed", [submission_row("keep", "alpha")])], url=store_url)
-    before = (store.frame(url=store_url), store.mlp_frame(url=store_url), store.revision(url=store_url))
+    _files.import_files([write_csvs(tmp_path / "seed", [submission_row("keep", "alpha")])], url=store_url)
+    before = (_store.submissions_frame(url=store_url), _store.mlp_frame(url=store_url), _store.board_revision(url=store_url))
     good, _ = submission_row("fine", "beta")
     bad, _ = submission_row("bad", "gamma")
     bad[column] = value
     path = tmp_path / "ctl.csv"
     pd.DataFrame([good, bad]).to_csv(path, index=False)
-    with pytest.raises(si.ImportRejected) as err:
-        si.import_files([path], url=store_url)
+    with pytest.raises(_files.ImportRejected) as err:
+        _files.import_files([path], url=store_url)
     [problem] = err.value.problems
     assert problem.startswith(f"{path} line 3 (submission_id ")
     assert f"{column} contains the control character {code} at character {at}" in problem
-    pd.testing.assert_frame_equal(store.frame(url=store_url), before[0])
-    pd.testing.assert_frame_equal(store.mlp_frame(url=store_url), before[1])
-    assert store.revision(url=store_url) == before[2]
+    pd.testing.assert_frame_equal(_store.submissions_frame(url=store_url), before[0])
+    pd.testing.assert_frame_equal(_store.mlp_frame(url=store_url), before[1])
+    assert _store.board_revision(url=store_url) == before[2]
 
 
 def test_edits_follow_the_same_text_rules(sqlite_store, tmp_path):
-    si.import_files([write_csvs(tmp_path, [submission_row("e-1", "alpha")])])
+    _files.import_files([write_csvs(tmp_path, [submission_row("e-1", "alpha")])])
     with pytest.raises(ValueError, match="team contains the control character U\\+0000"):
-        store.edit("e-1", {"team": "x\x00"})
+        _store.edit_submission("e-1", {"team": "x\x00"})
     with pytest.raises(ValueError, match="team is 201 characters long"):
-        store.edit("e-1", {"team": "x" * 201})
+        _store.edit_submission("e-1", {"team": "x" * 201})
     with pytest.raises(ValueError, match="team must be text"):
-        store.edit("e-1", {"team": ["x"]})
-    assert store.get("e-1").team == "alpha"
-    assert store.edit("e-1", {"team": "  =alpha  "}) and store.get("e-1").team == "=alpha"
+        _store.edit_submission("e-1", {"team": ["x"]})
+    assert _store.get_submission("e-1").team == "alpha"
+    assert _store.edit_submission("e-1", {"team": "  =alpha  "}) and _store.get_submission("e-1").team == "=alpha"
 
 
 def _many_bad_rows(path, n_rows: int) -> None:
@@ -312,26 +311,26 @@ def _many_bad_rows(path, n_rows: int) -> None:
 def test_a_flood_of_problems_is_reported_bounded_with_counts(sqlite_store, tmp_path):
     path = tmp_path / "flood.csv"
     _many_bad_rows(path, 200_000)
-    with pytest.raises(si.ImportRejected) as err:
-        si.import_files([path])
+    with pytest.raises(_files.ImportRejected) as err:
+        _files.import_files([path])
     log = err.value.log
-    assert len(err.value.problems) == si.MAX_SHOWN_PROBLEMS
+    assert len(err.value.problems) == _files.MAX_SHOWN_PROBLEMS
     assert err.value.problems[0] == f"{path} line 2 (submission_id 'id-0'): round is 'v0'; known rounds: " \
                                     "v1-warmup, v1-phase1, v2-phase2"
-    assert log.total >= si.MAX_COUNTED_PROBLEMS and log.stopped_at.startswith(f"{path} line ")
+    assert log.total >= _files.MAX_COUNTED_PROBLEMS and log.stopped_at.startswith(f"{path} line ")
     # every row has the same problems: the counts by field say so
     assert set(log.counts) == {"round", "submitted_at", "mean_flops_used", "final_layer_mse", "adjusted_score",
                                "mean_multiplier", "n_failed_mlps"}
     assert len(str(err.value)) < 20_000
     assert "at least 1,00" in str(err.value) and "… and " in str(err.value)
-    assert store.count() == 0
+    assert _store.submission_count() == 0
 
 
 def test_a_few_problems_are_all_counted_and_listed(sqlite_store, tmp_path):
     path = tmp_path / "few.csv"
     _many_bad_rows(path, 3)
-    with pytest.raises(si.ImportRejected) as err:
-        si.import_files([path])
+    with pytest.raises(_files.ImportRejected) as err:
+        _files.import_files([path])
     assert err.value.log.total == 21 and err.value.log.stopped_at is None
     assert str(err.value).startswith("21 problem(s) found; nothing was imported:")
     assert len(err.value.problems) == 21
@@ -342,8 +341,8 @@ def test_a_huge_cell_is_echoed_cut_short(sqlite_store, tmp_path):
     row["adjusted_score"] = "9" * 100 + "x" * 5_000_000
     path = tmp_path / "big.csv"
     pd.DataFrame([row]).to_csv(path, index=False)
-    with pytest.raises(si.ImportRejected) as err:
-        si.import_files([path])
+    with pytest.raises(_files.ImportRejected) as err:
+        _files.import_files([path])
     [problem] = err.value.problems
     assert "adjusted_score is '" + "9" * 60 + "'… (5,000,100 characters), not a number" in problem
     assert len(problem) < 300
@@ -352,20 +351,20 @@ def test_a_huge_cell_is_echoed_cut_short(sqlite_store, tmp_path):
 def test_a_file_over_the_size_limit_is_refused_unread(sqlite_store, tmp_path, monkeypatch):
     monkeypatch.setenv("WHESTBOARD_UPLOAD_MAX_MB", str(1000 / 2**20))  # read when the import checks
     path = write_csvs(tmp_path, [submission_row(f"s-{i}", "alpha") for i in range(20)])
-    with pytest.raises(si.ImportRejected, match=r"KiB|MiB; an import reads at most"):
-        si.import_files([path])
-    assert store.count() == 0
+    with pytest.raises(_files.ImportRejected, match=r"KiB|MiB; an import reads at most"):
+        _files.import_files([path])
+    assert _store.submission_count() == 0
 
 
 def test_a_header_that_is_not_one_is_refused(sqlite_store, tmp_path):
     path = tmp_path / "wide.csv"
     path.write_text("a," * 200_000 + "\n1\n")
-    with pytest.raises(si.ImportRejected, match="the first line is over 64 KiB long"):
-        si.import_files([path])
+    with pytest.raises(_files.ImportRejected, match="the first line is over 64 KiB long"):
+        _files.import_files([path])
     wide = tmp_path / "wide2.csv"
     wide.write_text(",".join(f"col{i}" for i in range(5_000)) + ",submission_id\n")
-    with pytest.raises(si.ImportRejected) as err:
-        si.import_files([wide])
+    with pytest.raises(_files.ImportRejected) as err:
+        _files.import_files([wide])
     assert "unknown column(s) col0, col1" in str(err.value) and "and 4,980 more" in str(err.value)
     assert len(str(err.value)) < 5_000
 
@@ -381,7 +380,7 @@ def test_concurrent_imports_of_one_new_file_all_succeed(store_url, tmp_path, mon
     n = 12
     barrier = threading.Barrier(n, timeout=60)
     first_read = threading.local()
-    real = store.existing_rows
+    real = _store.existing_rows
 
     def read_then_wait(s, ids):
         found = real(s, ids)
@@ -390,12 +389,12 @@ def test_concurrent_imports_of_one_new_file_all_succeed(store_url, tmp_path, mon
             barrier.wait()
         return found
 
-    monkeypatch.setattr(store, "existing_rows", read_then_wait)
+    monkeypatch.setattr(_store, "existing_rows", read_then_wait)
     reports, errors = [], []
 
     def one_import():
         try:
-            reports.append(si.import_files([path], url=store_url))
+            reports.append(_files.import_files([path], url=store_url))
         except Exception as exc:  # noqa: BLE001 - the assertion below names it
             errors.append(exc)
 
@@ -408,23 +407,23 @@ def test_concurrent_imports_of_one_new_file_all_succeed(store_url, tmp_path, mon
     assert len(reports) == n
     assert sorted(sorted(r.inserted) for r in reports if r.inserted) == [["a-1", "a-2", "b-1"]]
     assert sum(len(r.unchanged) == 3 for r in reports) == n - 1
-    assert store.count(url=store_url) == 3
-    assert len(store.mlp_frame(url=store_url)) == sum(len(m) for _, m in rows)
-    assert store.revision(url=store_url).endswith(":1")  # one change counted, once
+    assert _store.submission_count(url=store_url) == 3
+    assert len(_store.mlp_frame(url=store_url)) == sum(len(m) for _, m in rows)
+    assert _store.board_revision(url=store_url).endswith(":1")  # one change counted, once
 
 
 def test_tables_over_the_row_limit_are_refused(sqlite_store, tmp_path, monkeypatch):
-    monkeypatch.setattr(si, "MAX_TABLE_ROWS", 5)
-    monkeypatch.setattr(si, "CHUNK_ROWS", 2)  # the limit holds across chunks
+    monkeypatch.setattr(_files, "MAX_TABLE_ROWS", 5)
+    monkeypatch.setattr(_files, "CHUNK_ROWS", 2)  # the limit holds across chunks
     rows = [submission_row(f"r-{i}", "alpha") for i in range(6)]
     csv_path = write_csvs(tmp_path / "csv", rows)
-    with pytest.raises(si.ImportRejected, match="subs.csv: more than 5 rows; an import takes at most that many"):
-        si.import_files([csv_path])
+    with pytest.raises(_files.ImportRejected, match="subs.csv: more than 5 rows; an import takes at most that many"):
+        _files.import_files([csv_path])
     pq = tmp_path / "rows.parquet"
     pd.read_csv(csv_path).to_parquet(pq)
-    with pytest.raises(si.ImportRejected, match="rows.parquet: 6 rows; an import takes at most 5 per file"):
-        si.import_files([pq])
-    assert store.count() == 0
+    with pytest.raises(_files.ImportRejected, match="rows.parquet: 6 rows; an import takes at most 5 per file"):
+        _files.import_files([pq])
+    assert _store.submission_count() == 0
 
 
 def test_unreadable_tables_are_refused_with_a_message(sqlite_store, tmp_path):
@@ -433,9 +432,9 @@ def test_unreadable_tables_are_refused_with_a_message(sqlite_store, tmp_path):
     ragged = tmp_path / "ragged.csv"
     row, _ = submission_row("ok", "alpha")
     ragged.write_text(pd.DataFrame([row] * 3).to_csv(index=False) + "a,b,c," * 30 + "\n")
-    with pytest.raises(si.ImportRejected) as err:
-        si.import_files([junk, ragged])
+    with pytest.raises(_files.ImportRejected) as err:
+        _files.import_files([junk, ragged])
     text = "\n".join(err.value.problems)
     assert "junk.parquet: not a readable Parquet file" in text
     assert "ragged.csv: not a readable CSV file (Error tokenizing data. C error: Expected 13 fields in line 5, saw 91)" in text
-    assert store.count() == 0
+    assert _store.submission_count() == 0

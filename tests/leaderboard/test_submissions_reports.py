@@ -17,8 +17,7 @@ import pytest
 from tests.leaderboard import submissions_helpers as helpers
 from tests.leaderboard.submissions_helpers import submission_row, write_csvs
 from whestboard.cli import main
-from whestboard.leaderboard import files as si
-from whestboard.leaderboard import store
+from whestboard.leaderboard import _files, _store
 
 sqlite_store = helpers.sqlite_store
 WHEST = Path(sys.executable).with_name("whest")
@@ -53,10 +52,10 @@ def test_whest_run_report_imports_as_it_is(sqlite_store, run_report):
 
     report = json.loads(run_report.read_text())
     results = report["results"]
-    imported = si.import_files([run_report], team="gamma")
+    imported = _files.import_files([run_report], team="gamma")
     assert len(imported.inserted) == 1
     sid = imported.inserted[0]
-    sub = store.get(sid)
+    sub = _store.get_submission(sid)
     budget = ROUNDS["v2-phase2"].flop_budget
     assert report["run_config"]["flop_budget"] == budget
     assert sub.round == "v2-phase2" and sub.team == "gamma" and sub.source == "whest-run"
@@ -69,27 +68,27 @@ def test_whest_run_report_imports_as_it_is(sqlite_store, run_report):
     per_mlp = results["per_mlp"]
     assert sub.mean_flops_used == sum(e["flops_used"] for e in per_mlp) / len(per_mlp)
     assert sub.submitted_at.isoformat() == report["run_meta"]["run_finished_at_utc"]
-    rows = store.mlp_frame([sid]).set_index("mlp_index")
+    rows = _store.mlp_frame([sid]).set_index("mlp_index")
     for e in per_mlp:
         row = rows.loc[e["mlp_index"]]
         assert row["adjusted_score"] == e["adjusted_final_layer_score"]
         assert row["final_layer_mse"] == e["final_layer_mse"]
         assert row["mlp_name"] == e["mlp_name"]
         assert row["multiplier"] == score_multiplier(e["effective_compute"], budget, failed=False)
-    again = si.import_files([run_report], team="gamma")
-    assert again.unchanged == [sid] and store.count() == 1
+    again = _files.import_files([run_report], team="gamma")
+    assert again.unchanged == [sid] and _store.submission_count() == 1
 
 
 def test_run_report_needs_a_team_and_the_rounds_rules(sqlite_store, run_report, tmp_path):
-    with pytest.raises(si.ImportRejected, match="does not name its team"):
-        si.import_files([run_report])
+    with pytest.raises(_files.ImportRejected, match="does not name its team"):
+        _files.import_files([run_report])
     report = json.loads(run_report.read_text())
     report["run_config"]["flop_budget"] = 68_000_000_000
     bad = tmp_path / "wrong-budget.json"
     bad.write_text(json.dumps(report))
-    with pytest.raises(si.ImportRejected, match=r"flop_budget 68000000000, but round v2-phase2 has B = 2199023255552"):
-        si.import_files([bad], team="gamma")
-    assert store.count() == 0
+    with pytest.raises(_files.ImportRejected, match=r"flop_budget 68000000000, but round v2-phase2 has B = 2199023255552"):
+        _files.import_files([bad], team="gamma")
+    assert _store.submission_count() == 0
 
 
 def _cli(*args: str, env: dict) -> subprocess.CompletedProcess:
@@ -179,19 +178,19 @@ HOSTILE_REPORTS = [
 @pytest.mark.parametrize(("path", "value", "message"), HOSTILE_REPORTS, ids=[h[0] for h in HOSTILE_REPORTS])
 def test_a_malformed_report_is_refused_with_a_message(sqlite_store, run_report, tmp_path, path, value, message):
     bad = _mutated(run_report, tmp_path, _set(path, value))
-    with pytest.raises(si.ImportRejected) as err:
-        si.import_files([bad], team="gamma")
+    with pytest.raises(_files.ImportRejected) as err:
+        _files.import_files([bad], team="gamma")
     assert any(message in p for p in err.value.problems), err.value.problems
     assert all(len(p) < 400 for p in err.value.problems)
-    assert store.count() == 0
+    assert _store.submission_count() == 0
 
 
 def test_a_reports_team_and_id_follow_the_text_rules(sqlite_store, run_report):
-    with pytest.raises(si.ImportRejected, match="team contains the control character U\\+001B"):
-        si.import_files([run_report], team="\x1b[2Jgamma")
-    with pytest.raises(si.ImportRejected, match="submission_id is 201 characters long"):
-        si.import_files([run_report], team="gamma", submission_id="i" * 201)
-    assert store.count() == 0
+    with pytest.raises(_files.ImportRejected, match="team contains the control character U\\+001B"):
+        _files.import_files([run_report], team="\x1b[2Jgamma")
+    with pytest.raises(_files.ImportRejected, match="submission_id is 201 characters long"):
+        _files.import_files([run_report], team="gamma", submission_id="i" * 201)
+    assert _store.submission_count() == 0
 
 
 @pytest.mark.parametrize(("body", "message"), [
@@ -204,18 +203,18 @@ def test_a_reports_team_and_id_follow_the_text_rules(sqlite_store, run_report):
 def test_json_that_is_no_report_is_refused(sqlite_store, tmp_path, body, message):
     path = tmp_path / "odd.json"
     path.write_bytes(body)
-    with pytest.raises(si.ImportRejected) as err:
-        si.import_files([path], team="gamma")
+    with pytest.raises(_files.ImportRejected) as err:
+        _files.import_files([path], team="gamma")
     [problem] = err.value.problems
     assert message in problem and len(problem) < 600
-    assert store.count() == 0
+    assert _store.submission_count() == 0
 
 
 def test_a_report_over_the_size_limit_is_refused_unparsed(sqlite_store, tmp_path):
     path = tmp_path / "huge.json"
-    path.write_bytes(b"[" + b"{}," * (si.MAX_REPORT_BYTES // 3) + b"{}]")
-    with pytest.raises(si.ImportRejected, match=r"huge.json: 8.0 MiB; a `whest run --json` report is at most 8 MiB"):
-        si.import_files([path], team="gamma")
+    path.write_bytes(b"[" + b"{}," * (_files.MAX_REPORT_BYTES // 3) + b"{}]")
+    with pytest.raises(_files.ImportRejected, match=r"huge.json: 8.0 MiB; a `whest run --json` report is at most 8 MiB"):
+        _files.import_files([path], team="gamma")
 
 
 def test_command_line_refuses_hostile_files_without_a_traceback(tmp_path):
@@ -241,31 +240,31 @@ def test_command_line_refuses_hostile_files_without_a_traceback(tmp_path):
 
 
 def test_a_private_report_adds_its_mlps_to_the_submission_it_names(sqlite_store, run_report, tmp_path):
-    from whestboard.rules.failures import judge
+    from whestboard.rules import judge
 
-    si.import_files([run_report], team="gamma", submission_id="g-1")
-    board = store.get("g-1")
-    with pytest.raises(si.ImportRejected, match="a private report adds results to a submission: pass --id"):
-        si.import_files([run_report], team="gamma", split="private")
-    with pytest.raises(si.ImportRejected, match="split is 'hidden'; write one of public, private, rerun"):
-        si.import_files([run_report], submission_id="g-1", split="hidden")
-    with pytest.raises(si.ImportRejected, match="'nobody', which is neither in this import nor stored"):
-        si.import_files([run_report], submission_id="nobody", split="private")
+    _files.import_files([run_report], team="gamma", submission_id="g-1")
+    board = _store.get_submission("g-1")
+    with pytest.raises(_files.ImportRejected, match="a private report adds results to a submission: pass --id"):
+        _files.import_files([run_report], team="gamma", split="private")
+    with pytest.raises(_files.ImportRejected, match="split is 'hidden'; write one of public, private, rerun"):
+        _files.import_files([run_report], submission_id="g-1", split="hidden")
+    with pytest.raises(_files.ImportRejected, match="'nobody', which is neither in this import nor stored"):
+        _files.import_files([run_report], submission_id="nobody", split="private")
 
     # one MLP of the withheld run went over budget: its kind comes from the one failure vocabulary
     failing = _mutated(run_report, tmp_path, _set("results.per_mlp.1.budget_exhausted", True))
     entry = json.loads(failing.read_text())["results"]["per_mlp"][1]
-    assert si.import_files([failing], submission_id="g-1", split="private").updated == ["g-1"]
-    assert si.import_files([failing], submission_id="g-1", split="private").unchanged == ["g-1"]
-    assert store.get("g-1") == board  # the board's numbers are the public ones, untouched
-    rows = store.mlp_frame(["g-1"]).set_index(["split", "mlp_index"])
+    assert _files.import_files([failing], submission_id="g-1", split="private").updated == ["g-1"]
+    assert _files.import_files([failing], submission_id="g-1", split="private").unchanged == ["g-1"]
+    assert _store.get_submission("g-1") == board  # the board's numbers are the public ones, untouched
+    rows = _store.mlp_frame(["g-1"]).set_index(["split", "mlp_index"])
     assert rows.index.get_level_values("split").value_counts().to_dict() == {"public": 2, "private": 2}
     private = rows.loc["private"]
     report = json.loads(run_report.read_text())
     assert private["adjusted_score"].tolist() == [e["adjusted_final_layer_score"] for e in report["results"]["per_mlp"]]
     assert private["failed"].tolist() == [False, True]
     assert private["failure"].tolist()[1] == judge(entry)[0] == "budget"
-    assert store.count() == 1
+    assert _store.submission_count() == 1
 
 
 def test_command_line_assigns_a_split_to_a_report(run_report, tmp_path):

@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 
 from tests.leaderboard import submissions_helpers as helpers
-from whestboard.data import registry
-from whestboard.data.bake import bake_one, plan_from_args, prepare
-from whestboard.leaderboard import store, sweep
-from whestboard.store import database as db
+from whestboard.data import bake_one, get_dataset, plan_from_args, prepare_bake
+from whestboard.leaderboard import _store, _sweep
+from whestboard.store import reset_engines
 
 sqlite_store = helpers.sqlite_store
 SEEDS = [11, 22, 33]
@@ -24,11 +23,11 @@ def tiny_round_data(tmp_path, monkeypatch, sqlite_store):
     monkeypatch.setenv("WHESTBOARD_DATA_DIR", str(data))
     folder = data / "v1-warmup"
     plan = plan_from_args(round_tag="v1-warmup", width=None, depth=None, n_mlps=None, n_samples=2048, seeds=SEEDS)
-    manifest = prepare(folder, plan, engine="numpy", explicit_seeds=True)
+    manifest = prepare_bake(folder, plan, engine="numpy", explicit_seeds=True)
     for index in (0, 1):
         bake_one(folder, manifest, index, engine="numpy")
     yield folder, manifest
-    db.reset_engines()
+    reset_engines()
 
 
 def _expected_mean_propagation(dataset, index):
@@ -50,15 +49,15 @@ def test_sweep_records_real_grades_and_resumes(tiny_round_data, tmp_path):
     folder, manifest = tiny_round_data
     out = tmp_path / "out" / "baselines.csv"
     before = datetime.now(UTC)
-    sweep.run_sweep(out=out, round_tags=["v1-warmup"], only=["mean", "mc:0.001B"], show_progress=False,
+    _sweep.run_sweep(out=out, round_tags=["v1-warmup"], only=["mean", "mc:0.001B"], show_progress=False,
                     log=lambda _: None)
-    subs, mlps = sweep.read_output(out)
-    mean_id = sweep.submission_id("v1-warmup", "v1-warmup", "mean")
-    assert set(subs) == {mean_id, sweep.submission_id("v1-warmup", "v1-warmup", "mc:0.001B")}
+    subs, mlps = _sweep.read_output(out)
+    mean_id = _sweep.submission_id("v1-warmup", "v1-warmup", "mean")
+    assert set(subs) == {mean_id, _sweep.submission_id("v1-warmup", "v1-warmup", "mc:0.001B")}
     mean = subs[mean_id]
     assert mean.team == "baseline: mean propagation" and mean.source == "sweep" and mean.n_mlps == 2
     assert before <= mean.submitted_at <= datetime.now(UTC)  # the time it was graded
-    dataset = registry.get_dataset("v1-warmup")
+    dataset = get_dataset("v1-warmup")
     for result in mlps[mean_id]:
         expected = _expected_mean_propagation(dataset, result.mlp_index)
         assert result.final_layer_mse == expected["final_layer_mse"]
@@ -67,28 +66,28 @@ def test_sweep_records_real_grades_and_resumes(tiny_round_data, tmp_path):
         assert result.multiplier == score_multiplier(result.effective_compute, 68_000_000_000, failed=False)
         assert result.adjusted_score == pytest.approx(result.final_layer_mse * result.multiplier, rel=1e-12)
     assert mean.mean_avg_variance == pytest.approx(np.mean([dataset.truth(i)[1] for i in (0, 1)]), rel=1e-12)
-    assert store.count() == 2  # also written to the app's store
+    assert _store.submission_count() == 2  # also written to the app's store
 
     text = out.read_text()
-    sweep.run_sweep(out=out, round_tags=["v1-warmup"], only=["mean", "mc:0.001B"], show_progress=False,
+    _sweep.run_sweep(out=out, round_tags=["v1-warmup"], only=["mean", "mc:0.001B"], show_progress=False,
                     log=lambda _: None)
     assert out.read_text() == text  # everything already graded: nothing re-run
 
     bake_one(folder, manifest, 2, engine="numpy")  # the bake moved on: regrade on all three
-    sweep.run_sweep(out=out, round_tags=["v1-warmup"], only=["mean"], show_progress=False, log=lambda _: None)
-    subs, mlps = sweep.read_output(out)
+    _sweep.run_sweep(out=out, round_tags=["v1-warmup"], only=["mean"], show_progress=False, log=lambda _: None)
+    subs, mlps = _sweep.read_output(out)
     assert subs[mean_id].n_mlps == 3 and len(mlps[mean_id]) == 3
-    assert store.count() == 2 and store.get(mean_id).n_mlps == 3
+    assert _store.submission_count() == 2 and _store.get_submission(mean_id).n_mlps == 3
 
 
 def test_sweep_plan_skips_estimators_too_slow_for_the_limit(tiny_round_data):
-    dataset = registry.get_dataset("v1-warmup")
-    entries = sweep.plan([dataset], sweep.family(), {}, max_seconds_per_mlp=1.0, flop_rate=1e9)
+    dataset = get_dataset("v1-warmup")
+    entries = _sweep.plan([dataset], _sweep.sweep_family(), {}, max_seconds_per_mlp=1.0, flop_rate=1e9)
     actions = {e.member.key: e.action for e in entries}
     assert actions["mc:1B"] == "too slow"  # 6.8e10 FLOPs at 1e9 FLOP/s: 68 s per MLP
     assert actions["mean"] == "grade"
     with pytest.raises(ValueError, match="unknown sweep estimator"):
-        sweep.select(["nope"])
+        _sweep.select(["nope"])
 
 
 def test_baseline_variant_files_are_graded_as_whestbench_grades_them(tiny_round_data, tmp_path):
@@ -96,13 +95,13 @@ def test_baseline_variant_files_are_graded_as_whestbench_grades_them(tiny_round_
     from whestbench.scoring import ContestData, ContestSpec, evaluate_estimator
 
     out = tmp_path / "variants.csv"
-    sweep.run_sweep(out=out, round_tags=["v1-warmup"], only=["cov-half"], show_progress=False, to_store=False,
+    _sweep.run_sweep(out=out, round_tags=["v1-warmup"], only=["cov-half"], show_progress=False, to_store=False,
                     log=lambda _: None)
-    subs, mlps = sweep.read_output(out)
+    subs, mlps = _sweep.read_output(out)
     (sid,) = subs
     assert subs[sid].team == "baseline: truncated covariance"
-    dataset = registry.get_dataset("v1-warmup")
-    estimator, _ = load_estimator_from_path(sweep.BASELINE_DIR / "truncated_covariance.py")
+    dataset = get_dataset("v1-warmup")
+    estimator, _ = load_estimator_from_path(_sweep.BASELINE_DIR / "truncated_covariance.py")
     for result in mlps[sid]:
         means, avg_var = dataset.truth(result.mlp_index)
         spec = ContestSpec(width=256, depth=8, n_mlps=1, flop_budget=68_000_000_000, ground_truth_samples=2048,

@@ -15,7 +15,7 @@ from tests.browser_helpers import wait_for_dash
 from tests.conftest import REPO, checked_page, serve_app
 
 DATASET = "v1-warmup"
-MLPS = "0:6"  # the fewest MLPs a paired verdict can rest on (whestboard.compare.paired)
+MLPS = "0:6"  # the fewest MLPs a paired verdict can rest on (whestboard.compare._paired)
 
 
 def _cli(state, *argv) -> str:

@@ -14,8 +14,8 @@ import pytest
 
 from tests.browser_helpers import wait_for_dash
 from tests.conftest import checked_page, serve_app
-from whestboard.data import registry
-from whestboard.rules.rounds import get_round
+from whestboard.data import data_dir, get_dataset, served_datasets
+from whestboard.rules import get_round
 from whestboard.scoring import rulebook_for
 
 GRAPH = "#convergence-graph .js-plotly-plot"
@@ -23,9 +23,9 @@ GRAPH = "#convergence-graph .js-plotly-plot"
 
 def _embedded_rounds() -> list[tuple[str, str]]:
     """(round, dataset key) of every embedded dataset the registry serves now."""
-    root = registry.data_dir().resolve()
+    root = data_dir().resolve()
     out = []
-    for key, ds in registry.datasets().items():
+    for key, ds in served_datasets().items():
         if ds.info.path.resolve().parent == root and ds.info.round_tag:
             out.append((ds.info.round_tag, key))
     return out
@@ -41,9 +41,8 @@ def convergence_server(tmp_path_factory):
 
 def _record_highlight_run(state) -> None:
     """One real run (mean propagation on two MLPs of the first embedded round) in the private store."""
-    from whestboard.scoring import runs
-    from whestboard.scoring.estimators import resolve_estimator
-    from whestboard.store import database as db
+    from whestboard.scoring import RunRequest, resolve_estimator, run_and_record
+    from whestboard.store import reset_engines
 
     rounds = _embedded_rounds()
     if not rounds:
@@ -51,18 +50,18 @@ def _record_highlight_run(state) -> None:
     tag, key = rounds[0]
     old = os.environ.get("WHESTBOARD_STATE_DIR")
     os.environ["WHESTBOARD_STATE_DIR"] = str(state)
-    db.reset_engines()
+    reset_engines()
     try:
-        ds = registry.get_dataset(key)
-        request = runs.RunRequest(ds, ds.indices[:2], resolve_estimator("mean"), rulebook_for(tag),
+        ds = get_dataset(key)
+        request = RunRequest(ds, ds.indices[:2], resolve_estimator("mean"), rulebook_for(tag),
                                   source="cli", team="convergence-testers")
-        runs.run(request, use_cache=False)
+        run_and_record(request, use_cache=False)
     finally:
         if old is None:
             os.environ.pop("WHESTBOARD_STATE_DIR", None)
         else:
             os.environ["WHESTBOARD_STATE_DIR"] = old
-        db.reset_engines()
+        reset_engines()
 
 
 @pytest.fixture()
@@ -109,7 +108,7 @@ def test_every_embedded_round_loads_with_markers_at_its_rulebook(cpage, tag, key
     wait_for_dash(cpage)
     fig = _figure(cpage)
     rnd = get_round(tag)
-    ds = registry.get_dataset(key)
+    ds = get_dataset(key)
     budget = _shape(fig, "budget")
     assert budget["x0"] == budget["x1"] == rnd.budget
     assert abs(budget["px"] - _pixel_x(cpage, rnd.budget)) < 1.5, "the budget line is not drawn at B"
@@ -152,7 +151,7 @@ def test_view_toggle_and_highlight_live_in_the_url_and_the_readout_compares_with
     cpage.mouse.click(px, py)
     cpage.wait_for_selector("#convergence-ratio")
     ratio_text = cpage.inner_text("#convergence-ratio")
-    ds = registry.get_dataset(key)
+    ds = get_dataset(key)
     rnd = get_round(tag)
     summary = ds.summary().set_index("index")
     sigma2 = float(summary.loc[ds.indices[:2], "avg_variance"].mean())
@@ -207,7 +206,7 @@ def test_view_toggle_and_highlight_live_in_the_url_and_the_readout_compares_with
 @pytest.fixture(scope="module")
 def bare_server(tmp_path_factory):
     """A server whose only dataset is a tiny v1-warmup-shaped one with no band and no baselines."""
-    from whestboard.data.bake import bake, plan_from_args
+    from whestboard.data import bake, plan_from_args
 
     data = tmp_path_factory.mktemp("bare-data")
     bake(data / "tiny-warmup", plan_from_args(round_tag="v1-warmup", width=None, depth=None, n_mlps=None,
@@ -242,7 +241,7 @@ def test_missing_baselines_are_computed_in_the_background_with_progress(browser,
         assert any(n.startswith("Mean propagation") for n in names)
     # Kept in the server's store, where every machine reads them; the dataset's folder is never written.
     assert not (path / "band" / "baselines" / "cov.json").exists()
-    from whestboard.band.baselines import load_baselines
+    from whestboard.band import load_baselines
     from whestboard.data import open_dataset
     from whestboard.store import reset_engines
 

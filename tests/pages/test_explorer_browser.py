@@ -14,16 +14,15 @@ import pytest
 from components.format import sci
 from tests.browser_helpers import wait_for_dash
 from tests.conftest import checked_page, serve_app
-from whestboard.data import registry
-from whestboard.data.mlp_stats import heatmap_bins
-from whestboard.rules.rounds import ALL_ROUNDS
+from whestboard.data import datasets_for_round, heatmap_bins
+from whestboard.rules import ALL_ROUNDS
 
 HEATMAP = "div[id='{\"plot\":\"heatmap\",\"type\":\"mlp-clickable\"}']"
 NETWORK = "div[id='{\"plot\":\"network\",\"type\":\"mlp-clickable\"}']"
 
 
 def _dataset_of_round(tag: str):
-    datasets = registry.datasets_for_round(tag)
+    datasets = datasets_for_round(tag)
     if not datasets:
         pytest.skip(f"no dataset of round {tag} is baked yet (scripts/bake_embedded.sh)")
     return datasets[0]
@@ -142,7 +141,7 @@ def test_unknown_dataset_and_mlp_show_not_found(page):
 
 @pytest.fixture(scope="module")
 def toy_server(tmp_path_factory):
-    from whestboard.data.bake import bake, plan_from_args
+    from whestboard.data import bake, plan_from_args
 
     root = tmp_path_factory.mktemp("toy-data")
     bake(root / "toy-a", plan_from_args(round_tag="v1-warmup", width=8, depth=3, n_mlps=2, n_samples=512,
@@ -163,7 +162,7 @@ def toy_page(browser, toy_server):
 
 
 def test_network_view_click_opens_the_neuron(toy_page):
-    from whestboard.data.datasets import open_dataset
+    from whestboard.data import open_dataset
 
     ds = open_dataset(toy_page.data_root / "toy-a", key="toy-a")
     toy_page.goto(f"{toy_page.base_url}/mlp/toy-a/1")
@@ -195,7 +194,7 @@ def test_dataset_selector_navigates_and_keeps_the_choice_in_the_url(toy_page):
 
 
 def test_csv_download_holds_the_plotted_numbers(toy_page):
-    from whestboard.data.datasets import open_dataset
+    from whestboard.data import open_dataset
 
     ds = open_dataset(toy_page.data_root / "toy-a", key="toy-a")
     toy_page.goto(f"{toy_page.base_url}/mlp/toy-a/0")

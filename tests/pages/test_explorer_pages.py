@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from whestboard.data.bake import bake, plan_from_args
+from whestboard.data import bake, plan_from_args
 
 
 @pytest.fixture(scope="module")
@@ -106,17 +106,17 @@ def test_selector_row_offers_served_datasets_and_disables_empty_rounds(served):
 
 def test_explorer_list_shows_every_mlp_with_links_and_noise_floor(served):
     from pages import explorer
-    from whestboard.data import registry
+    from whestboard.data import get_dataset
 
     page = explorer.layout(dataset="toy-warmup")
     grid = _find(page, "mlp-grid")
-    summary = registry.get_dataset("toy-warmup").summary()
+    summary = get_dataset("toy-warmup").summary()
     assert [row["index"] for row in grid.rowData] == list(summary["index"])
     assert grid.rowData[1]["mlp"] == f"[{summary['mlp_name'][1]}](/mlp/toy-warmup/1)"
     assert grid.rowData[0]["mlp_seed"] == "7"  # int63 seeds travel as text
     np.testing.assert_allclose([r["avg_variance"] for r in grid.rowData], summary["avg_variance"])
     assert all(c.get("headerTooltip") for c in grid.columnDefs)
-    floor = registry.get_dataset("toy-warmup").noise_floor
+    floor = get_dataset("toy-warmup").noise_floor
     assert float(_text(_find(page, "dataset-noise-floor"))) == pytest.approx(floor, rel=5e-3)
 
 
@@ -160,10 +160,10 @@ def test_mlp_page_has_every_section_and_a_network_for_narrow_mlps(served):
 
 def test_mlp_page_opens_the_neuron_named_in_the_url(served):
     from pages import mlp
-    from whestboard.data import registry
+    from whestboard.data import get_dataset
 
     page = mlp.layout(dataset="toy-warmup", index="0", layer="2", neuron="5")
-    means, _ = registry.get_dataset("toy-warmup").truth(0)
+    means, _ = get_dataset("toy-warmup").truth(0)
     assert _text(_find(page, "drilldown-layer")) == "2"
     assert _text(_find(page, "drilldown-neuron")) == "5"
     from components.format import sci
@@ -178,9 +178,9 @@ def test_mlp_page_opens_the_neuron_named_in_the_url(served):
 def test_every_plot_has_a_csv(served, plot, rows):
     from components.figures.explorer import csv_text
     from pages import mlp
-    from whestboard.data import registry
+    from whestboard.data import get_dataset
 
-    ds = registry.get_dataset("toy-warmup")
+    ds = get_dataset("toy-warmup")
     table = pd.read_csv(io.StringIO(csv_text(mlp.plot_table(plot, ds, 1))))
     assert len(table) == rows
     if plot == "heatmap":
@@ -196,15 +196,15 @@ def test_a_damaged_mlp_is_shown_as_damaged_with_its_file_and_reason_on_every_exp
     import shutil
 
     from pages import explorer, home, mlp
-    from whestboard.data import compact, registry
+    from whestboard.data import get_dataset, mlp_path
 
     root = tmp_path / "data"
     shutil.copytree(served / "toy-warmup", root / "toy-warmup")
-    record = compact.mlp_path(root / "toy-warmup", 1)
+    record = mlp_path(root / "toy-warmup", 1)
     record.write_bytes(record.read_bytes()[:100])
     monkeypatch.setenv("WHESTBOARD_DATA_DIR", str(root))
     reason = "the archive is truncated or corrupt (BadZipFile: File is not a zip file)"
-    ds = registry.get_dataset("toy-warmup")
+    ds = get_dataset("toy-warmup")
     assert ds.indices == [0] and ds.damaged[1].reason == reason
 
     page = mlp.layout(dataset="toy-warmup", index="1")

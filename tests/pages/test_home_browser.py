@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.browser_helpers import wait_for_dash
-from whestboard.data import registry
+from whestboard.data import served_datasets
 
 
 def test_home_lists_every_dataset(page):
@@ -11,7 +11,7 @@ def test_home_lists_every_dataset(page):
     wait_for_dash(page)
     page.wait_for_selector("#datasets-table")
     rows = page.locator("#datasets-table tbody tr")
-    keys = sorted(registry.datasets())
+    keys = sorted(served_datasets())
     assert rows.count() == len(keys)
     text = page.locator("#datasets-table").inner_text()
     for key in keys:

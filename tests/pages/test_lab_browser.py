@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from tests.browser_helpers import wait_for_dash
-from whestboard.data import registry
+from whestboard.data import served_datasets
 
 DATASET = "v1-warmup"
 
 
 @pytest.fixture(scope="module")
 def warmup():
-    served = registry.datasets()
+    served = served_datasets()
     if DATASET not in served:
         pytest.fail(f"embedded dataset {DATASET} is not served (is data/{DATASET} baked?)")
     return served[DATASET]

@@ -13,8 +13,8 @@ from tests.browser_helpers import wait_for_dash
 from tests.conftest import checked_page, serve_app
 from tests.leaderboard import submissions_helpers as helpers
 from tests.leaderboard.submissions_helpers import submission_row
-from whestboard.leaderboard import ranking
-from whestboard.rules.rounds import ALL_ROUNDS
+from whestboard.leaderboard import round_reference
+from whestboard.rules import ALL_ROUNDS
 
 pytestmark = pytest.mark.browser
 
@@ -46,7 +46,7 @@ def test_board_for_each_round_shows_scatter_ranking_and_timeline(page):
         if len(graded):
             assert "leader" in rows.first.inner_text()
         names = [name or "" for name, _ in page.evaluate(PLOT_DATA, "#lb-scatter")]
-        if ranking.round_reference(tag) is not None:  # a served dataset of the round: the Monte Carlo curve
+        if round_reference(tag) is not None:  # a served dataset of the round: the Monte Carlo curve
             assert any(name.startswith("Monte Carlo") for name in names)
         else:
             assert "no Monte Carlo curve is drawn" in page.locator("#lb-summary").inner_text()

@@ -15,7 +15,7 @@ import pytest
 
 from tests.leaderboard import submissions_helpers as helpers
 from tests.pages.test_leaderboard_pages import post_callback
-from whestboard.leaderboard import files as si
+from whestboard.leaderboard import import_files
 
 ROUND = "v2-phase2"
 LIMIT = 300
@@ -38,10 +38,10 @@ def served(tmp_path_factory):
         http = dash_app.server.test_client()
         http.get("/")
         http.callback_map = dash_app.callback_map
-        si.import_files([helpers.write_csvs(folder / "files", _field())])
-        from whestboard.leaderboard import store
+        import_files([helpers.write_csvs(folder / "files", _field())])
+        from whestboard.leaderboard import submissions_frame
 
-        rows = store.frame(round_tag=ROUND)
+        rows = submissions_frame(round_tag=ROUND)
         yield http, rows[rows["status"] == "graded"].reset_index(drop=True)
 
 
@@ -169,9 +169,9 @@ def test_the_timeline_of_a_large_field_bins_every_submission_and_keeps_each_team
     size, body = _call(http, [("lb-timeline", "figure"), ("lb-timeline-index", "data")],
                        [("lb-revision", "data", 0)], [("lb-team", "value", None)])
     figure = body["lb-timeline"]["figure"]
-    from whestboard.leaderboard import store
+    from whestboard.leaderboard import submissions_frame
 
-    everything = store.frame()
+    everything = submissions_frame()
     n_graded = int((everything["status"] == "graded").sum())
     density = next(t for t in figure["data"] if t["type"] == "heatmap")
     assert _values(density["customdata"]).sum() == n_graded and size < 2_500_000
@@ -179,9 +179,9 @@ def test_the_timeline_of_a_large_field_bins_every_submission_and_keeps_each_team
     per_round = everything[everything["status"] == "graded"].groupby("round")["team"].nunique().sum()
     assert len(_ids(bests)) == per_round
     assert json.dumps(figure).count("record so far") >= 1
-    from whestboard.leaderboard import ranking
+    from whestboard.leaderboard import mlp_variance, with_mc_reference
 
-    graded = ranking.with_mc_reference(everything[everything["status"] == "graded"], ranking.mlp_variance())
+    graded = with_mc_reference(everything[everything["status"] == "graded"], mlp_variance())
     graded = graded[np.isfinite(graded["vs_mc"]) & (graded["vs_mc"] > 0)]
     expected_bests, expected_records = set(), set()
     for _, rows in graded.groupby(["round", "team"]):  # by brute force: the highest, then earliest, then lowest id

@@ -13,9 +13,9 @@ from components import playground_panels as panels
 from components.shell import SESSION_UPLOADS_ID
 from tests.browser_helpers import wait_for_dash
 from tests.conftest import HOSTILE
-from whestboard.data import generated
-from whestboard.sandbox import ingest
-from whestboard.scoring.playground import estimator_specs, play, rulebook_for_shape
+from whestboard.data import default_samples, kept_name, parse_shape
+from whestboard.sandbox import ingest_upload
+from whestboard.scoring import estimator_specs, play, rulebook_for_shape
 
 TOUR_SEEN = "localStorage.setItem('whestboard.playground.tour', 'seen')"
 TITLES = ["The MLP", "The forward pass", "Neuron means", "Sampling", "Mean and covariance propagation",
@@ -110,7 +110,7 @@ def test_seed_and_shape_controls_redraw_and_keep_the_url(page, kept_cleanup):
                            "?.textContent.startsWith('covariance propagation')")
     page.click("#pg-keep")
     page.wait_for_selector("#pg-kept")
-    key = generated.kept_name(generated.parse_shape(8, 3, seed), generated.default_samples(8, 3))
+    key = kept_name(parse_shape(8, 3, seed), default_samples(8, 3))
     assert key in page.inner_text("#pg-kept")
     page.click("#pg-kept a >> text=score it in the lab")
     page.wait_for_selector("#lab-mlps")
@@ -124,7 +124,7 @@ def test_a_shared_link_shows_the_numbers_the_core_computes(page, private_state):
     page.goto(page.base_url + f"/playground?width={width}&depth={depth}&seed={seed}&samples={samples}&mc={mc}")
     page.wait_for_selector("#pg-result-panel")
     wait_for_dash(page)
-    shape = generated.parse_shape(width, depth, seed)
+    shape = parse_shape(width, depth, seed)
     result = play(shape, samples, estimator_specs(mc), rulebook_for_shape(shape))
     rows = _summary_rows(page)
     assert [row[0].lstrip("●").strip() for row in rows] == [s.label for s in result.results]
@@ -173,7 +173,7 @@ def test_a_broken_link_is_named_and_the_default_shown(page, link, problem):
 
 def test_an_upload_of_this_tab_runs_beside_the_built_ins(page, state_dir):
     """The upload page leaves this tab's uploads in the session store; the playground offers and runs them."""
-    upload = ingest.ingest((HOSTILE / "good.py").read_bytes(), "good.py", store=state_dir / "uploads")
+    upload = ingest_upload((HOSTILE / "good.py").read_bytes(), "good.py", store=state_dir / "uploads")
     entry = {"upload": upload.sha256, "label": "good.py", "run_id": None, "dataset": "v1-warmup",
              "round": "v1-warmup"}
     page.add_init_script(TOUR_SEEN)

@@ -7,7 +7,7 @@ import json
 import plotly
 import pytest
 
-from whestboard.data import generated
+from whestboard.data import cached_truth, parse_shape
 
 pytestmark = [pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning"),
               pytest.mark.usefixtures("private_state")]
@@ -67,7 +67,7 @@ def test_a_bad_control_is_a_sentence_in_the_page(page):
 def test_a_large_shape_is_handed_to_the_background(page):
     outputs = page._plan(1024, 16, "3", "auto", 4, "auto", [])
     assert outputs[3] == {"params": outputs[2]} and outputs[1].id == "pg-waiting"
-    assert generated.cached_truth(generated.parse_shape(1024, 16, 3), 10_000) is None  # nothing sampled here
+    assert cached_truth(parse_shape(1024, 16, 3), 10_000) is None  # nothing sampled here
 
 
 def test_a_links_sample_count_between_the_sliders_stops_is_kept(page):

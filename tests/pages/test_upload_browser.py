@@ -18,7 +18,7 @@ import requests
 
 from tests.browser_helpers import wait_for_dash
 from tests.conftest import HOSTILE, checked_page
-from whestboard.store import database as db
+from whestboard.store import reset_engines
 
 DATASET = "v1-warmup"
 
@@ -28,9 +28,9 @@ def server_store(state_dir, monkeypatch):
     """Read the live server's own run store from the test process."""
     monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(state_dir))
     monkeypatch.delenv("WHESTBOARD_DATABASE_URL", raising=False)
-    db.reset_engines()
+    reset_engines()
     yield
-    db.reset_engines()
+    reset_engines()
 
 
 def upload(page, path: Path, mlps: str) -> str:
@@ -61,7 +61,7 @@ def watch_until_finished(page, timeout_s: float = 240) -> list[str]:
 
 
 def test_upload_scores_in_the_sandbox_and_lands_in_the_store(page, server_store):
-    from whestboard.scoring import runstore
+    from whestboard.scoring import get_run, list_runs
 
     path = HOSTILE / "good.py"
     sha = upload(page, path, "0:2")
@@ -77,11 +77,11 @@ def test_upload_scores_in_the_sandbox_and_lands_in_the_store(page, server_store)
     assert "private /tmp tmpfs" in page.inner_text("#upload-confinement")
 
     run_id = page.inner_text("#upload-run-id").strip()
-    report = runstore.get_run(run_id)
+    report = get_run(run_id)
     assert report["source"] == "upload" and report["estimator"]["kind"] == "upload"
     assert report["estimator"]["code_sha256"] == sha
     assert report["mlp_indices"] == [0, 1] and report["results"]["n_failed_mlps"] == 0
-    listed = {r["run_id"]: r for r in runstore.list_runs(dataset_key=DATASET)}
+    listed = {r["run_id"]: r for r in list_runs(dataset_key=DATASET)}
     assert listed[run_id]["source"] == "upload"
 
     page.wait_for_selector("#upload-layers .main-svg")

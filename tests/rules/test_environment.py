@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from whestboard.rules.environment import GraderEnvironment, environment_for
-from whestboard.rules.rounds import ALL_ROUNDS
+from whestboard.rules._environment import GraderEnvironment, environment_for
+from whestboard.rules._rounds import ALL_ROUNDS
 
 
 def test_v1_graders_had_numpy_and_phase2_has_only_the_stdlib_flopscope_and_whestbench():

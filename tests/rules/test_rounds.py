@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from whestbench import budget
 
-from whestboard.rules.rounds import ALL_ROUNDS, get_round, round_for_shape
+from whestboard.rules._rounds import ALL_ROUNDS, get_round, round_for_shape
 
 
 @pytest.mark.parametrize("tag", list(budget.ROUNDS))

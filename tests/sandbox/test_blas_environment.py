@@ -13,8 +13,8 @@ import sys
 
 from threadpoolctl import threadpool_info
 
-from whestboard.rules.versions import blas_environment, blas_setup, describe_blas
-from whestboard.sandbox.host import sandbox_env
+from whestboard.rules import blas_environment, blas_setup, describe_blas
+from whestboard.sandbox._host import sandbox_env
 
 
 def test_thesandbox_environment_keeps_the_blas_kernel_variables(monkeypatch, tmp_path):
@@ -39,7 +39,7 @@ def test_the_record_names_the_library_kernel_and_threads_threadpoolctl_sees():
 
 def test_a_forced_kernel_is_what_the_record_says_in_a_fresh_process(tmp_path):
     """The kernel named is the one OpenBLAS runs: forcing another one changes the record, and the set-up key."""
-    code = "import json, numpy; from whestboard.rules.versions import blas_environment; " \
+    code = "import json, numpy; from whestboard.rules._versions import blas_environment; " \
            "print(json.dumps(blas_environment()))"
     env = {**sandbox_env(tmp_path), "OPENBLAS_CORETYPE": "Prescott", "PYTHONPATH": "."}
     forced = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
@@ -78,17 +78,17 @@ class Estimator(MeanPropagationEstimator):
 
 def test_threadpool_info_works_inside_the_sandbox_and_other_processes_stay_hidden(tmp_path):
     """Real estimators pin their threads with threadpoolctl; it reads the worker's own /proc/self/maps."""
-    from whestboard.rules.rounds import get_round
-    from whestboard.sandbox import host as sandbox
-    from whestboard.sandbox.contract import check_contract
-    from whestboard.sandbox.host import SandboxLimits, SubmissionFiles
+    from whestboard.rules import get_round
+    from whestboard.sandbox import _host
+    from whestboard.sandbox._contract import check_contract
+    from whestboard.sandbox._host import SandboxLimits, SubmissionFiles
 
     (tmp_path / "estimator.py").write_text(THREADPOOL_ESTIMATOR)
     try:
         report = check_contract(SubmissionFiles(root=tmp_path), get_round("v1-warmup"),
                                 SandboxLimits(memory_mb=2048, grace_s=2.0), width=16, depth=2)
     finally:
-        sandbox.prewarm()
+        _host.prewarm()
     assert report.ok, report.steps
     expected = [(i["internal_api"], 1) for i in threadpool_info() if i["user_api"] == "blas"]
     assert f"blas {expected}" in report.output  # the sandbox's one BLAS thread

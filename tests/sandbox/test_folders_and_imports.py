@@ -20,13 +20,10 @@ import pytest
 from whestbench.packaging import package_submission
 from whestbench.runner import RunnerError, RunnerErrorDetail
 
-from whestboard.rules.environment import environment_for
-from whestboard.rules.failures import error_hint, whest_error
-from whestboard.rules.rounds import get_round
-from whestboard.sandbox import host as sandbox
-from whestboard.sandbox import ingest
-from whestboard.sandbox.contract import check_contract
-from whestboard.sandbox.host import SandboxLimits, SubmissionFiles, whest_error_of
+from whestboard.rules import environment_for, error_hint, get_round, whest_error
+from whestboard.sandbox import _host, _ingest
+from whestboard.sandbox._contract import check_contract
+from whestboard.sandbox._host import SandboxLimits, SubmissionFiles, whest_error_of
 
 MEAN = "from whestbench.estimators import MeanPropagationEstimator\n\n\nclass Estimator(MeanPropagationEstimator):\n"
 LIMITS = SandboxLimits(memory_mb=2048, grace_s=2.0)
@@ -35,7 +32,7 @@ LIMITS = SandboxLimits(memory_mb=2048, grace_s=2.0)
 @pytest.fixture(autouse=True)
 def warm_next():
     yield
-    sandbox.prewarm()
+    _host.prewarm()
 
 
 def write(root: Path, files: dict[str, str | bytes]) -> Path:
@@ -58,46 +55,46 @@ def test_a_folder_ships_exactly_the_members_of_whest_packages_archive(tmp_path):
     archive = package_submission(folder, output_path=tmp_path / "submission.tar.gz")
     with tarfile.open(archive) as tar:
         members = sorted(m.name for m in tar.getmembers() if m.name != "manifest.json")
-    assert sorted(ingest.folder_files(folder)) == members
+    assert sorted(_ingest.folder_files(folder)) == members
     assert ".env" not in members and "scratch.log" not in members and "weights.npz" in members
 
-    upload = ingest.ingest_folder(folder, store=tmp_path / "store")
+    upload = _ingest.ingest_folder(folder, store=tmp_path / "store")
     assert upload.kind == "folder" and upload.entry == "estimator.py"
     assert sorted(f.name for f in upload.files) == members
-    assert ingest.ingest_folder(folder, store=tmp_path / "store").sha256 == upload.sha256  # one hash per content
+    assert _ingest.ingest_folder(folder, store=tmp_path / "store").sha256 == upload.sha256  # one hash per content
     (folder / "notes.txt").write_text("changed")
-    assert ingest.ingest_folder(folder, store=tmp_path / "store").sha256 != upload.sha256
+    assert _ingest.ingest_folder(folder, store=tmp_path / "store").sha256 != upload.sha256
 
 
 def test_several_files_picked_together_are_one_folder_submission(tmp_path):
     named = [("corrector.json", b'{"shift": 1}'), ("estimator.py", (MEAN + "    pass\n").encode()),
              ("scale.py", b"F = 2\n")]
-    upload = ingest.ingest_several(named, store=tmp_path / "store")
+    upload = _ingest.ingest_several(named, store=tmp_path / "store")
     assert upload.kind == "folder" and sorted(f.name for f in upload.files) == ["corrector.json", "estimator.py",
                                                                                 "scale.py"]
-    assert upload.sha256 == ingest.ingest_several(list(reversed(named)), store=tmp_path / "store").sha256
-    with pytest.raises(ingest.UploadError, match="none of the 2 files is estimator.py"):
-        ingest.ingest_several(named[::2], store=tmp_path / "store")
-    with pytest.raises(ingest.UploadError, match="same name"):
-        ingest.ingest_several(named + [("scale.py", b"F = 3\n")], store=tmp_path / "store")
+    assert upload.sha256 == _ingest.ingest_several(list(reversed(named)), store=tmp_path / "store").sha256
+    with pytest.raises(_ingest.UploadError, match="none of the 2 files is estimator.py"):
+        _ingest.ingest_several(named[::2], store=tmp_path / "store")
+    with pytest.raises(_ingest.UploadError, match="same name"):
+        _ingest.ingest_several(named + [("scale.py", b"F = 3\n")], store=tmp_path / "store")
 
 
 def test_a_folder_without_estimator_py_is_refused_with_whests_reason(tmp_path):
     folder = write(tmp_path / "sub", {"main.py": MEAN + "    pass\n"})
-    with pytest.raises(ingest.UploadError, match="requires an estimator.py"):
-        ingest.ingest_folder(folder, store=tmp_path / "store")
+    with pytest.raises(_ingest.UploadError, match="requires an estimator.py"):
+        _ingest.ingest_folder(folder, store=tmp_path / "store")
 
 
 def test_a_lone_file_names_what_it_leaves_behind_as_whest_package_does(tmp_path):
     folder = write(tmp_path / "sub", {"estimator.py": MEAN + "    pass\n", "corrector.npz": b"\x00",
                                       "tools/__init__.py": "", ".venv/x": "never shipped"})
-    assert ingest.left_behind(folder / "estimator.py") == ["corrector.npz", "tools/"]
-    note = ingest.shipped_alone_note(["corrector.npz"])
+    assert _ingest.left_behind(folder / "estimator.py") == ["corrector.npz", "tools/"]
+    note = _ingest.shipped_alone_note(["corrector.npz"])
     assert note == ("shipped alone: corrector.npz next to it was not included (`whest package` would ship it with "
                     "the folder; whether the estimator needs it shows when it runs); upload the folder or a "
                     "`whest package` tarball")
     alone = write(tmp_path / "alone", {"estimator.py": MEAN + "    pass\n"})
-    assert ingest.left_behind(alone / "estimator.py") == [] and ingest.shipped_alone_note([]) is None
+    assert _ingest.left_behind(alone / "estimator.py") == [] and _ingest.shipped_alone_note([]) is None
 
 
 # -- whest's error codes -----------------------------------------------------------------------------------
@@ -210,11 +207,11 @@ def test_after_running_a_lone_file_names_only_what_the_estimator_tried_to_open(t
         ".idea/workspace.xml": "<x/>", "__pycache__/estimator.cpython-311.pyc": b"\x00",
     })
     lone = folder / "estimator.py"
-    assert ingest.left_behind(lone) == list(summarize_submission(lone).orphaned_siblings)  # whest's own list
-    assert "__pycache__/" not in ingest.left_behind(lone)
+    assert _ingest.left_behind(lone) == list(summarize_submission(lone).orphaned_siblings)  # whest's own list
+    assert "__pycache__/" not in _ingest.left_behind(lone)
     report = check_contract(SubmissionFiles.single_file(lone), get_round("v1-warmup"), LIMITS, width=16, depth=2)
     assert not report.ok and report.steps[-1].name == "setup"
     assert report.missing_files == ["corrector.txt"]  # not LICENSE, the variant or the hidden folder
-    assert ingest.missing_files_note(report.missing_files).startswith("the estimator tried to open corrector.txt")
+    assert _ingest.missing_files_note(report.missing_files).startswith("the estimator tried to open corrector.txt")
     whole = check_contract(SubmissionFiles(root=folder), get_round("v1-warmup"), LIMITS, width=16, depth=2)
     assert whole.ok and whole.missing_files == [], whole.steps

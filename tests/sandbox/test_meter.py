@@ -21,9 +21,9 @@ import pytest
 from whestbench.scoring import ContestSpec, evaluate_estimator, make_contest
 from whestbench.sdk import SetupContext
 
-from whestboard.rules.environment import environment_for
-from whestboard.sandbox import host as sandbox
-from whestboard.sandbox.host import SandboxedEstimator, SandboxLimits, SubmissionFiles
+from whestboard.rules import environment_for
+from whestboard.sandbox import _host
+from whestboard.sandbox._host import SandboxedEstimator, SandboxLimits, SubmissionFiles
 
 TAMPERING = Path(__file__).parent / "tampering"
 HOSTILE = Path(__file__).parent / "hostile"
@@ -95,7 +95,7 @@ def score(contest, files: SubmissionFiles, limits: SandboxLimits) -> tuple[list[
             results = evaluate_estimator(estimator, contest)
     finally:
         estimator.close()
-        sandbox.prewarm()
+        _host.prewarm()
     return results["per_mlp"], seen
 
 
@@ -229,9 +229,9 @@ def test_a_flopscope_functions_code_replaced_in_place_is_seen_as_it_happens(tmp_
     """``f.__code__ = ...`` leaves the function object in place (the snapshot cannot see it): the audit hook does."""
     import flopscope._budget as budget_state
 
-    from whestboard.sandbox import meter
+    from whestboard.sandbox import _meter
 
-    watch = meter.MeterWatch((str(tmp_path),), numpy_offered=True)
+    watch = _meter.MeterWatch((str(tmp_path),), numpy_offered=True)
     target = budget_state._validate_namespace_segment
     original = target.__code__
     try:
@@ -241,6 +241,6 @@ def test_a_flopscope_functions_code_replaced_in_place_is_seen_as_it_happens(tmp_
         watch.pause()
     finally:
         target.__code__ = original
-        meter._WATCH = None  # the hook stays (it cannot be removed) but no longer records
+        _meter._WATCH = None  # the hook stays (it cannot be removed) but no longer records
     assert list(watch.standing.items.values()) == [
         "flopscope._budget._validate_namespace_segment.__code__ was changed during setup"]

@@ -24,22 +24,15 @@ from whestbench.runner import EstimatorEntrypoint, LocalRunner, ResourceLimits
 from whestbench.scoring import ContestSpec, evaluate_estimator, make_contest
 from whestbench.sdk import SetupContext
 
-from whestboard.data.bake import bake, plan_from_args
-from whestboard.rules.failures import verdict_of
-from whestboard.rules.rounds import get_round
-from whestboard.sandbox import host as sandbox
-from whestboard.sandbox.confine import landlock_abi
-from whestboard.sandbox.contract import check_contract
-from whestboard.sandbox.host import (
-    OutputCapture,
-    SandboxedEstimator,
-    SandboxLimits,
-    SubmissionFiles,
-)
-from whestboard.sandbox.protocol import FrameReader, FrameTimeout, ProtocolError, encode, send
-from whestboard.scoring import rulebook_for, runs
-from whestboard.scoring.estimators import resolve_estimator
-from whestboard.store import database as db
+from whestboard.data import bake, plan_from_args
+from whestboard.rules import get_round, verdict_of
+from whestboard.sandbox import _host
+from whestboard.sandbox._confine import landlock_abi
+from whestboard.sandbox._contract import check_contract
+from whestboard.sandbox._host import OutputCapture, SandboxedEstimator, SandboxLimits, SubmissionFiles
+from whestboard.sandbox._protocol import FrameReader, FrameTimeout, ProtocolError, encode, send
+from whestboard.scoring import RunRequest, execute, resolve_estimator, rulebook_for
+from whestboard.store import reset_engines
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTILE = Path(__file__).parent / "hostile"
@@ -51,7 +44,7 @@ LIMITS = SandboxLimits(memory_mb=2048, wall_time_limit_s=20.0, residual_wall_tim
 @pytest.fixture(autouse=True)
 def warm_next():
     yield
-    sandbox.prewarm()  # the next test's worker imports its libraries meanwhile
+    _host.prewarm()  # the next test's worker imports its libraries meanwhile
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +110,7 @@ def test_the_worker_is_confined_and_reports_it(tmp_path, contest):
         environ = (Path("/proc") / str(worker_pid) / "environ").read_bytes().split(b"\0")
     keys = {item.split(b"=", 1)[0].decode() for item in environ if item}
     assert keys <= {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "ARROW_DEFAULT_MEMORY_POOL", "JE_ARROW_MALLOC_CONF",
-                    *sandbox.THREAD_ENV}
+                    *_host.THREAD_ENV}
     assert facts["rlimits"]["RLIMIT_AS"] == LIMITS.memory_mb << 20
     assert facts["rlimits"]["RLIMIT_NPROC"] == 0 and facts["rlimits"]["RLIMIT_NOFILE"] == LIMITS.open_files
     if landlock_abi() > 0:
@@ -129,12 +122,12 @@ def test_the_worker_is_confined_and_reports_it(tmp_path, contest):
 
 
 def test_a_warm_spare_skips_the_imports(tmp_path, contest):
-    sandbox.prewarm()
-    sandbox.spare_worker().wait_hello()
+    _host.prewarm()
+    _host.spare_worker().wait_hello()
     folder = folder_with(tmp_path, MEAN_FILE)
     with SandboxedEstimator(SubmissionFiles(root=folder), context_for(contest), LIMITS) as estimator:
         assert estimator.started.warm and estimator.started.import_s > 0
-        assert sandbox.spare_worker() is None  # taken, not shared
+        assert _host.spare_worker() is None  # taken, not shared
 
 
 def test_a_dead_worker_is_replaced_for_the_next_mlp(tmp_path, contest):
@@ -173,13 +166,13 @@ def tiny_dataset(tmp_path_factory):
 def store(tmp_path, monkeypatch):
     monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.delenv("WHESTBOARD_DATABASE_URL", raising=False)
-    db.reset_engines()
+    reset_engines()
     yield tmp_path / "state"
-    db.reset_engines()
+    reset_engines()
 
 
 def test_file_specs_run_in_the_sandbox_and_equal_the_builtin(tmp_path, tiny_dataset, store):
-    from whestboard.data.datasets import open_dataset
+    from whestboard.data import open_dataset
 
     dataset = open_dataset(tiny_dataset)
     path = folder_with(tmp_path, MEAN_FILE) / "estimator.py"
@@ -188,8 +181,8 @@ def test_file_specs_run_in_the_sandbox_and_equal_the_builtin(tmp_path, tiny_data
     assert handle.code_sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     assert isinstance(handle.factory(), SandboxedEstimator)
     rulebook = rulebook_for("v1-warmup")  # priced residual: C = F + 1e11 R stays well under B
-    filed = runs.execute(runs.RunRequest(dataset, None, handle, rulebook)).report["results"]["per_mlp"]
-    builtin = runs.execute(runs.RunRequest(dataset, None, resolve_estimator("mean"), rulebook)).report
+    filed = execute(RunRequest(dataset, None, handle, rulebook)).report["results"]["per_mlp"]
+    builtin = execute(RunRequest(dataset, None, resolve_estimator("mean"), rulebook)).report
     for ours, theirs in zip(filed, builtin["results"]["per_mlp"], strict=True):
         assert not ours["failed"] and not theirs["failed"]
         assert ours["flops_used"] == theirs["flops_used"] and ours["final_layer_mse"] == theirs["final_layer_mse"]
@@ -321,7 +314,7 @@ def test_a_worker_dies_with_the_app_process_that_started_it(tmp_path):
         from pathlib import Path
         from whestbench.generation import sample_mlp
         from whestbench.sdk import SetupContext
-        from whestboard.sandbox.host import SandboxedEstimator, SandboxLimits, SubmissionFiles
+        from whestboard.sandbox._host import SandboxedEstimator, SandboxLimits, SubmissionFiles
         estimator = SandboxedEstimator(SubmissionFiles.single_file(Path({str(HOSTILE / "sleeper.py")!r})),
                                        SetupContext(width=8, depth=2, flop_budget=10**8, api_version="1.0"),
                                        SandboxLimits(memory_mb=1024, wall_time_limit_s=600))
@@ -351,16 +344,16 @@ def test_folders_of_workers_whose_app_died_are_swept(tmp_path):
     import tempfile
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    handover = Path(tempfile.mkdtemp(prefix=sandbox.HANDOVER_PREFIX, dir=sandbox.handover_base()))
-    orphan = Path(tempfile.mkdtemp(prefix=sandbox.ROOT_PREFIX))
-    (orphan / sandbox.OWNER_FILE).write_text(f"{dead.stdout.strip()}\n{handover}")
-    alive = Path(tempfile.mkdtemp(prefix=sandbox.ROOT_PREFIX))
-    (alive / sandbox.OWNER_FILE).write_text(f"{os.getpid()}\n/nowhere")
+    handover = Path(tempfile.mkdtemp(prefix=_host.HANDOVER_PREFIX, dir=_host.handover_base()))
+    orphan = Path(tempfile.mkdtemp(prefix=_host.ROOT_PREFIX))
+    (orphan / _host.OWNER_FILE).write_text(f"{dead.stdout.strip()}\n{handover}")
+    alive = Path(tempfile.mkdtemp(prefix=_host.ROOT_PREFIX))
+    (alive / _host.OWNER_FILE).write_text(f"{os.getpid()}\n/nowhere")
     try:
-        assert sandbox.sweep_orphan_folders() >= 1
+        assert _host.sweep_orphan_folders() >= 1
         assert not orphan.exists() and alive.exists()
         assert handover.exists()  # young: it may belong to a worker being set up
-        sandbox.sweep_orphan_folders(now=time.time() + 2 * sandbox.ORPHAN_AGE_S)
+        _host.sweep_orphan_folders(now=time.time() + 2 * _host.ORPHAN_AGE_S)
         assert not handover.exists()
     finally:
         for folder in (alive, orphan, handover):

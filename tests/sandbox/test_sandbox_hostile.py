@@ -23,9 +23,9 @@ from whestbench.runner import RunnerError
 from whestbench.scoring import ContestSpec, evaluate_estimator, make_contest
 from whestbench.sdk import SetupContext
 
-from whestboard.rules.failures import verdict_of
-from whestboard.sandbox import host as sandbox
-from whestboard.sandbox.host import SandboxedEstimator, SandboxLimits, SubmissionFiles
+from whestboard.rules import verdict_of
+from whestboard.sandbox import _host
+from whestboard.sandbox._host import SandboxedEstimator, SandboxLimits, SubmissionFiles
 
 HOSTILE = Path(__file__).parent / "hostile"
 WALL_S, GRACE_S = 2.0, 1.0
@@ -113,7 +113,7 @@ def score(contest, files: SubmissionFiles, n_mlps: int = 1, limits: SandboxLimit
             results = evaluate_estimator(estimator, data)
     finally:
         estimator.close()
-        sandbox.prewarm()  # the next case starts warm
+        _host.prewarm()  # the next case starts warm
     return results["per_mlp"], time.monotonic() - started, estimator
 
 
@@ -210,10 +210,10 @@ def test_megabytes_of_prints_neither_break_the_protocol_nor_fill_memory(app_watc
 
 
 def test_setup_that_never_returns_is_stopped_at_the_setup_timeout(app_watch, tmp_path):
-    sandbox.prewarm()
+    _host.prewarm()
     context = SetupContext(width=16, depth=2, flop_budget=10**8, api_version="1.0")
     estimator = SandboxedEstimator(submission(tmp_path, "slow_setup.py"), context, LIMITS)
-    sandbox.spare_worker().wait_hello()  # measure setup alone, not the library imports
+    _host.spare_worker().wait_hello()  # measure setup alone, not the library imports
     started = time.monotonic()
     with pytest.raises(RunnerError) as failure:
         estimator.start()

@@ -1,7 +1,7 @@
 """An estimator that writes scratch files to /tmp scores in the sandbox as under ``whest run``; the host never sees them.
 
 Each sandbox worker mounts a private, size-capped tmpfs on ``/tmp`` in a mount
-namespace of its own (``whestboard.sandbox.confine``). The same estimator file is
+namespace of its own (``whestboard.sandbox._confine``). The same estimator file is
 scored by ``whest run --json`` and by ``python -m whestboard score --json`` on the
 same MLPs: every non-timing per-MLP field must agree, and the file it writes must
 never appear in the host's ``/tmp`` while the sandbox runs it (whest run, unconfined,
@@ -27,10 +27,10 @@ from whestbench.sdk import SetupContext
 
 from tests.cli.test_score_cli import WHEST, score_json
 from tests.upstream import assert_same_per_mlp, make_official
-from whestboard.rules.failures import verdict_of
-from whestboard.sandbox import host as sandbox
-from whestboard.sandbox.confine import landlock_abi, python_paths
-from whestboard.sandbox.host import SandboxedEstimator, SandboxLimits, SubmissionFiles
+from whestboard.rules import verdict_of
+from whestboard.sandbox import _host
+from whestboard.sandbox._confine import landlock_abi, python_paths
+from whestboard.sandbox._host import SandboxedEstimator, SandboxLimits, SubmissionFiles
 
 REPO = Path(__file__).resolve().parents[2]
 BUDGET = 5_000_000
@@ -92,7 +92,7 @@ class Estimator(MeanPropagationEstimator):
 @pytest.fixture(autouse=True)
 def warm_next():
     yield
-    sandbox.prewarm()
+    _host.prewarm()
 
 
 @pytest.fixture()
@@ -246,7 +246,7 @@ UNPRIVILEGED_CHECK = """
 import json, os, sys
 sys.path.insert(0, {repo!r})
 from pathlib import Path
-from whestboard.sandbox.confine import PrivateTmp, RLimits, confine
+from whestboard.sandbox._confine import PrivateTmp, RLimits, confine
 
 work, inside, secret = (Path(arg) for arg in sys.argv[1:4])
 report = confine(limits=RLimits(address_space_bytes=1 << 31, cpu_seconds=60), read_only=[], read_write=[work],
@@ -267,7 +267,7 @@ NOBODY = {"user": 65534, "group": 65534, "extra_groups": []}
 
 def unprivileged_python() -> str | None:
     """An interpreter that an unprivileged user can run and import this module's core with."""
-    probe = f"import sys; sys.path.insert(0, {str(REPO)!r}); import whestboard.sandbox.confine"
+    probe = f"import sys; sys.path.insert(0, {str(REPO)!r}); import whestboard.sandbox._confine"
     candidates = (sys.executable, shutil.which("python3"), f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}")
     for candidate in candidates:
         if candidate and Path(candidate).exists():

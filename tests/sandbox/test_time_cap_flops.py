@@ -23,8 +23,8 @@ from whestbench.scoring import ContestData, ContestSpec, evaluate_estimator
 from whestbench.sdk import SetupContext
 
 from tests.upstream import make_official, whestbench_mlps
-from whestboard.sandbox import host as sandbox
-from whestboard.sandbox.host import SandboxedEstimator, SandboxLimits, SubmissionFiles
+from whestboard.sandbox import _host
+from whestboard.sandbox._host import SandboxedEstimator, SandboxLimits, SubmissionFiles
 
 WHEST = Path(sys.executable).with_name("whest")
 WALL_S, BUDGET = 1.5, 10**9
@@ -88,7 +88,7 @@ def ours(official, folder, hf: Path) -> dict:
             return evaluate_estimator(estimator, data)["per_mlp"][0]
     finally:
         estimator.close()
-        sandbox.prewarm()
+        _host.prewarm()
 
 
 def test_an_mlp_stopped_by_the_wall_cap_bills_what_the_server_runner_bills(official, folder, tmp_path):

@@ -16,9 +16,9 @@ import pytest
 from whestbench.limits import MAX_SUBMISSION_BYTES, MAX_SUBMISSION_FILES
 from whestbench.packaging import package_submission
 
-from whestboard import config as settings
-from whestboard.sandbox import ingest as uploads
-from whestboard.sandbox.ingest import UploadError
+from whestboard import config
+from whestboard.sandbox import _ingest
+from whestboard.sandbox._ingest import UploadError
 
 ESTIMATOR = textwrap.dedent('''
     import flopscope.numpy as fnp
@@ -87,13 +87,13 @@ def manifest_for(files: dict[str, bytes]) -> bytes:
 
 def test_a_python_file_is_stored_once_under_its_hash(store):
     data = b"from whestbench import BaseEstimator\nclass Mine(BaseEstimator):\n    def predict(self, m, b):\n        pass\n"
-    upload = uploads.ingest(data, "my_solution.py", store=store)
+    upload = _ingest.ingest_upload(data, "my_solution.py", store=store)
     assert upload.sha256 == hashlib.sha256(data).hexdigest()
     assert upload.kind == "py" and upload.filename == "my_solution.py"
     assert (upload.root / "files" / "estimator.py").read_bytes() == data  # shipped as estimator.py, as whest does
-    assert uploads.ingest(data, "again.py", store=store).root == upload.root
-    assert uploads.load(upload.sha256, store=store).files == upload.files
-    assert uploads.guess_class_name(data) == "Mine"
+    assert _ingest.ingest_upload(data, "again.py", store=store).root == upload.root
+    assert _ingest.load_upload(upload.sha256, store=store).files == upload.files
+    assert _ingest.guess_class_name(data) == "Mine"
 
 
 @pytest.mark.parametrize(
@@ -108,7 +108,7 @@ def test_a_python_file_is_stored_once_under_its_hash(store):
 )
 def test_bad_python_files_are_refused_with_what_to_fix(store, data, name, message):
     with pytest.raises(UploadError, match=message):
-        uploads.ingest(data, name, store=store)
+        _ingest.ingest_upload(data, name, store=store)
     assert not store.exists() or not any(store.iterdir())
 
 
@@ -117,7 +117,7 @@ def test_size_is_checked_before_the_file_is_read(tmp_path, store):
     with big.open("wb") as out:
         out.truncate(MAX_SUBMISSION_BYTES + 1)  # sparse: nothing to read, only a size to refuse
     with pytest.raises(UploadError, match="over whestbench's 50 MiB cap"):
-        uploads.ingest_path(big, store=store)
+        _ingest.ingest_path(big, store=store)
 
 
 # -- archives ---------------------------------------------------------------------------------------
@@ -125,7 +125,7 @@ def test_size_is_checked_before_the_file_is_read(tmp_path, store):
 
 def test_a_whest_package_archive_is_verified_and_unpacked(packaged, store):
     data = packaged.read_bytes()
-    upload = uploads.ingest(data, packaged.name, store=store)
+    upload = _ingest.ingest_upload(data, packaged.name, store=store)
     assert upload.kind == "tar.gz" and upload.sha256 == hashlib.sha256(data).hexdigest()
     assert upload.class_name == "Estimator" and upload.entry == "estimator.py"
     names = sorted(f.name for f in upload.files)
@@ -178,7 +178,7 @@ def test_archives_whestbench_refuses_are_refused_with_its_message(packaged, stor
     verdict = _validate_package(data, tmp_path)
     assert not verdict.ok
     with pytest.raises(UploadError) as refused:
-        uploads.ingest(data, "submission.tar.gz", store=store)
+        _ingest.ingest_upload(data, "submission.tar.gz", store=store)
     for issue in verdict.issues:
         assert f"[{issue.code}] {issue.message}" in str(refused.value)
 
@@ -192,7 +192,7 @@ def test_archives_whestbench_refuses_are_refused_with_its_message(packaged, stor
 def test_archives_whestbench_accepts_are_accepted_and_ship_every_file(packaged, store, tmp_path, kwargs):
     data = rebuild(packaged, **kwargs)
     assert _validate_package(data, tmp_path).ok
-    upload = uploads.ingest(data, "submission.tar.gz", store=store)
+    upload = _ingest.ingest_upload(data, "submission.tar.gz", store=store)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         expected = sorted(m.name for m in tar.getmembers() if m.name != "manifest.json")
     assert sorted(f.name for f in upload.files) == expected  # the grader unpacks them all beside the entry
@@ -208,14 +208,14 @@ def test_archives_whestbench_accepts_are_accepted_and_ship_every_file(packaged, 
 def test_archive_members_no_disk_can_hold_are_refused_with_a_sentence(store, members, message):
     files = {"estimator.py": ESTIMATOR.encode(), **members}
     with pytest.raises(UploadError, match=message):
-        uploads.ingest(tarball({**files, "manifest.json": manifest_for(files)}),
+        _ingest.ingest_upload(tarball({**files, "manifest.json": manifest_for(files)}),
                        "submission.tar.gz", store=store)
     assert not store.exists() or not any(store.iterdir())
 
 
 def test_a_picked_file_named_dot_is_refused_with_a_sentence(store):
     with pytest.raises(UploadError, match="picked file '.' has an invalid name"):
-        uploads.ingest_several([("estimator.py", ESTIMATOR.encode()), (".", b"x")], store=store)
+        _ingest.ingest_several([("estimator.py", ESTIMATOR.encode()), (".", b"x")], store=store)
 
 
 def _special(kind: bytes, name: str = "evil", linkname: str = "/etc/passwd") -> tarfile.TarInfo:
@@ -241,14 +241,14 @@ def test_hostile_archive_members_are_refused_before_anything_is_written(store, m
     files = {"estimator.py": ESTIMATOR.encode(), **members}
     data = tarball({**files, "manifest.json": manifest_for(files)}, special)
     with pytest.raises(UploadError, match=message):
-        uploads.ingest(data, "submission.tar.gz", store=store)
+        _ingest.ingest_upload(data, "submission.tar.gz", store=store)
     assert not store.exists() or not any(store.iterdir())
 
 
 def test_more_files_than_whestbench_allows_are_refused(store):
     files = {"estimator.py": ESTIMATOR.encode(), **{f"data/{n}.txt": b"x" for n in range(MAX_SUBMISSION_FILES)}}
     with pytest.raises(UploadError, match="more than 50 files"):
-        uploads.ingest(tarball({**files, "manifest.json": manifest_for(files)}), "s.tar.gz", store=store)
+        _ingest.ingest_upload(tarball({**files, "manifest.json": manifest_for(files)}), "s.tar.gz", store=store)
 
 
 def test_a_gzip_bomb_stops_at_the_cap_without_unpacking_it(store):
@@ -261,13 +261,13 @@ def test_a_gzip_bomb_stops_at_the_cap_without_unpacking_it(store):
     assert len(data) < 1 << 20
     started = time.monotonic()
     with pytest.raises(UploadError, match="more than 50 MiB"):
-        uploads.ingest(data, "bomb.tar.gz", store=store)
+        _ingest.ingest_upload(data, "bomb.tar.gz", store=store)
     assert time.monotonic() - started < 10
 
 
 def test_garbage_is_not_an_archive(store):
     with pytest.raises(UploadError, match="not a readable .tar.gz"):
-        uploads.ingest(b"definitely not gzip" * 100, "submission.tar.gz", store=store)
+        _ingest.ingest_upload(b"definitely not gzip" * 100, "submission.tar.gz", store=store)
 
 
 # -- the deployment switch -------------------------------------------------------------------------
@@ -282,7 +282,7 @@ def test_uploads_are_on_locally_and_opt_in_under_gunicorn(monkeypatch, under_gun
         monkeypatch.delenv("WHESTBOARD_ALLOW_UPLOADS", raising=False)
     else:
         monkeypatch.setenv("WHESTBOARD_ALLOW_UPLOADS", flag)
-    assert settings.uploads_allowed(under_gunicorn=under_gunicorn) is allowed
+    assert config.uploads_allowed(under_gunicorn=under_gunicorn) is allowed
 
 
 @pytest.fixture()
@@ -348,16 +348,16 @@ def test_a_callback_request_nested_past_the_recursion_limit_gets_a_sentence_not_
 def test_the_store_keeps_its_size_by_dropping_the_oldest_uploads(store):
     import os
 
-    first = uploads.ingest(b"x = 1\n" + b"#" * 4000, "a.py", store=store)
-    second = uploads.ingest(b"x = 2\n" + b"#" * 4000, "b.py", store=store)
+    first = _ingest.ingest_upload(b"x = 1\n" + b"#" * 4000, "a.py", store=store)
+    second = _ingest.ingest_upload(b"x = 2\n" + b"#" * 4000, "b.py", store=store)
     old = time.time() - 7200
     os.utime(first.root / "upload.json", (old, old))
-    assert uploads.prune(store, max_bytes=6000) == 1  # over the limit: the old one goes
+    assert _ingest.prune(store, max_bytes=6000) == 1  # over the limit: the old one goes
     assert not first.root.exists() and second.root.exists()
-    assert uploads.prune(store, max_bytes=10) == 0  # the recent one stays: its job may still be queued
+    assert _ingest.prune(store, max_bytes=10) == 0  # the recent one stays: its job may still be queued
 
 
 def test_huge_sources_are_left_to_the_sandbox_not_compiled_in_the_app(store):
-    body = b"x = (" + b"1 + " * (uploads.COMPILE_IN_APP_BYTES // 4) + b"1)\n"
-    upload = uploads.ingest(body, "big.py", store=store)
-    assert upload.kind == "py" and uploads.guess_class_name(body) == ""
+    body = b"x = (" + b"1 + " * (_ingest.COMPILE_IN_APP_BYTES // 4) + b"1)\n"
+    upload = _ingest.ingest_upload(body, "big.py", store=store)
+    assert upload.kind == "py" and _ingest.guess_class_name(body) == ""

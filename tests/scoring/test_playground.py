@@ -10,10 +10,10 @@ from whestbench.scoring import ContestData, evaluate_estimator
 
 from tests.conftest import HOSTILE
 from tests.scoring.test_runs import assert_entries_equal
-from whestboard.data import generated
-from whestboard.sandbox import ingest
-from whestboard.scoring import playground, rulebook_for
-from whestboard.scoring.estimators import MonteCarloEstimator
+from whestboard.data import _TRUTHS, parse_shape
+from whestboard.sandbox import ingest_upload
+from whestboard.scoring import _playground, rulebook_for
+from whestboard.scoring._estimators import MonteCarloEstimator
 
 pytestmark = [pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning"),
               pytest.mark.usefixtures("private_state")]
@@ -37,10 +37,10 @@ def grader_entry(gen, drawn, rulebook, estimator) -> dict:
 def test_every_estimator_equals_evaluate_estimator(round_tag):
     """Under the gated round every field is deterministic; under the shape's own (priced) round the
     residual time moves the compute, so the untimed fields are compared there."""
-    shape = generated.parse_shape(*SHAPE)
-    rulebook = playground.rulebook_for_shape(shape, round_tag)
-    specs = playground.estimator_specs(MC_SAMPLES)
-    result = playground.play(shape, SAMPLES, specs, rulebook)
+    shape = parse_shape(*SHAPE)
+    rulebook = _playground.rulebook_for_shape(shape, round_tag)
+    specs = _playground.estimator_specs(MC_SAMPLES)
+    result = _playground.play(shape, SAMPLES, specs, rulebook)
     assert [s.spec for s in result.results] == list(REFERENCE)
     for scored in result.results:
         theirs = grader_entry(result.generated, result.truth, rulebook, REFERENCE[scored.spec]())
@@ -56,16 +56,16 @@ def test_every_estimator_equals_evaluate_estimator(round_tag):
 
 
 def test_a_result_is_served_again_from_the_state_folder():
-    shape = generated.parse_shape(*SHAPE)
+    shape = parse_shape(*SHAPE)
     rulebook = rulebook_for("v2-phase2")
-    specs = playground.estimator_specs(MC_SAMPLES)
-    playground._SCORES.clear()
-    generated._TRUTHS.clear()
-    assert playground.ready(shape, SAMPLES, specs, rulebook) is None
-    first = playground.play(shape, SAMPLES, specs, rulebook)
-    playground._SCORES.clear()
-    generated._TRUTHS.clear()
-    again = playground.ready(shape, SAMPLES, specs, rulebook)
+    specs = _playground.estimator_specs(MC_SAMPLES)
+    _playground._SCORES.clear()
+    _TRUTHS.clear()
+    assert _playground.cached_playground(shape, SAMPLES, specs, rulebook) is None
+    first = _playground.play(shape, SAMPLES, specs, rulebook)
+    _playground._SCORES.clear()
+    _TRUTHS.clear()
+    again = _playground.cached_playground(shape, SAMPLES, specs, rulebook)
     assert again is not None
     for a, b in zip(first.results, again.results, strict=True):
         assert a.entry == b.entry and a.predictions.tobytes() == b.predictions.tobytes()
@@ -73,17 +73,17 @@ def test_a_result_is_served_again_from_the_state_folder():
 
 def test_progress_reaches_the_end_and_rises():
     seen: list[float] = []
-    shape = generated.parse_shape(16, 2, 9)
-    playground.play(shape, 20_000, playground.estimator_specs(100), rulebook_for(None),
+    shape = parse_shape(16, 2, 9)
+    _playground.play(shape, 20_000, _playground.estimator_specs(100), rulebook_for(None),
                     progress=lambda _what, fraction: seen.append(fraction))
     assert seen == sorted(seen) and seen[-1] == pytest.approx(4 / 5)
 
 
 def test_an_upload_of_the_session_runs_sandboxed_beside_the_built_ins():
-    upload = ingest.ingest((HOSTILE / "good.py").read_bytes(), "good.py")
-    shape = generated.parse_shape(16, 2, 8)
+    upload = ingest_upload((HOSTILE / "good.py").read_bytes(), "good.py")
+    shape = parse_shape(16, 2, 8)
     rulebook = rulebook_for("v2-phase2")
-    result = playground.play(shape, 2000, playground.estimator_specs(100, [upload.sha256]), rulebook)
+    result = _playground.play(shape, 2000, _playground.estimator_specs(100, [upload.sha256]), rulebook)
     uploaded = result.results[-1]
     assert uploaded.spec == f"upload:{upload.sha256}" and uploaded.label == "good.py"
     assert not uploaded.failed, uploaded.entry.get("failure_reason")
@@ -93,8 +93,8 @@ def test_an_upload_of_the_session_runs_sandboxed_beside_the_built_ins():
 
 
 def test_an_upload_gone_from_the_store_is_left_out_in_words():
-    shape = generated.parse_shape(8, 2, 8)
+    shape = parse_shape(8, 2, 8)
     gone = "ab" * 32
-    result = playground.play(shape, 1000, playground.estimator_specs(100, [gone]), rulebook_for(None))
-    assert [s.spec for s in result.results] == playground.estimator_specs(100)
+    result = _playground.play(shape, 1000, _playground.estimator_specs(100, [gone]), rulebook_for(None))
+    assert [s.spec for s in result.results] == _playground.estimator_specs(100)
     assert result.problems == (f"upload:{gone} was left out: no upload {gone!r}. Upload it again on the Upload page.",)

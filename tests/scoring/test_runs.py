@@ -15,9 +15,9 @@ from whestbench.estimators import CombinedEstimator, CovariancePropagationEstima
 from whestbench.scoring import ContestData, ContestSpec, evaluate_estimator
 
 from tests.upstream import make_official, whestbench_mlps
-from whestboard.data.datasets import open_dataset
-from whestboard.scoring import Rulebook, inputs, rulebook_for, runs, runstore
-from whestboard.scoring.estimators import (
+from whestboard.data import open_dataset
+from whestboard.scoring import Rulebook, _inputs, _runs, _runstore, rulebook_for
+from whestboard.scoring._estimators import (
     mc_finalize,
     mc_finalize_flops,
     metered_mc_flops_per_sample,
@@ -115,7 +115,7 @@ def assert_aggregates_equal(ours: dict, theirs: dict) -> None:
 @pytest.mark.parametrize("budget", [None, 20_000])
 def test_split_run_equals_one_grader_call(dataset, reference, kind, budget):
     rulebook = rulebook_for(None, budget)
-    outcome = runs.execute(runs.RunRequest(dataset, None, resolve_estimator(kind), rulebook))
+    outcome = _runs.execute(_runs.RunRequest(dataset, None, resolve_estimator(kind), rulebook))
     expected = grader_call(reference, rulebook, REFERENCE_CLASSES[kind]())
     assert_aggregates_equal(outcome.report["results"], expected)
     assert outcome.report["complete"] and not outcome.cancelled
@@ -123,7 +123,7 @@ def test_split_run_equals_one_grader_call(dataset, reference, kind, budget):
 
 def test_budget_too_small_reads_as_the_grader_fallback(dataset, reference):
     rulebook = rulebook_for(None, 20_000)
-    outcome = runs.execute(runs.RunRequest(dataset, None, resolve_estimator("cov"), rulebook))
+    outcome = _runs.execute(_runs.RunRequest(dataset, None, resolve_estimator("cov"), rulebook))
     for entry, ref in zip(outcome.report["results"]["per_mlp"], reference, strict=True):
         assert entry["budget_exhausted"] and entry["failed"]
         assert "over the FLOP budget" in entry["failure_reason"]
@@ -133,7 +133,7 @@ def test_budget_too_small_reads_as_the_grader_fallback(dataset, reference):
 
 
 def test_scored_predictions_are_the_ones_behind_the_mse(dataset, reference):
-    outcome = runs.execute(runs.RunRequest(dataset, "1:3", resolve_estimator("cov"), rulebook_for(None)))
+    outcome = _runs.execute(_runs.RunRequest(dataset, "1:3", resolve_estimator("cov"), rulebook_for(None)))
     for entry in outcome.report["results"]["per_mlp"]:
         truth = fnp.asarray(reference[entry["mlp_index"]]["all_layer_means"], dtype=fnp.float32)
         pred = fnp.asarray(outcome.predictions[entry["mlp_index"]], dtype=fnp.float32)
@@ -142,7 +142,7 @@ def test_scored_predictions_are_the_ones_behind_the_mse(dataset, reference):
 
 
 def test_every_mse_comes_with_the_reference_noise_floor(dataset, reference):
-    outcome = runs.execute(runs.RunRequest(dataset, None, resolve_estimator("mean"), rulebook_for(None)))
+    outcome = _runs.execute(_runs.RunRequest(dataset, None, resolve_estimator("mean"), rulebook_for(None)))
     floors = []
     for entry in outcome.report["results"]["per_mlp"]:
         ref = reference[entry["mlp_index"]]
@@ -170,7 +170,7 @@ def test_every_mse_comes_with_the_reference_noise_floor(dataset, reference):
 
 def test_below_noise_floor_is_flagged_when_the_error_hides_in_reference_noise(dataset):
     """A coarse reference (few samples) makes a good estimator unresolvable."""
-    outcome = runs.execute(runs.RunRequest(dataset, None, resolve_estimator("mc:20000"), rulebook_for(None)))
+    outcome = _runs.execute(_runs.RunRequest(dataset, None, resolve_estimator("mc:20000"), rulebook_for(None)))
     flagged = [e for e in outcome.report["results"]["per_mlp"] if e["below_noise_floor"]]
     assert flagged, "20000 MC samples against a 3000-sample reference must sit under its noise floor"
     for e in flagged:
@@ -184,7 +184,7 @@ def test_below_noise_floor_is_flagged_when_the_error_hides_in_reference_noise(da
 
 @pytest.mark.parametrize("n", [2, 1000, 1025, 2049])
 def test_monte_carlo_is_billed_mc_flops_per_sample_per_sample(dataset, n):
-    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator(f"mc:{n}"), rulebook_for(None)))
+    outcome = _runs.execute(_runs.RunRequest(dataset, "0", resolve_estimator(f"mc:{n}"), rulebook_for(None)))
     entry = outcome.report["results"]["per_mlp"][0]
     per_sample = mc_flops_per_sample(WIDTH, DEPTH, dtype_aware_billing=True)
     assert entry["flops_used"] == n * per_sample + mc_finalize_flops(WIDTH, DEPTH)
@@ -200,7 +200,7 @@ def test_finalize_cost_is_flopscopes_own_count_and_under_one_sample():
 
 def test_budget_fraction_spends_the_most_whole_samples_that_fit(dataset):
     budget = 10_000_000
-    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator("mc:0.5B"), rulebook_for(None, budget)))
+    outcome = _runs.execute(_runs.RunRequest(dataset, "0", resolve_estimator("mc:0.5B"), rulebook_for(None, budget)))
     used = outcome.report["results"]["per_mlp"][0]["flops_used"]
     per_sample = metered_mc_flops_per_sample(WIDTH, DEPTH)
     n = (used - mc_finalize_flops(WIDTH, DEPTH)) // per_sample
@@ -209,8 +209,8 @@ def test_budget_fraction_spends_the_most_whole_samples_that_fit(dataset):
 
 
 def test_monte_carlo_is_seeded_from_the_mlp_and_converges(dataset, reference):
-    request = runs.RunRequest(dataset, None, resolve_estimator("mc:4000"), rulebook_for(None))
-    first, second = runs.execute(request), runs.execute(request)
+    request = _runs.RunRequest(dataset, None, resolve_estimator("mc:4000"), rulebook_for(None))
+    first, second = _runs.execute(request), _runs.execute(request)
     for index, pred in first.predictions.items():
         np.testing.assert_array_equal(pred, second.predictions[index])
     for entry in first.report["results"]["per_mlp"]:
@@ -259,20 +259,20 @@ def test_rulebook_restores_every_setting_of_the_round(tag):
 
 def test_budget_and_selection_parsing():
     b = 2**41
-    assert inputs.parse_budget("", b) is None
-    assert inputs.parse_budget("0.5B", b) == b // 2
-    assert inputs.parse_budget("2**41", b) == 2**41
-    assert inputs.parse_budget("68_000_000_000", b) == 68_000_000_000
-    assert inputs.parse_budget("2.2e12", b) == 2_200_000_000_000
+    assert _inputs.parse_budget("", b) is None
+    assert _inputs.parse_budget("0.5B", b) == b // 2
+    assert _inputs.parse_budget("2**41", b) == 2**41
+    assert _inputs.parse_budget("68_000_000_000", b) == 68_000_000_000
+    assert _inputs.parse_budget("2.2e12", b) == 2_200_000_000_000
     for bad in ("lots", "-5", "0"):
-        with pytest.raises(inputs.RunError):
-            inputs.parse_budget(bad, b)
+        with pytest.raises(_inputs.RunError):
+            _inputs.parse_budget(bad, b)
     available = [0, 1, 2, 3, 5]
-    assert inputs.parse_mlp_selection("0:3", available) == [0, 1, 2]
-    assert inputs.parse_mlp_selection("0:4,5", available) == [0, 1, 2, 3, 5]
-    assert inputs.parse_mlp_selection("", available) == available
-    with pytest.raises(inputs.RunError, match="4"):
-        inputs.parse_mlp_selection("0:5", available)
+    assert _inputs.parse_mlp_selection("0:3", available) == [0, 1, 2]
+    assert _inputs.parse_mlp_selection("0:4,5", available) == [0, 1, 2, 3, 5]
+    assert _inputs.parse_mlp_selection("", available) == available
+    with pytest.raises(_inputs.RunError, match="4"):
+        _inputs.parse_mlp_selection("0:5", available)
     with pytest.raises(ValueError, match="unknown estimator"):
         resolve_estimator("gradient-descent")
     with pytest.raises(ValueError, match="at least 2"):
@@ -292,7 +292,7 @@ THIRTY_TWO = list(range(32))
     ("0:4,2:6", [0, 1, 2, 3, 4, 5]), (7, [7]), ([4, 1, 4], [1, 4]), (range(30, 32), [30, 31]),
 ])
 def test_selection_reads_every_documented_form(text, expected):
-    assert inputs.parse_mlp_selection(text, THIRTY_TWO) == expected
+    assert _inputs.parse_mlp_selection(text, THIRTY_TWO) == expected
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -320,8 +320,8 @@ def test_selection_reads_every_documented_form(text, expected):
     (2.5, "cannot read MLP selection 2.5"),
 ])
 def test_a_bad_selection_is_refused_with_a_sentence(text, message):
-    with pytest.raises(inputs.RunError) as refused:
-        inputs.parse_mlp_selection(text, THIRTY_TWO)
+    with pytest.raises(_inputs.RunError) as refused:
+        _inputs.parse_mlp_selection(text, THIRTY_TWO)
     assert message in str(refused.value)
     assert len(str(refused.value)) < 400  # a message, never an echo of the input
     if not isinstance(text, str) or "not in this dataset" not in message:
@@ -337,8 +337,8 @@ def test_a_huge_range_is_answered_without_enumerating_it():
     text = ",".join(f"{start}:" + "9" * 40 for start in range(3000))
     tracemalloc.start()
     try:
-        inputs.parse_mlp_selection(text, available)
-    except inputs.RunError as exc:
+        _inputs.parse_mlp_selection(text, available)
+    except _inputs.RunError as exc:
         refusal = str(exc)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -347,9 +347,9 @@ def test_a_huge_range_is_answered_without_enumerating_it():
 
 
 def test_gaps_in_a_partly_baked_dataset_are_named():
-    with pytest.raises(inputs.RunError, match=r"MLPs 3, 4 are not in this dataset \(it has 4 MLPs: 0, 1, 2, 5\)"):
-        inputs.parse_mlp_selection("0:5", [0, 1, 2, 5])
-    assert inputs.parse_mlp_selection("0:3,5", [0, 1, 2, 5]) == [0, 1, 2, 5]
+    with pytest.raises(_inputs.RunError, match=r"MLPs 3, 4 are not in this dataset \(it has 4 MLPs: 0, 1, 2, 5\)"):
+        _inputs.parse_mlp_selection("0:5", [0, 1, 2, 5])
+    assert _inputs.parse_mlp_selection("0:3,5", [0, 1, 2, 5]) == [0, 1, 2, 5]
 
 
 B_WARMUP = ROUNDS["v1-warmup"].flop_budget
@@ -360,7 +360,7 @@ B_WARMUP = ROUNDS["v1-warmup"].flop_budget
     ("+5e10", 5 * 10**10), ("68,000,000,000", 68 * 10**9), (12345, 12345), (2.5e10, 25 * 10**9), ("1**1e400", 1),
 ])
 def test_budget_reads_every_documented_form(text, expected):
-    assert inputs.parse_budget(text, B_WARMUP) == expected
+    assert _inputs.parse_budget(text, B_WARMUP) == expected
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -386,8 +386,8 @@ def test_budget_reads_every_documented_form(text, expected):
     ([1], "budget per MLP [1] is not a number"),
 ])
 def test_a_bad_budget_is_refused_with_a_sentence(text, message):
-    with pytest.raises(inputs.RunError) as refused:
-        inputs.parse_budget(text, B_WARMUP)
+    with pytest.raises(_inputs.RunError) as refused:
+        _inputs.parse_budget(text, B_WARMUP)
     assert message in str(refused.value)
     assert len(str(refused.value)) < 400
     assert "B" in str(refused.value).split(message, 1)[1]  # says what to write instead
@@ -401,8 +401,8 @@ def test_an_exponent_is_bounded_before_the_power_is_computed():
     tracemalloc.start()
     for text in ("2**99999999", "9.9**9e99", "10**301", "1e308**1e308"):
         try:
-            inputs.parse_budget(text, B_WARMUP)
-        except inputs.RunError as exc:
+            _inputs.parse_budget(text, B_WARMUP)
+        except _inputs.RunError as exc:
             refusals.append(str(exc))
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -412,9 +412,9 @@ def test_an_exponent_is_bounded_before_the_power_is_computed():
 
 def test_rulebook_refuses_a_budget_past_the_cap_whoever_asks():
     assert rulebook_for("v1-warmup", 1000 * B_WARMUP).flop_budget == 1000 * B_WARMUP
-    with pytest.raises(inputs.RunError, match="above the most a run accepts"):
+    with pytest.raises(_inputs.RunError, match="above the most a run accepts"):
         rulebook_for("v1-warmup", 1000 * B_WARMUP + 1)
-    with pytest.raises(inputs.RunError, match="below 1 FLOP"):
+    with pytest.raises(_inputs.RunError, match="below 1 FLOP"):
         rulebook_for("v1-warmup", 0)
 
 
@@ -441,7 +441,7 @@ def test_monte_carlo_spec_reads_counts_and_fractions(spec, params):
     ("mc:", "cannot read Monte Carlo samples ''"),
 ])
 def test_a_bad_monte_carlo_spec_is_refused_with_a_sentence(spec, message):
-    with pytest.raises(inputs.RunError) as refused:
+    with pytest.raises(_inputs.RunError) as refused:
         resolve_estimator(spec)
     assert message in str(refused.value)
     assert "write a whole number of samples from 2 to 1e9" in str(refused.value)
@@ -449,14 +449,14 @@ def test_a_bad_monte_carlo_spec_is_refused_with_a_sentence(spec, message):
 
 
 def test_an_unknown_estimator_is_named_briefly():
-    with pytest.raises(inputs.RunError, match=r"unknown estimator 'xxxx.*… \(100,000 characters\)"):
+    with pytest.raises(_inputs.RunError, match=r"unknown estimator 'xxxx.*… \(100,000 characters\)"):
         resolve_estimator("x" * 100_000)
-    with pytest.raises(inputs.RunError, match="unknown estimator 5"):
+    with pytest.raises(_inputs.RunError, match="unknown estimator 5"):
         resolve_estimator(5)
 
 
 def test_mc_fraction_too_small_for_two_samples_fails_that_mlp_with_a_reason(dataset):
-    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator("mc:0.01B"), rulebook_for(None, 10**5)))
+    outcome = _runs.execute(_runs.RunRequest(dataset, "0", resolve_estimator("mc:0.01B"), rulebook_for(None, 10**5)))
     entry = outcome.report["results"]["per_mlp"][0]
     assert entry["failed"] and entry["error_code"] == "ValueError"
     assert "need at least 2" in entry["failure_reason"]
@@ -468,42 +468,42 @@ def test_mc_fraction_too_small_for_two_samples_fails_that_mlp_with_a_reason(data
 
 
 def test_cache_key_tracks_everything_that_changes_the_numbers(dataset, tmp_path):
-    base = runs.RunRequest(dataset, "0:2", resolve_estimator("mean"), rulebook_for(None))
-    key = runs.cache_key(base)
-    assert runs.cache_key(dataclasses.replace(base)) == key
-    assert runs.cache_key(dataclasses.replace(base, indices=[0, 1, 2])) != key
-    assert runs.cache_key(dataclasses.replace(base, estimator=resolve_estimator("cov"))) != key
-    assert runs.cache_key(dataclasses.replace(base, rulebook=rulebook_for(None, 10**9))) != key
-    assert runs.cache_key(dataclasses.replace(base, rulebook=rulebook_for("v1-phase1"))) != key
+    base = _runs.RunRequest(dataset, "0:2", resolve_estimator("mean"), rulebook_for(None))
+    key = _runs.cache_key(base)
+    assert _runs.cache_key(dataclasses.replace(base)) == key
+    assert _runs.cache_key(dataclasses.replace(base, indices=[0, 1, 2])) != key
+    assert _runs.cache_key(dataclasses.replace(base, estimator=resolve_estimator("cov"))) != key
+    assert _runs.cache_key(dataclasses.replace(base, rulebook=rulebook_for(None, 10**9))) != key
+    assert _runs.cache_key(dataclasses.replace(base, rulebook=rulebook_for("v1-phase1"))) != key
     path = tmp_path / "est.py"
     code = "from whestbench.estimators import MeanPropagationEstimator\nclass Estimator(MeanPropagationEstimator):\n    pass\n"
     path.write_text(code)
-    first = runs.cache_key(dataclasses.replace(base, estimator=resolve_estimator(str(path))))
+    first = _runs.cache_key(dataclasses.replace(base, estimator=resolve_estimator(str(path))))
     path.write_text(code + "# edited\n")
-    assert runs.cache_key(dataclasses.replace(base, estimator=resolve_estimator(str(path)))) != first
+    assert _runs.cache_key(dataclasses.replace(base, estimator=resolve_estimator(str(path)))) != first
 
 
 def test_repeated_run_is_served_from_the_store(dataset):
-    request = runs.RunRequest(dataset, "0:2", resolve_estimator("cov"), rulebook_for(None), source="cli")
-    first = runs.run(request)
+    request = _runs.RunRequest(dataset, "0:2", resolve_estimator("cov"), rulebook_for(None), source="cli")
+    first = _runs.run_and_record(request)
     assert first.run_id and not first.cached
     seen = []
-    again = runs.run(request, on_progress=lambda done, total, entry: seen.append((done, total)))
+    again = _runs.run_and_record(request, on_progress=lambda done, total, entry: seen.append((done, total)))
     assert again.cached and again.run_id == first.run_id
     assert seen == [(1, 2), (2, 2)]
     assert again.report["results"]["final_layer_mse"] == first.report["results"]["final_layer_mse"]
     for index, pred in first.predictions.items():
         np.testing.assert_array_equal(again.predictions[index], pred)
-    fresh = runs.run(request, use_cache=False)
+    fresh = _runs.run_and_record(request, use_cache=False)
     assert fresh.run_id != first.run_id and not fresh.cached
 
 
 def test_store_public_api(dataset):
-    runs.run(runs.RunRequest(dataset, "0:2", resolve_estimator("mean"), rulebook_for(None), source="cli",
+    _runs.run_and_record(_runs.RunRequest(dataset, "0:2", resolve_estimator("mean"), rulebook_for(None), source="cli",
                              team="blue"))
-    outcome = runs.run(runs.RunRequest(dataset, "1", resolve_estimator("mc:100"), rulebook_for("v1-phase1", 10**9),
+    outcome = _runs.run_and_record(_runs.RunRequest(dataset, "1", resolve_estimator("mc:100"), rulebook_for("v1-phase1", 10**9),
                                        source="lab"))
-    listed = runstore.list_runs()
+    listed = _runstore.list_runs()
     assert [r["run_id"] for r in listed] == [outcome.run_id, listed[1]["run_id"]]
     expected_keys = {
         "run_id", "created_at", "dataset_key", "round_tag", "estimator_label", "estimator_kind", "code_sha256",
@@ -522,20 +522,20 @@ def test_store_public_api(dataset):
     assert newest["mean_flops_used"] == results["per_mlp"][0]["flops_used"]
     assert newest["noise_floor"] == outcome.report["noise"]["noise_floor"]
     assert older["team"] == "blue" and older["estimator_kind"] == "mean" and older["round_tag"] == "v2-phase2"
-    assert runstore.list_runs(round_tag="v1-phase1") == [newest]
-    assert runstore.list_runs(dataset_key="nope") == []
-    full = runstore.get_run(outcome.run_id)
+    assert _runstore.list_runs(round_tag="v1-phase1") == [newest]
+    assert _runstore.list_runs(dataset_key="nope") == []
+    full = _runstore.get_run(outcome.run_id)
     assert full["results"]["per_mlp"][0]["flops_used"] == results["per_mlp"][0]["flops_used"]
     assert full["run_id"] == outcome.run_id
-    assert runstore.get_run("missing") is None
+    assert _runstore.get_run("missing") is None
     assert math.isfinite(full["noise"]["noise_floor"])
 
 
 def test_record_run_rejects_an_unknown_source(dataset):
-    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator("mean"), rulebook_for(None),
+    outcome = _runs.execute(_runs.RunRequest(dataset, "0", resolve_estimator("mean"), rulebook_for(None),
                                            source="elsewhere"))
     with pytest.raises(ValueError, match="source"):
-        runstore.record_run(outcome.report)
+        _runstore.record_run(outcome.report)
 
 
 def test_cancel_stops_between_mlps_and_records_nothing(dataset):
@@ -544,14 +544,14 @@ def test_cancel_stops_between_mlps_and_records_nothing(dataset):
     def cancel_after_first() -> bool:
         return len(calls) >= 1
 
-    outcome = runs.run(
-        runs.RunRequest(dataset, None, resolve_estimator("mean"), rulebook_for(None)),
+    outcome = _runs.run_and_record(
+        _runs.RunRequest(dataset, None, resolve_estimator("mean"), rulebook_for(None)),
         on_progress=lambda done, total, entry: calls.append(done),
         should_cancel=cancel_after_first,
     )
     assert outcome.cancelled and not outcome.report["complete"]
     assert len(outcome.report["results"]["per_mlp"]) == 1
-    assert runstore.list_runs() == []
+    assert _runstore.list_runs() == []
 
 
 def test_an_injected_estimator_object_is_scored_like_any_other(dataset, reference):
@@ -568,15 +568,15 @@ def test_an_injected_estimator_object_is_scored_like_any_other(dataset, referenc
         def last_predict_stats(self):
             return None
 
-    handle = runs.EstimatorHandle(label="remote", kind="upload", code_sha256="0" * 64, factory=Remote)
-    outcome = runs.execute(runs.RunRequest(dataset, None, handle, rulebook_for(None), source="upload"))
+    handle = _runs.EstimatorHandle(label="remote", kind="upload", code_sha256="0" * 64, factory=Remote)
+    outcome = _runs.execute(_runs.RunRequest(dataset, None, handle, rulebook_for(None), source="upload"))
     expected = grader_call(reference, rulebook_for(None), Remote())
     assert_aggregates_equal(outcome.report["results"], expected)
 
 
 def test_score_multiplier_and_floor_follow_the_budget(dataset):
     budget = 10**5
-    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator("mean"), rulebook_for(None, budget)))
+    outcome = _runs.execute(_runs.RunRequest(dataset, "0", resolve_estimator("mean"), rulebook_for(None, budget)))
     entry = outcome.report["results"]["per_mlp"][0]
     assert entry["score_multiplier"] == score_multiplier(entry["effective_compute"], budget, failed=False)
     assert entry["adjusted_final_layer_score"] == entry["final_layer_mse"] * entry["score_multiplier"]
@@ -586,7 +586,7 @@ def test_score_multiplier_and_floor_follow_the_budget(dataset):
 def test_two_threads_scoring_at_once_both_get_exact_flop_counts(dataset):
     """flopscope meters per thread: concurrent runs must not leak FLOPs into each other."""
     specs = ["cov", "mc:3000", "mean", "combined"]
-    alone = {s: [e["flops_used"] for e in runs.execute(runs.RunRequest(
+    alone = {s: [e["flops_used"] for e in _runs.execute(_runs.RunRequest(
         dataset, None, resolve_estimator(s), rulebook_for(None))).report["results"]["per_mlp"]] for s in specs}
     together: dict[str, list] = {}
     barrier = threading.Barrier(2)
@@ -595,7 +595,7 @@ def test_two_threads_scoring_at_once_both_get_exact_flop_counts(dataset):
         barrier.wait()
         for _ in range(3):
             for s in spec_pair:
-                out = runs.execute(runs.RunRequest(dataset, None, resolve_estimator(s), rulebook_for(None)))
+                out = _runs.execute(_runs.RunRequest(dataset, None, resolve_estimator(s), rulebook_for(None)))
                 together.setdefault(s, []).append([e["flops_used"] for e in out.report["results"]["per_mlp"]])
 
     threads = [threading.Thread(target=worker, args=(pair,)) for pair in (specs[:2], specs[2:])]

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from tests.upstream import make_official
-from whestboard.data.datasets import open_dataset
-from whestboard.scoring import Rulebook, inputs, rulebook_for, runs
-from whestboard.scoring.estimators import resolve_estimator
+from whestboard.data import open_dataset
+from whestboard.scoring import Rulebook, _inputs, _runs, rulebook_for
+from whestboard.scoring._estimators import resolve_estimator
 
 pytestmark = [pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning"),
               pytest.mark.usefixtures("private_state")]
@@ -66,7 +66,7 @@ def rulebook_for_case(case: str) -> Rulebook:
 @pytest.mark.parametrize("case", list(BODIES))
 def test_failure_is_scored_as_zero_prediction_with_a_reason(dataset, tmp_path, case):
     body, flag, reason = BODIES[case]
-    outcome = runs.execute(runs.RunRequest(dataset, None, resolve_estimator(estimator_file(tmp_path, body)),
+    outcome = _runs.execute(_runs.RunRequest(dataset, None, resolve_estimator(estimator_file(tmp_path, body)),
                                            rulebook_for_case(case)))
     results = outcome.report["results"]
     assert results["n_failed_mlps"] == 2
@@ -86,7 +86,7 @@ def test_failure_is_scored_as_zero_prediction_with_a_reason(dataset, tmp_path, c
 def test_combined_budget_is_enforced_under_priced_residual(dataset, tmp_path):
     """v1 rounds price residual seconds: C = F + 1e11 R can exceed B even when F does not."""
     body = "time.sleep(0.05); return MeanPropagationEstimator().predict(mlp, budget)"
-    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator(estimator_file(tmp_path, body)),
+    outcome = _runs.execute(_runs.RunRequest(dataset, "0", resolve_estimator(estimator_file(tmp_path, body)),
                                            rulebook_for("v1-warmup", 10**9)))
     entry = outcome.report["results"]["per_mlp"][0]
     assert entry["combined_budget_exhausted"] and entry["failed"]
@@ -104,15 +104,15 @@ def test_a_file_whose_setup_fails_stops_the_run_with_a_clear_error(dataset, tmp_
             def predict(self, mlp, budget):
                 return None
     """))
-    with pytest.raises(inputs.RunError, match="weights.npz missing"):
-        runs.execute(runs.RunRequest(dataset, None, resolve_estimator(str(path)), rulebook_for(None)))
+    with pytest.raises(_inputs.RunError, match="weights.npz missing"):
+        _runs.execute(_runs.RunRequest(dataset, None, resolve_estimator(str(path)), rulebook_for(None)))
 
 
 def test_only_the_failing_mlp_falls_back(dataset, tmp_path):
     body = "if mlp.seed == SEED: raise ValueError('bad seed')\n        return MeanPropagationEstimator().predict(mlp, budget)"
     seed = dataset.mlp(1).seed
     path = estimator_file(tmp_path, body.replace("SEED", str(seed)))
-    outcome = runs.execute(runs.RunRequest(dataset, None, resolve_estimator(path), rulebook_for(None)))
+    outcome = _runs.execute(_runs.RunRequest(dataset, None, resolve_estimator(path), rulebook_for(None)))
     ok, bad = outcome.report["results"]["per_mlp"]
     assert not ok["failed"] and ok["failure_reason"] is None and ok["flops_used"] > 0
     assert bad["failed"] and "bad seed" in bad["failure_reason"] and bad["error_code"] == "PREDICT_ERROR"
@@ -125,7 +125,7 @@ def test_time_not_spent_computing_is_reported_beside_exact_flops(dataset, tmp_pa
     from components.figures.lab import contention_alert
 
     body = "time.sleep(0.3); return MeanPropagationEstimator().predict(mlp, budget)"
-    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator(estimator_file(tmp_path, body)),
+    outcome = _runs.execute(_runs.RunRequest(dataset, "0", resolve_estimator(estimator_file(tmp_path, body)),
                                            rulebook_for("v1-warmup", 10**9)))
     (entry,) = outcome.report["results"]["per_mlp"]
     # The sleep is 0.3 s; the host's own polling while the worker sleeps is CPU, hence the margin.
@@ -141,35 +141,34 @@ def test_time_not_spent_computing_is_reported_beside_exact_flops(dataset, tmp_pa
 def test_cpu_spent_in_the_sandbox_worker_is_not_counted_as_waiting(dataset, tmp_path):
     body = ("t = time.process_time()\n        while time.process_time() - t < 0.4: pass\n"
             "        return MeanPropagationEstimator().predict(mlp, budget)")
-    outcome = runs.execute(runs.RunRequest(dataset, "0", resolve_estimator(estimator_file(tmp_path, body)),
+    outcome = _runs.execute(_runs.RunRequest(dataset, "0", resolve_estimator(estimator_file(tmp_path, body)),
                                            rulebook_for(None)))
     (entry,) = outcome.report["results"]["per_mlp"]
     assert entry["scoring_wall_s"] - entry["cpu_wait_s"] >= 0.35  # the worker's 0.4 CPU seconds were seen
 
 
 def test_an_upload_job_with_a_hostile_selection_or_budget_is_refused_before_it_is_queued():
-    from whestboard.data import registry
-    from whestboard.scoring import uploads as upload_runs
+    from whestboard.data import get_dataset
+    from whestboard.scoring import _uploads
 
-    n = len(registry.get_dataset("v1-warmup").indices)
-    with pytest.raises(inputs.RunError, match=rf"MLPs {n}\.\.99999999 are not in this dataset"):
-        upload_runs.job_spec("0" * 64, "v1-warmup", "0:100000000")
-    with pytest.raises(inputs.RunError, match=r"budget per MLP '2\*\*99999999' is more than 1e300 FLOPs"):
-        upload_runs.job_spec("0" * 64, "v1-warmup", "0", budget="2**99999999")
-    assert upload_runs.job_spec("0" * 64, "v1-warmup", "0:2")["mlps"] == "0:2"
+    n = len(get_dataset("v1-warmup").indices)
+    with pytest.raises(_inputs.RunError, match=rf"MLPs {n}\.\.99999999 are not in this dataset"):
+        _uploads.job_spec("0" * 64, "v1-warmup", "0:100000000")
+    with pytest.raises(_inputs.RunError, match=r"budget per MLP '2\*\*99999999' is more than 1e300 FLOPs"):
+        _uploads.job_spec("0" * 64, "v1-warmup", "0", budget="2**99999999")
+    assert _uploads.job_spec("0" * 64, "v1-warmup", "0:2")["mlps"] == "0:2"
 
 
 def test_a_queued_upload_job_with_a_hostile_selection_ends_with_the_sentence_and_scores_nothing():
     """A job queued before its page checked it (an older server) fails with the parser's message."""
     from types import SimpleNamespace
 
-    from whestboard.sandbox import ingest as uploads
-    from whestboard.scoring import runstore
-    from whestboard.scoring import uploads as upload_runs
+    from whestboard.sandbox import ingest_upload
+    from whestboard.scoring import _runstore, _uploads
 
-    upload = uploads.ingest(b"from whestbench import BaseEstimator\n\nclass Estimator(BaseEstimator):\n"
+    upload = ingest_upload(b"from whestbench import BaseEstimator\n\nclass Estimator(BaseEstimator):\n"
                             b"    def predict(self, mlp, budget):\n        return None\n", "estimator.py")
     spec = {"upload": upload.sha256, "dataset": "v1-warmup", "mlps": "-1", "team": None, "budget": None}
-    result = upload_runs.run_upload_job(SimpleNamespace(job=SimpleNamespace(spec=spec)))
+    result = _uploads.run_upload_job(SimpleNamespace(job=SimpleNamespace(spec=spec)))
     assert result["ok"] is False and "'-1' has a negative number" in result["error"]
-    assert "contract" not in result and runstore.list_runs() == []
+    assert "contract" not in result and _runstore.list_runs() == []

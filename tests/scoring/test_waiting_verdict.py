@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 
 from tests.upstream import make_official
-from whestboard.data.datasets import open_dataset
-from whestboard.rules.failures import verdict_of
-from whestboard.scoring import rulebook_for, runs
-from whestboard.scoring.sandboxed import sandboxed_handle
+from whestboard.data import open_dataset
+from whestboard.rules import verdict_of
+from whestboard.scoring import _runs, rulebook_for
+from whestboard.scoring._sandboxed import sandboxed_handle
 
 pytestmark = [pytest.mark.usefixtures("private_state"),
               pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning")]
@@ -53,7 +53,7 @@ def score(dataset, tmp_path, source: str):
     (tmp_path / "estimator.py").write_text(source)
     rulebook = rulebook_for("v2-phase2", 10**8)
     assert rulebook.residual_wall_time_limit_s == 0.4
-    return runs.execute(runs.RunRequest(dataset, None, sandboxed_handle(str(tmp_path), round_tag="v2-phase2"),
+    return _runs.execute(_runs.RunRequest(dataset, None, sandboxed_handle(str(tmp_path), round_tag="v2-phase2"),
                                         rulebook)), rulebook
 
 

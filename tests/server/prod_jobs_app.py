@@ -17,7 +17,7 @@ from dash import Input, Output, State, dcc, html
 
 from components.shell import job_notice
 from server import background, health, hooks, http
-from whestboard import config as settings
+from whestboard import config
 from whestboard.cache import memoize
 
 hooks.install()
@@ -66,7 +66,7 @@ def run_job(set_progress, _clicks, n, seconds):
 @memoize("prod-jobs-square-sum")
 def counted_square_sum(n: int) -> int:
     """Appends a line per real computation, so tests can count cache misses across workers."""
-    with open(settings.state_dir() / "computations.log", "a") as log:
+    with open(config.state_dir() / "computations.log", "a") as log:
         log.write(f"{os.getpid()} {n}\n")
     return sum_of_squares(n)
 

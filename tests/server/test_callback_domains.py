@@ -10,7 +10,7 @@ import pytest
 
 from server import background, domains
 from tests.leaderboard import submissions_helpers as helpers
-from whestboard.leaderboard import files as si
+from whestboard.leaderboard import import_files, load_report_json
 
 sqlite_store = helpers.sqlite_store
 
@@ -93,15 +93,15 @@ def test_the_playground_abuse_is_refused_in_the_page_before_any_job(http):
 def test_a_forged_background_request_is_refused_before_launch(http):
     forged = {"params": {"width": 1024, "depth": 32, "seed": "1", "samples": 100_000_000, "mc": 1000,
                          "round": None, "uploads": []}}
-    from whestboard.jobs import ledger
+    from whestboard.jobs import recent_jobs
 
-    before = len(ledger.recent(1000))
+    before = len(recent_jobs(1000))
     body = {"output": "pg-job-done.data", "outputs": {"id": "pg-job-done", "property": "data"},
             "inputs": [{"id": "pg-job-request", "property": "data", "value": forged}], "state": [],
             "changedPropIds": ["pg-job-request.data"]}
     started = http.post("/_dash-update-component", json=body)
     assert started.status_code == 200 and started.get_json()["job"]
-    assert len(ledger.recent(1000)) == before  # no job recorded, none launched
+    assert len(recent_jobs(1000)) == before  # no job recorded, none launched
     body["inputs"][0]["value"] = None
     poll = http.post("/_dash-update-component", json=body,
                      query_string={"cacheKey": started.get_json()["cacheKey"], "job": started.get_json()["job"]})
@@ -142,7 +142,7 @@ def test_a_repeated_json_key_is_refused_naming_it(http):
 
 def test_a_report_with_a_second_results_block_is_refused(tmp_path):
     text = '{"results": {"score": 1.0}, "meta": {}, "results": {"score": 0.0}}'
-    report, problem = si.load_report_json(text.encode(), "run.json")
+    report, problem = load_report_json(text.encode(), "run.json")
     assert report is None and "duplicate key 'results'" in problem
 
 
@@ -201,13 +201,13 @@ def test_an_organizer_edit_naming_a_field_twice_is_refused_naming_it(sqlite_stor
 
     from server import api
     from tests.leaderboard.submissions_helpers import submission_row, write_csvs
-    from whestboard.leaderboard import store
+    from whestboard.leaderboard import get_submission
 
     monkeypatch.setenv("WHESTBOARD_ORGANIZER_TOKEN", "token")
-    si.import_files([write_csvs(tmp_path / "seed", [submission_row("s-1", "alpha")])])
+    import_files([write_csvs(tmp_path / "seed", [submission_row("s-1", "alpha")])])
     app = Flask(__name__)
     app.register_blueprint(api.blueprint)
     answer = app.test_client().patch("/api/submissions/s-1", data='{"team": "beta", "team": "gamma"}',
                                      headers={"Authorization": "Bearer token"}, content_type="application/json")
     assert answer.status_code == 400 and answer.get_json()["error"].startswith("duplicate key 'team'")
-    assert store.get("s-1").team == "alpha"
+    assert get_submission("s-1").team == "alpha"

@@ -11,7 +11,7 @@ import redis
 
 from server import faults, health
 from tests.prod_support import free_port
-from whestboard.store import database as db
+from whestboard.store import reset_engines, session
 
 
 def test_writing_to_a_full_device_is_a_disk_fault():
@@ -50,10 +50,10 @@ def test_an_unreachable_database_is_a_store_fault(monkeypatch, tmp_path):
     url = f"postgresql+psycopg://whest:pw@127.0.0.1:{free_port()}/nowhere"
     try:
         with pytest.raises(Exception) as caught:
-            with db.session(url) as s:
+            with session(url) as s:
                 s.execute(text("SELECT 1"))
     finally:
-        db.reset_engines()
+        reset_engines()
     assert faults.classify(caught.value) == faults.STORE
 
 

@@ -110,10 +110,10 @@ def whestbench_mean_propagation_flops(dataset_key: str, index: int) -> int:
     from whestbench.estimators import MeanPropagationEstimator
     from whestbench.scoring import ContestData, ContestSpec, evaluate_estimator
 
-    from whestboard.data import registry
-    from whestboard.rules.rounds import get_round
+    from whestboard.data import get_dataset
+    from whestboard.rules import get_round
 
-    ds = registry.get_dataset(dataset_key)
+    ds = get_dataset(dataset_key)
     rnd = get_round(ds.info.round_tag)
     spec = ContestSpec(width=ds.info.width, depth=ds.info.depth, n_mlps=1, flop_budget=rnd.budget,
                        ground_truth_samples=ds.info.n_samples, wall_time_limit_s=rnd.wall_time_limit_s,
@@ -160,14 +160,14 @@ def test_a_lab_run_across_workers_records_the_graders_flops(app_server, twin_ser
     assert (row["kind"], row["status"], row["attempts"]) == ("lab-job-result.data", "finished", 1)
     os.environ["WHESTBOARD_STATE_DIR"] = str(app_server.state_dir)
     try:
-        from whestboard.scoring import runstore
-        from whestboard.store import database as db
+        from whestboard.scoring import get_run
+        from whestboard.store import reset_engines
 
-        db.reset_engines()
-        report = runstore.get_run(result["run_id"])
+        reset_engines()
+        report = get_run(result["run_id"])
     finally:
         os.environ.pop("WHESTBOARD_STATE_DIR")
-        db.reset_engines()
+        reset_engines()
     (entry,) = report["results"]["per_mlp"]
     assert entry["mlp_index"] == 3
     assert entry["flops_used"] == whestbench_mean_propagation_flops("v1-warmup", 3)

@@ -10,7 +10,7 @@ import pytest
 
 from server import health
 from whestboard import logs
-from whestboard.store import database as db
+from whestboard.store import reset_engines
 
 
 @pytest.mark.parametrize(
@@ -98,7 +98,7 @@ def test_healthz_reports_an_unreachable_store_without_its_password(tmp_path, mon
     try:
         report = health.check()
     finally:
-        db.reset_engines()
+        reset_engines()
     assert report["ok"] is False
     assert report["checks"]["store"]["ok"] is False
     assert "hunter2" not in json.dumps(report)
@@ -125,7 +125,7 @@ def test_healthz_and_the_home_page_name_a_listed_dataset_this_machine_lacks(tmp_
     try:
         report = health.check()
     finally:
-        db.reset_engines()
+        reset_engines()
     reason = report["checks"]["datasets"]["broken"]["official-full-split"]
     assert reason.startswith(f"{missing} is not on this machine: each machine serving Whestboard needs its own")
     assert "WHESTBOARD_DATASETS" in reason

@@ -11,8 +11,19 @@ from flask import Flask
 from server import api as organizer_api
 from tests.leaderboard import submissions_helpers as helpers
 from tests.leaderboard.submissions_helpers import submission_row, write_csvs
-from whestboard.leaderboard import auth, integrity, store
-from whestboard.leaderboard import files as si
+from whestboard.leaderboard import (
+    MAX_COUNTED_PROBLEMS,
+    MAX_SHOWN_PROBLEMS,
+    ORGANIZER_COLUMNS,
+    bearer_token,
+    board_revision,
+    get_submission,
+    import_files,
+    is_organizer,
+    mlp_frame,
+    submission_count,
+    submissions_frame,
+)
 
 sqlite_store = helpers.sqlite_store
 TOKEN = "correct horse battery staple"
@@ -29,18 +40,18 @@ def client(sqlite_store, monkeypatch):
 @pytest.fixture()
 def seeded(client, tmp_path):
     path = write_csvs(tmp_path / "seed", [submission_row("s-1", "alpha"), submission_row("s-2", "beta")])
-    si.import_files([path])
+    import_files([path])
     return client
 
 
 def _snapshot():
-    return store.frame(), store.mlp_frame(), store.revision()
+    return submissions_frame(), mlp_frame(), board_revision()
 
 
 def _unchanged(before) -> None:
-    pd.testing.assert_frame_equal(store.frame(), before[0])
-    pd.testing.assert_frame_equal(store.mlp_frame(), before[1])
-    assert store.revision() == before[2]
+    pd.testing.assert_frame_equal(submissions_frame(), before[0])
+    pd.testing.assert_frame_equal(mlp_frame(), before[1])
+    assert board_revision() == before[2]
 
 
 def _upload(client, headers, tmp_path):
@@ -86,11 +97,11 @@ def test_the_organizer_can_import_edit_and_delete(seeded, tmp_path):
     assert response.status_code == 200, response.get_json()
     assert response.get_json()["inserted"] == ["u-1"]
     assert seeded.patch("/api/submissions/u-1", json={"team": "gamma two"}, headers=headers).status_code == 200
-    assert store.get("u-1").team == "gamma two"
+    assert get_submission("u-1").team == "gamma two"
     assert seeded.patch("/api/submissions/u-1", json={"adjusted_score": 0}, headers=headers).status_code == 400
     assert seeded.delete("/api/submissions/u-1", headers=headers).status_code == 200
     assert seeded.delete("/api/submissions/u-1", headers=headers).status_code == 404
-    assert store.count() == 2
+    assert submission_count() == 2
 
 
 def test_a_bad_upload_reports_every_problem_and_imports_nothing(seeded, tmp_path):
@@ -118,12 +129,12 @@ def test_export_is_public(seeded):
 
 def test_token_check_is_exact(monkeypatch):
     monkeypatch.setenv("WHESTBOARD_ORGANIZER_TOKEN", TOKEN)
-    assert auth.is_organizer(TOKEN)
-    assert not auth.is_organizer(TOKEN[:-1])
-    assert not auth.is_organizer("")
-    assert not auth.is_organizer(None)
-    assert auth.bearer_token(f"Bearer {TOKEN}") == TOKEN
-    assert auth.bearer_token("Bearer") is None
+    assert is_organizer(TOKEN)
+    assert not is_organizer(TOKEN[:-1])
+    assert not is_organizer("")
+    assert not is_organizer(None)
+    assert bearer_token(f"Bearer {TOKEN}") == TOKEN
+    assert bearer_token("Bearer") is None
 
 
 # ---------------------------------------------------------------------------
@@ -156,9 +167,9 @@ def test_a_flood_of_bad_rows_gets_a_small_answer_with_counts(seeded):
     assert response.status_code == 400
     assert len(response.data) < 20_000
     answer = response.get_json()
-    assert len(answer["problems"]) == si.MAX_SHOWN_PROBLEMS
+    assert len(answer["problems"]) == MAX_SHOWN_PROBLEMS
     assert answer["problems"][0] == "flood.csv line 2: submission_id is missing"
-    assert answer["problem_count"] >= si.MAX_COUNTED_PROBLEMS and answer["complete"] is False
+    assert answer["problem_count"] >= MAX_COUNTED_PROBLEMS and answer["complete"] is False
     assert answer["error"].startswith(f"at least {answer['problem_count']:,} problems found (checking stopped at "
                                       "flood.csv line ")
     assert set(answer["problem_counts"]) == {"submission_id", "team", "round", "submitted_at", "status",
@@ -251,7 +262,7 @@ def test_private_and_rerun_rankings_need_the_token(client, tmp_path):
     assert public.status_code == 200
     rows = public.get_json()["rows"]
     assert [r["team"] for r in rows] == ["alpha", "beta", "gamma", "delta"]
-    assert not set(rows[0]) & set(integrity.ORGANIZER_COLUMNS)
+    assert not set(rows[0]) & set(ORGANIZER_COLUMNS)
     leaked = [n for n in _numbers(public.get_json()) for p in _private_numbers(private) if n == pytest.approx(p)]
     assert leaked == []
     organizer = client.get("/api/leaderboard/v1-warmup?split=private", headers=ORGANIZER).get_json()["rows"]

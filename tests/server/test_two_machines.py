@@ -263,10 +263,10 @@ def test_baselines_computed_through_machine_1_show_on_machine_2(machines):
 
 FRESH_MACHINE = """
 import json, sys
-from whestboard.band.baselines import load_baselines
+from whestboard.band._baselines import load_baselines
 from whestboard.data import generated, registry
-from whestboard.sandbox import ingest
-from whestboard.scoring.playground import estimator_specs, ready, rulebook_for_shape
+from whestboard.sandbox import _ingest as ingest
+from whestboard.scoring._playground import estimator_specs, ready, rulebook_for_shape
 
 args = json.loads(sys.argv[1])
 upload = ingest.load(args["sha"])

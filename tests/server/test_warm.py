@@ -8,22 +8,21 @@ import textwrap
 
 from server import warm
 from tests.prod_support import REPO
-from whestboard.data import registry
 
 
 def test_a_warmed_process_has_references_versions_and_lazy_modules_loaded():
     script = textwrap.dedent("""
         import sys
-        from whestboard.data import registry
+        from whestboard.data import _registry as registry
         from server import warm
-        from whestboard.scoring.estimators import _builtin_handle
-        from whestboard.rules.versions import library_versions
+        from whestboard.scoring._estimators import _builtin_handle
+        from whestboard.rules._versions import library_versions
         assert "flopscope.stats" not in sys.modules
         warm.warm_process()
         assert all(name in sys.modules for name in warm.LAZY_MODULES)
         assert library_versions.cache_info().currsize == 1
         assert _builtin_handle.cache_info().currsize == 3
-        served = registry.datasets()
+        served = registry.served_datasets()
         assert served and all("_truth" in ds.__dict__ for ds in served.values())
         print("warm", len(served))
     """)
@@ -37,7 +36,7 @@ def test_warming_never_raises_and_reports_what_failed(monkeypatch):
         raise OSError("disk gone")
 
     reported = []
-    monkeypatch.setattr(registry, "datasets", unreadable)
+    monkeypatch.setattr(warm, "served_datasets", unreadable)
     monkeypatch.setattr(warm.logs, "error", lambda name, exc, **_: reported.append((name, str(exc))))
     warm.warm_process()  # a cold cache only makes the first request slower: no exception escapes
     assert reported == [("warm.failed", "disk gone")]

@@ -15,15 +15,14 @@ from sqlalchemy import update
 
 from tests.prod_support import REPO, postgres_server
 from whestboard import config
-from whestboard.store import blobs
-from whestboard.store import database as db
+from whestboard.store import _blobs, _database
 
 
 @pytest.fixture(scope="module")
 def pg_url():
     with postgres_server() as url:
         yield url
-        db.reset_engines()
+        _database.reset_engines()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -35,9 +34,9 @@ def store(request, tmp_path, monkeypatch):
         monkeypatch.setenv("WHESTBOARD_DATABASE_URL", url)
     else:
         monkeypatch.delenv("WHESTBOARD_DATABASE_URL", raising=False)
-    db.reset_engines()
+    _database.reset_engines()
     yield request.param
-    db.reset_engines()
+    _database.reset_engines()
 
 
 def namespace(tag: str) -> str:
@@ -46,67 +45,67 @@ def namespace(tag: str) -> str:
 
 def test_a_large_blob_is_chunked_and_read_back_whole(store):
     ns = namespace("large")
-    data = np.random.default_rng(1).bytes(blobs.CHUNK_BYTES * 3 + 17)
-    assert blobs.put(ns, "a", data, meta={"filename": "a.bin"})
-    assert blobs.get(ns, "a") == data
-    info = blobs.meta(ns, "a")
+    data = np.random.default_rng(1).bytes(_blobs.CHUNK_BYTES * 3 + 17)
+    assert _blobs.put_blob(ns, "a", data, meta={"filename": "a.bin"})
+    assert _blobs.get_blob(ns, "a") == data
+    info = _blobs.blob_meta(ns, "a")
     assert info["size"] == len(data) and info["sha256"] == hashlib.sha256(data).hexdigest()
     assert info["filename"] == "a.bin"
-    with db.session() as s:
-        assert s.query(blobs.BlobChunk).filter_by(namespace=ns, key="a").count() == 4
-    assert blobs.get(ns, "missing") is None and blobs.meta(ns, "missing") is None
+    with _database.session() as s:
+        assert s.query(_blobs.BlobChunk).filter_by(namespace=ns, key="a").count() == 4
+    assert _blobs.get_blob(ns, "missing") is None and _blobs.blob_meta(ns, "missing") is None
 
 
 def test_an_empty_blob_is_a_blob(store):
     ns = namespace("empty")
-    assert blobs.put(ns, "e", b"") and blobs.get(ns, "e") == b""
+    assert _blobs.put_blob(ns, "e", b"") and _blobs.get_blob(ns, "e") == b""
 
 
 def test_replace_swaps_the_whole_blob_and_no_replace_keeps_the_first(store):
     ns = namespace("replace")
-    first, second = b"x" * (blobs.CHUNK_BYTES + 5), b"short"
-    assert blobs.put(ns, "k", first)
-    assert not blobs.put(ns, "k", second, replace=False)
-    assert blobs.get(ns, "k") == first
-    assert blobs.put(ns, "k", second)
-    assert blobs.get(ns, "k") == second
-    with db.session() as s:  # no chunk of the first one is left behind
-        assert s.query(blobs.BlobChunk).filter_by(namespace=ns, key="k").count() == 1
+    first, second = b"x" * (_blobs.CHUNK_BYTES + 5), b"short"
+    assert _blobs.put_blob(ns, "k", first)
+    assert not _blobs.put_blob(ns, "k", second, replace=False)
+    assert _blobs.get_blob(ns, "k") == first
+    assert _blobs.put_blob(ns, "k", second)
+    assert _blobs.get_blob(ns, "k") == second
+    with _database.session() as s:  # no chunk of the first one is left behind
+        assert s.query(_blobs.BlobChunk).filter_by(namespace=ns, key="k").count() == 1
 
 
 def test_a_damaged_chunk_is_never_served(store):
     ns = namespace("damaged")
-    blobs.put(ns, "k", b"abc" * 1000)
-    with db.session() as s:
-        s.execute(update(blobs.BlobChunk).where(blobs.BlobChunk.namespace == ns).values(data=b"abd" * 1000))
-    assert blobs.get(ns, "k") is None
+    _blobs.put_blob(ns, "k", b"abc" * 1000)
+    with _database.session() as s:
+        s.execute(update(_blobs.BlobChunk).where(_blobs.BlobChunk.namespace == ns).values(data=b"abd" * 1000))
+    assert _blobs.get_blob(ns, "k") is None
 
 
 def test_a_blob_over_the_bound_is_refused_with_its_size(store, monkeypatch):
-    monkeypatch.setattr(blobs, "MAX_BLOB_BYTES", 1 << 20)
-    with pytest.raises(blobs.BlobTooLarge, match=r"2\.0 MiB, over the store's 1 MiB"):
-        blobs.put(namespace("big"), "k", b"0" * (2 << 20))
+    monkeypatch.setattr(_blobs, "MAX_BLOB_BYTES", 1 << 20)
+    with pytest.raises(_blobs.BlobTooLarge, match=r"2\.0 MiB, over the store's 1 MiB"):
+        _blobs.put_blob(namespace("big"), "k", b"0" * (2 << 20))
 
 
 def test_prune_drops_the_oldest_by_count_and_by_bytes(store):
     ns = namespace("prune")
     for i in range(5):
-        blobs.put(ns, f"k{i}", bytes(100))
-    assert blobs.prune(ns, max_count=3) == 2
-    assert blobs.keys(ns) == ["k2", "k3", "k4"]
-    assert blobs.prune(ns, max_bytes=150) == 2
-    assert blobs.keys(ns) == ["k4"] and blobs.namespace_size(ns) == (1, 100)
-    assert blobs.prune(ns, max_count=0, keep_newer_than_s=3600) == 0  # young ones stay
+        _blobs.put_blob(ns, f"k{i}", bytes(100))
+    assert _blobs.prune_blobs(ns, max_count=3) == 2
+    assert _blobs.blob_keys(ns) == ["k2", "k3", "k4"]
+    assert _blobs.prune_blobs(ns, max_bytes=150) == 2
+    assert _blobs.blob_keys(ns) == ["k4"] and _blobs.namespace_size(ns) == (1, 100)
+    assert _blobs.prune_blobs(ns, max_count=0, keep_newer_than_s=3600) == 0  # young ones stay
 
 
 def test_arrays_round_trip_without_pickles(store):
     ns = namespace("arrays")
     means = np.arange(12, dtype=np.float32).reshape(3, 4)
-    blobs.put_arrays(ns, "t", means=means, n=np.int64(7))
-    back = blobs.get_arrays(ns, "t")
+    _blobs.put_blob_arrays(ns, "t", means=means, n=np.int64(7))
+    back = _blobs.get_blob_arrays(ns, "t")
     assert back["means"].dtype == np.float32 and back["means"].tobytes() == means.tobytes() and int(back["n"]) == 7
-    blobs.put(ns, "t", b"not an npz")
-    assert blobs.get_arrays(ns, "t") is None
+    _blobs.put_blob(ns, "t", b"not an npz")
+    assert _blobs.get_blob_arrays(ns, "t") is None
 
 
 def test_a_folder_is_unpacked_whole_into_a_cache_that_may_be_deleted(store, tmp_path):
@@ -115,20 +114,20 @@ def test_a_folder_is_unpacked_whole_into_a_cache_that_may_be_deleted(store, tmp_
     (source / "files" / "sub").mkdir(parents=True)
     (source / "files" / "sub" / "helper.py").write_text("X = 1\n")
     (source / "upload.json").write_text("{}")
-    blobs.put_folder(ns, "f", source)
+    _blobs.put_blob_folder(ns, "f", source)
     cache = tmp_path / "cache" / "f"
-    assert blobs.fetch_folder(ns, "f", cache)
+    assert _blobs.fetch_blob_folder(ns, "f", cache)
     assert (cache / "files" / "sub" / "helper.py").read_text() == "X = 1\n"
     shutil.rmtree(tmp_path / "cache")
-    assert blobs.fetch_folder(ns, "f", cache) and (cache / "upload.json").is_file()
+    assert _blobs.fetch_blob_folder(ns, "f", cache) and (cache / "upload.json").is_file()
     assert not [p for p in cache.parent.iterdir() if p.name.startswith(".")]  # no staging left behind
-    assert not blobs.fetch_folder(ns, "absent", tmp_path / "cache" / "absent")
+    assert not _blobs.fetch_blob_folder(ns, "absent", tmp_path / "cache" / "absent")
     assert not (tmp_path / "cache" / "absent").exists()
 
 
 SECRET_SCRIPT = """
 import sys
-from whestboard.store import blobs
+from whestboard.store import _blobs as blobs
 sys.stdout.write(blobs.shared_secret('client-id').hex())
 """
 
@@ -142,21 +141,21 @@ def test_every_machine_derives_the_same_secret_from_the_shared_store(store, tmp_
         out.append(subprocess.run([sys.executable, "-c", SECRET_SCRIPT], cwd=REPO, env=env, capture_output=True,
                                   text=True, timeout=120, check=True).stdout)
     assert len(out[0]) == 64 and out[0] == out[1] == out[2]
-    assert blobs.shared_secret("client-id").hex() == out[0]
+    assert _blobs.shared_secret("client-id").hex() == out[0]
 
 
 def test_a_forked_child_stores_and_reads_without_touching_the_parents_connection(store):
     ns = namespace("fork")
-    blobs.put(ns, "parent", b"p")  # the parent holds a pooled connection now
+    _blobs.put_blob(ns, "parent", b"p")  # the parent holds a pooled connection now
     pid = os.fork()
     if pid == 0:  # the child: its own connection, the parent's left alone
         code = 0
         try:
-            blobs.put(ns, "child", b"c" * (blobs.CHUNK_BYTES + 1))
-            code = 0 if blobs.get(ns, "parent") == b"p" else 3
+            _blobs.put_blob(ns, "child", b"c" * (_blobs.CHUNK_BYTES + 1))
+            code = 0 if _blobs.get_blob(ns, "parent") == b"p" else 3
         except BaseException:  # noqa: BLE001 - reported through the exit status
             code = 4
         os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    assert blobs.get(ns, "child") == b"c" * (blobs.CHUNK_BYTES + 1) and blobs.get(ns, "parent") == b"p"
+    assert _blobs.get_blob(ns, "child") == b"c" * (_blobs.CHUNK_BYTES + 1) and _blobs.get_blob(ns, "parent") == b"p"

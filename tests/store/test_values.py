@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from whestboard.store.values import finite, json_safe
+from whestboard.store._values import finite, json_safe
 
 
 def test_non_finite_numbers_become_none_at_any_depth_and_numpy_scalars_python_numbers():

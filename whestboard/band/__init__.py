@@ -7,16 +7,45 @@ and the plain view the convergence and leaderboard figures are drawn from. May i
 ``whestboard.config``.
 """
 
-from whestboard.band import baselines, measure, store, view
-from whestboard.band.measure import BandError
-from whestboard.band.store import compute_band, load_band
-from whestboard.band.view import (
-           ConvergenceView,
-           RunPoint,
-           band_frame,
-           cached_convergence_view,
-           convergence_view,
+from whestboard.band._baselines import (
+    BASELINE_LABELS,
+    baselines_cost,
+    compute_baselines,
+    load_baselines,
+    missing_baselines,
+)
+from whestboard.band._measure import (
+    DEFAULT_MAX_BUDGET_MULTIPLE,
+    BandError,
+    band_rng,
+    checkpoint_means,
+    make_plan,
+)
+from whestboard.band._store import compute_band, load_band
+from whestboard.band._view import (
+    ConvergenceView,
+    RunPoint,
+    band_frame,
+    cached_convergence_view,
+    convergence_view,
 )
 
-__all__ = ["BandError", "ConvergenceView", "RunPoint", "band_frame", "baselines", "cached_convergence_view",
-           "compute_band", "convergence_view", "load_band", "measure", "store", "view"]
+__all__ = [
+    "band_frame",
+    "band_rng",
+    "BandError",
+    "BASELINE_LABELS",
+    "baselines_cost",
+    "cached_convergence_view",
+    "checkpoint_means",
+    "compute_band",
+    "compute_baselines",
+    "convergence_view",
+    "ConvergenceView",
+    "DEFAULT_MAX_BUDGET_MULTIPLE",
+    "load_band",
+    "load_baselines",
+    "make_plan",
+    "missing_baselines",
+    "RunPoint",
+]

@@ -37,7 +37,6 @@ V = TypeVar("V")
 KEY_PREFIX = "whestboard-cache:"
 DEFAULT_TIMEOUT = 24 * 3600
 
-__all__ = ["Region", "memoize", "shared_backend", "KEY_PREFIX"]
 
 
 class Region(Generic[V]):
@@ -262,3 +261,10 @@ def memoize(name: str, *, timeout: int = DEFAULT_TIMEOUT, max_entries: int = 512
         return wrapped
 
     return decorate
+
+__all__ = [
+    "KEY_PREFIX",
+    "memoize",
+    "Region",
+    "shared_backend",
+]

@@ -14,15 +14,15 @@ import sys
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "bake": ("whestboard.cli.bake", "bake a compact dataset (seeds + Monte Carlo ground truth)"),
-    "datasets": ("whestboard.cli.datasets", "list the datasets the app would serve"),
-    "band": ("whestboard.cli.band", "measure a dataset's Monte Carlo convergence band (resumable)"),
-    "import": ("whestboard.cli.submissions", "import graded submissions (CSV, Parquet, whest run --json)"),
-    "export": ("whestboard.cli.submissions", "export every submission in the import schema (CSV)"),
-    "sweep": ("whestboard.cli.sweep", "grade the baseline estimators on the embedded data as submissions"),
-    "score": ("whestboard.cli.score", "score an estimator on a dataset's MLPs exactly as the grader would"),
-    "compare": ("whestboard.cli.compare", "compare two runs or submissions paired on their shared MLPs (noise-aware)"),
-    "check": ("whestboard.cli.check", "contract-check an estimator file in the sandbox (metered, stricter than whest validate)"),
+    "bake": ("whestboard.cli._bake", "bake a compact dataset (seeds + Monte Carlo ground truth)"),
+    "datasets": ("whestboard.cli._datasets", "list the datasets the app would serve"),
+    "band": ("whestboard.cli._band", "measure a dataset's Monte Carlo convergence band (resumable)"),
+    "import": ("whestboard.cli._submissions", "import graded submissions (CSV, Parquet, whest run --json)"),
+    "export": ("whestboard.cli._submissions", "export every submission in the import schema (CSV)"),
+    "sweep": ("whestboard.cli._sweep", "grade the baseline estimators on the embedded data as submissions"),
+    "score": ("whestboard.cli._score", "score an estimator on a dataset's MLPs exactly as the grader would"),
+    "compare": ("whestboard.cli._compare", "compare two runs or submissions paired on their shared MLPs (noise-aware)"),
+    "check": ("whestboard.cli._check", "contract-check an estimator file in the sandbox (metered, stricter than whest validate)"),
 }
 
 
@@ -55,22 +55,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _print_json_error(code: str, message: str, stage: str) -> None:
-    from whestboard.rules.failures import cli_error
+    from whestboard.rules import cli_error
 
     print(json.dumps(cli_error(code, message, stage), indent=2))
 
 
 def _input_code(exc: BaseException) -> str:
     """whest's own code for a refused package; INPUT_ERROR for any other input a user can fix."""
-    from whestboard.rules.failures import INPUT_ERROR
-    from whestboard.sandbox.ingest import UploadError
+    from whestboard.rules import INPUT_ERROR
+    from whestboard.sandbox import UploadError
 
     return "PACKAGING_VALIDATION_ERROR" if isinstance(exc, UploadError) else INPUT_ERROR
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; with ``--json`` every failure, at any stage, is one ``{"ok": false, ...}`` object."""
-    from whestboard.rules.failures import INTERNAL_ERROR, USAGE_ERROR
+    from whestboard.rules import INTERNAL_ERROR, USAGE_ERROR
 
     argv = sys.argv[1:] if argv is None else list(argv)
     wants_json = "--json" in argv
@@ -104,3 +104,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         _print_json_error(INTERNAL_ERROR, f"{type(exc).__name__}: {exc}", args.command)
         return 1
+
+__all__ = [
+]

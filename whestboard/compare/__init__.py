@@ -9,17 +9,51 @@ with per-MLP results, baselines, ``score --json`` reports). May import: ``whestb
 ``whestboard.config``.
 """
 
-from whestboard.compare import anatomy, comparison, paired, sides
-from whestboard.compare.comparison import anatomy_inputs, anatomy_of, dataset_of, heatmap_of, verdict
-from whestboard.compare.sides import (
-           ID_HELP,
-           CompareError,
-           Side,
-           candidates,
-           load_report_file,
-           load_side,
-           resolve_side,
+from whestboard.compare._anatomy import (
+    CLASS_LABELS,
+    CLASSES,
+    ErrorHeatmap,
+    class_shares,
+    error_by_truth,
+    error_heatmap,
+    squared_errors,
+)
+from whestboard.compare._comparison import anatomy_inputs, anatomy_of, dataset_of, heatmap_of, verdict
+from whestboard.compare._paired import paired_stat, too_few_sentence
+from whestboard.compare._sides import (
+    ID_HELP,
+    CompareError,
+    Side,
+    cached_side,
+    candidates,
+    load_report_file,
+    load_side,
+    resolve_side,
+    stores_revision,
 )
 
-__all__ = ["ID_HELP", "CompareError", "Side", "anatomy", "anatomy_inputs", "anatomy_of", "candidates", "comparison",
-           "dataset_of", "heatmap_of", "load_report_file", "load_side", "paired", "resolve_side", "sides", "verdict"]
+__all__ = [
+    "anatomy_inputs",
+    "anatomy_of",
+    "cached_side",
+    "candidates",
+    "CLASS_LABELS",
+    "class_shares",
+    "CLASSES",
+    "CompareError",
+    "dataset_of",
+    "error_by_truth",
+    "error_heatmap",
+    "ErrorHeatmap",
+    "heatmap_of",
+    "ID_HELP",
+    "load_report_file",
+    "load_side",
+    "paired_stat",
+    "resolve_side",
+    "Side",
+    "squared_errors",
+    "stores_revision",
+    "too_few_sentence",
+    "verdict",
+]

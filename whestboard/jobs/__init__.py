@@ -9,9 +9,74 @@ May import: ``whestboard.store``, ``whestboard.config``, ``whestboard.logs``.
 Knows nothing of what a job computes: bodies are handed in by the caller.
 """
 
-from whestboard.jobs import budgets, contention, launcher, ledger, liveness, queue
-from whestboard.jobs.ledger import Claim, Job, Launch, run_tracked
-from whestboard.jobs.queue import JobContext, JobView, QueueFull, QueueSettings
+from whestboard.jobs._budgets import OverBudget, admit, check_cost, deadline
+from whestboard.jobs._contention import CpuWatch, contention_summary
+from whestboard.jobs._launcher import Launcher
+from whestboard.jobs._ledger import (
+    ACTIVE,
+    CANCELLED,
+    NOT_STARTED,
+    Claim,
+    Job,
+    Launch,
+    cancel_job,
+    enqueue,
+    fail_if_dead,
+    fail_unstarted,
+    find_job,
+    is_lost,
+    reap_jobs,
+    recent_jobs,
+    run_tracked,
+    set_handle,
+)
+from whestboard.jobs._liveness import handle_running, owner_alive, pid_alive, process_handle, process_of
+from whestboard.jobs._queue import (
+    JobContext,
+    JobView,
+    QueueFull,
+    QueueSettings,
+    cancel_queued_job,
+    ensure_executor,
+    queue_job,
+    queued_job,
+)
 
-__all__ = ["Claim", "Job", "JobContext", "JobView", "Launch", "QueueFull", "QueueSettings", "budgets", "contention",
-           "launcher", "ledger", "liveness", "queue", "run_tracked"]
+__all__ = [
+    "ACTIVE",
+    "admit",
+    "cancel_job",
+    "cancel_queued_job",
+    "CANCELLED",
+    "check_cost",
+    "Claim",
+    "contention_summary",
+    "CpuWatch",
+    "deadline",
+    "enqueue",
+    "ensure_executor",
+    "fail_if_dead",
+    "fail_unstarted",
+    "find_job",
+    "handle_running",
+    "is_lost",
+    "Job",
+    "JobContext",
+    "JobView",
+    "Launch",
+    "Launcher",
+    "NOT_STARTED",
+    "OverBudget",
+    "owner_alive",
+    "pid_alive",
+    "process_handle",
+    "process_of",
+    "queue_job",
+    "queued_job",
+    "QueueFull",
+    "QueueSettings",
+    "reap_jobs",
+    "recent_jobs",
+    "run_tracked",
+    "set_handle",
+]

@@ -8,10 +8,68 @@ every figure of a round comes from them here, never re-derived. May import: ``wh
 ``flopscope``, ``whestboard.config``.
 """
 
-from whestboard.rules import billing, environment, internals, rounds, versions
-from whestboard.rules.environment import GraderEnvironment, environment_for
-from whestboard.rules.rounds import ALL_ROUNDS, Round, get_round, round_for_shape, sampling_mse
-from whestboard.rules.versions import library_versions
+from whestboard.rules._billing import (
+    aggregate_budget_breakdowns,
+    metered_dtype_aware_billing,
+    metered_mc_flops_per_sample,
+)
+from whestboard.rules._environment import GraderEnvironment, environment_for
+from whestboard.rules._failures import (
+    FAILURE_FLAGS,
+    FALLBACK,
+    INPUT_ERROR,
+    INTERNAL_ERROR,
+    USAGE_ERROR,
+    VERDICTS,
+    cli_error,
+    error_hint,
+    is_failed,
+    judge,
+    verdict_of,
+    waiting_mattered,
+    whest_error,
+)
+from whestboard.rules._internals import (
+    budget_module,
+    budget_payload,
+    erf,
+    sampling_budget_breakdown,
+    sampling_chunk_size,
+)
+from whestboard.rules._rounds import ALL_ROUNDS, Round, get_round, round_for_shape, sampling_mse
+from whestboard.rules._versions import blas_environment, blas_setup, describe_blas, library_versions
 
-__all__ = ["ALL_ROUNDS", "GraderEnvironment", "Round", "billing", "environment", "environment_for", "get_round",
-           "internals", "library_versions", "round_for_shape", "rounds", "sampling_mse", "versions"]
+__all__ = [
+    "aggregate_budget_breakdowns",
+    "ALL_ROUNDS",
+    "blas_environment",
+    "blas_setup",
+    "budget_module",
+    "budget_payload",
+    "cli_error",
+    "describe_blas",
+    "environment_for",
+    "erf",
+    "error_hint",
+    "FAILURE_FLAGS",
+    "FALLBACK",
+    "get_round",
+    "GraderEnvironment",
+    "INPUT_ERROR",
+    "INTERNAL_ERROR",
+    "is_failed",
+    "judge",
+    "library_versions",
+    "metered_dtype_aware_billing",
+    "metered_mc_flops_per_sample",
+    "Round",
+    "round_for_shape",
+    "sampling_budget_breakdown",
+    "sampling_chunk_size",
+    "sampling_mse",
+    "USAGE_ERROR",
+    "verdict_of",
+    "VERDICTS",
+    "waiting_mattered",
+    "whest_error",
+]

@@ -10,16 +10,62 @@ participant wrote is ever imported into the app's process. May import: ``whestbo
 ``whestboard.jobs`` (liveness), ``whestboard.config``, ``whestboard.logs``.
 """
 
-from whestboard.sandbox import confine, contract, host, imports, ingest, protocol
-from whestboard.sandbox.contract import check_contract
-from whestboard.sandbox.host import (
+from whestboard.sandbox._contract import check_contract
+from whestboard.sandbox._host import (
     OutputCapture,
     SandboxCancelled,
     SandboxedEstimator,
     SandboxLimits,
     SubmissionFiles,
+    prewarm,
+    spare_worker,
+    whest_error_of,
 )
-from whestboard.sandbox.ingest import UploadError
+from whestboard.sandbox._ingest import (
+    MAX_SUBMISSION_FILES,
+    SourceSyntaxError,
+    UploadError,
+    check_python_source,
+    check_size,
+    folder_files,
+    guess_class_name,
+    ingest_folder,
+    ingest_path,
+    ingest_several,
+    ingest_upload,
+    is_archive,
+    kind_of,
+    left_behind,
+    load_upload,
+    missing_files_note,
+    shipped_alone_note,
+)
 
-__all__ = ["OutputCapture", "SandboxCancelled", "SandboxLimits", "SandboxedEstimator", "SubmissionFiles",
-           "UploadError", "check_contract", "confine", "contract", "host", "imports", "ingest", "protocol"]
+__all__ = [
+    "check_contract",
+    "check_python_source",
+    "check_size",
+    "folder_files",
+    "guess_class_name",
+    "ingest_folder",
+    "ingest_path",
+    "ingest_several",
+    "ingest_upload",
+    "is_archive",
+    "kind_of",
+    "left_behind",
+    "load_upload",
+    "MAX_SUBMISSION_FILES",
+    "missing_files_note",
+    "OutputCapture",
+    "prewarm",
+    "SandboxCancelled",
+    "SandboxedEstimator",
+    "SandboxLimits",
+    "shipped_alone_note",
+    "SourceSyntaxError",
+    "spare_worker",
+    "SubmissionFiles",
+    "UploadError",
+    "whest_error_of",
+]

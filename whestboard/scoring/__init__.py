@@ -9,23 +9,104 @@ scoring of one generated MLP. May import: ``whestboard.sandbox``,
 ``whestboard.data``, ``whestboard.jobs``, ``whestboard.rules``, ``whestboard.store``, ``whestboard.config``.
 """
 
-from whestboard.scoring import (
-           estimators,
-           inputs,
-           playground,
-           report,
-           rulebook,
-           runs,
-           runstore,
-           sandboxed,
-           uploads,
+from whestboard.scoring._estimators import (
+    ALIASES,
+    BUILTIN_KINDS,
+    SPEC_HELP,
+    builtin_choices,
+    resolve_estimator,
 )
-from whestboard.scoring.estimators import BUILTIN_KINDS, resolve_estimator
-from whestboard.scoring.handle import EstimatorHandle
-from whestboard.scoring.inputs import RunError, parse_budget, parse_mlp_selection, quoted, select_mlps
-from whestboard.scoring.rulebook import Rulebook, rulebook_for
-from whestboard.scoring.runs import RunOutcome, RunRequest, execute, run
+from whestboard.scoring._handle import EstimatorHandle
+from whestboard.scoring._inputs import (
+    MAX_BUDGET_MULTIPLE,
+    RunError,
+    parse_budget,
+    parse_mlp_selection,
+    quoted,
+    select_mlps,
+)
+from whestboard.scoring._playground import (
+    DEFAULT_MC_SAMPLES,
+    Playground,
+    Scored,
+    cached_playground,
+    estimator_specs,
+    play,
+    rulebook_for_shape,
+)
+from whestboard.scoring._report import failure_report, whest_shaped
+from whestboard.scoring._rulebook import Rulebook, rulebook_for
+from whestboard.scoring._runs import (
+    RunOutcome,
+    RunRequest,
+    cache_key,
+    execute,
+    layer_comparison,
+    operation_flops,
+    run_and_record,
+)
+from whestboard.scoring._runstore import (
+    find_cached,
+    get_run,
+    get_run_predictions,
+    list_runs,
+    record_run,
+    runs_revision,
+)
+from whestboard.scoring._sandboxed import is_file_spec, sandboxed_handle, shipped_spec
+from whestboard.scoring._uploads import (
+    job_cost,
+    job_spec,
+    json_report,
+    run_upload_job,
+    upload_comparison,
+    verdict_row,
+)
 
-__all__ = ["BUILTIN_KINDS", "EstimatorHandle", "RunError", "RunOutcome", "RunRequest", "Rulebook", "estimators",
-           "execute", "inputs", "parse_budget", "parse_mlp_selection", "playground", "quoted", "report", "resolve_estimator",
-           "rulebook", "rulebook_for", "run", "runs", "runstore", "sandboxed", "select_mlps", "uploads"]
+__all__ = [
+    "ALIASES",
+    "builtin_choices",
+    "BUILTIN_KINDS",
+    "cache_key",
+    "cached_playground",
+    "DEFAULT_MC_SAMPLES",
+    "estimator_specs",
+    "EstimatorHandle",
+    "execute",
+    "failure_report",
+    "find_cached",
+    "get_run",
+    "get_run_predictions",
+    "is_file_spec",
+    "job_cost",
+    "job_spec",
+    "json_report",
+    "layer_comparison",
+    "list_runs",
+    "MAX_BUDGET_MULTIPLE",
+    "operation_flops",
+    "parse_budget",
+    "parse_mlp_selection",
+    "play",
+    "Playground",
+    "quoted",
+    "record_run",
+    "resolve_estimator",
+    "Rulebook",
+    "rulebook_for",
+    "rulebook_for_shape",
+    "run_and_record",
+    "run_upload_job",
+    "RunError",
+    "RunOutcome",
+    "RunRequest",
+    "runs_revision",
+    "sandboxed_handle",
+    "Scored",
+    "select_mlps",
+    "shipped_spec",
+    "SPEC_HELP",
+    "upload_comparison",
+    "verdict_row",
+    "whest_shaped",
+]

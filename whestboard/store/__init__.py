@@ -7,9 +7,45 @@ a fork, the one atomic-write helper, the one artifact store (``blobs``: bytes ev
 ``whestboard.logs``. Imported by every package that stores something.
 """
 
-from whestboard.store import atomic, blobs, values
-from whestboard.store.database import Base, engine, reset_engines, session
-from whestboard.store.values import DuplicateKey, finite, json_safe, strict_json
+from whestboard.store._atomic import create_exclusive, write_json, write_text, write_with
+from whestboard.store._blobs import (
+    blob_exists,
+    blob_keys,
+    blob_meta,
+    fetch_blob_folder,
+    get_blob,
+    get_blob_arrays,
+    prune_blobs,
+    put_blob,
+    put_blob_arrays,
+    put_blob_folder,
+    shared_secret,
+)
+from whestboard.store._database import Base, engine, reset_engines, session
+from whestboard.store._values import DuplicateKey, finite, json_safe, strict_json
 
-__all__ = ["Base", "DuplicateKey", "atomic", "blobs", "engine", "finite", "json_safe", "reset_engines",
-           "session", "strict_json", "values"]
+__all__ = [
+    "Base",
+    "blob_exists",
+    "blob_keys",
+    "blob_meta",
+    "create_exclusive",
+    "DuplicateKey",
+    "engine",
+    "fetch_blob_folder",
+    "finite",
+    "get_blob",
+    "get_blob_arrays",
+    "json_safe",
+    "prune_blobs",
+    "put_blob",
+    "put_blob_arrays",
+    "put_blob_folder",
+    "reset_engines",
+    "session",
+    "shared_secret",
+    "strict_json",
+    "write_json",
+    "write_text",
+    "write_with",
+]

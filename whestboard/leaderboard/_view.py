@@ -1,0 +1,197 @@
+"""Everything the leaderboard page shows of one round beside its figures, gathered as plain values.
+
+``board(round_tag, split, organizer=..., team=...)`` answers a ``BoardView``: the field's counts and
+summary in words, the ranking rows the page sends (the top ``RANKING_ROWS`` and the chosen team's),
+the neighbours a paired test cannot separate, the flagged teams with their flags in words, and why a
+split was refused. The page only turns these into components; every number is read through
+``integrity.viewer_board``, so the organizer check happens here, on the server.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+from sqlalchemy.exc import SQLAlchemyError
+
+from whestboard.leaderboard import _integrity, _ranking, _store
+from whestboard.rules import get_round
+from whestboard.store import finite
+
+#: Ranking rows sent to the page: the top of the board (and the chosen team's row, wherever it ranks).
+RANKING_ROWS = 1_000
+
+#: What a read of an unreachable or broken store raises: the page says so instead of a traceback.
+READ_ERRORS = (SQLAlchemyError, OSError)
+#: What a refused or failed write to the store raises (after its retries): nothing was changed.
+WRITE_ERRORS = (SQLAlchemyError,)
+
+
+@dataclass(frozen=True)
+class FlaggedTeam:
+    team: str
+    submission_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class BoardView:
+    """One round's board as a viewer may see it (the public split's columns only without the token)."""
+
+    round_tag: str
+    split: str  # the split shown: the public one when the asked split was refused
+    refused: str | None  # why the asked split was refused, a sentence; None when it is shown
+    per_team: dict[str, int]  # submissions of the round per team, any status
+    team_unknown: bool  # the chosen team has no submission in the round
+    summary: list[str]
+    rows: list[dict]
+    leader_id: str | None
+    ties: str | None
+    flagged: list[FlaggedTeam]
+    table: pd.DataFrame  # the whole board (every team's best), for the team panel
+
+    @property
+    def teams(self) -> list[str]:
+        return sorted(self.per_team)
+
+
+def board(round_tag: str, split: str, *, organizer: bool, team: str | None = None,
+          url: str | None = None) -> BoardView:
+    """The board of ``round_tag`` on ``split`` for a viewer (``organizer``: the token was checked)."""
+    refused = None
+    try:
+        _integrity.require_split_access(split, organizer)
+    except PermissionError as exc:
+        refused, split = str(exc), _store.PUBLIC
+    per_team, _ = _store.round_counts(round_tag, url=url)
+    table = _integrity.viewer_board(round_tag, split, organizer=organizer, url=url)
+    ordered = table.sort_values(["rank", "submission_id"], kind="mergesort", ignore_index=True)
+    summary = field_summary(round_tag, sum(per_team.values()), len(per_team))
+    if len(table) > RANKING_ROWS:
+        summary.append(f" The ranking shows the top {RANKING_ROWS:,} of {len(table):,} teams; choose a team to add "
+                       "its row.")
+    shown = ordered[(ordered.index < RANKING_ROWS) | (ordered["team"] == team)]
+    return BoardView(
+        round_tag=round_tag, split=split, refused=refused, per_team=per_team,
+        team_unknown=bool(team) and team not in per_team, summary=summary,
+        rows=[ranking_row(r) for r in shown.to_dict("records")],
+        leader_id=ordered["submission_id"].iloc[0] if len(ordered) else None,
+        ties=ties_text(table), flagged=flagged_teams(table), table=table,
+    )
+
+
+def field_summary(round_tag: str, n_submissions: int, n_teams: int) -> list[str]:
+    """The round in words: its size, shape, budget, and the Monte Carlo reference with its noise floor."""
+    rnd = get_round(round_tag)
+    ref = _ranking.round_reference(round_tag)
+    parts = [f"{n_submissions:,} submissions from {n_teams:,} teams in {round_tag} "
+             f"({rnd.shape_label}, B = {sci(rnd.budget)} FLOPs, residual time {rnd.residual_rule})."]
+    if ref is None:
+        parts.append(" No dataset of this round is served, so no Monte Carlo curve is drawn.")
+        return parts
+    parts.append(f" Monte Carlo curve from {ref.dataset_key} ({ref.n_mlps} MLPs): mean σ² = "
+                 f"{sci(ref.mean_avg_variance)}, MC@B = {sci(rnd.mc_at_bm(ref.mean_avg_variance))}, "
+                 f"reference noise floor = {sci(ref.noise_floor)} (MSE differences below it are not resolved).")
+    if ref.note:
+        parts.append(" " + ref.note)
+    return parts
+
+
+def sci(x: float | None, digits: int = 3) -> str:
+    """Compact scientific notation, as every page writes numbers; '—' for a missing one."""
+    value = finite(x)
+    if value is None:
+        return "—"
+    if value == 0:
+        return "0"
+    return f"{value:.{digits}g}" if 1e-3 <= abs(value) < 1e5 else f"{value:.{digits - 1}e}"
+
+
+def _count(value) -> int | None:
+    number = finite(value)
+    return None if number is None else int(number)
+
+
+def has_per_mlp(row: dict) -> bool:
+    """Whether a ranking row came with per-MLP results (only then has it an interval, and a pairing)."""
+    return finite(row.get("ci_low")) is not None
+
+
+def ranking_row(r: dict) -> dict:
+    """One board row as the ranking grid shows it (JSON-safe: NaN as None, numbers in words where read)."""
+    interval = f" [{sci(r['ci_low'])}, {sci(r['ci_high'])}]" if has_per_mlp(r) else " (no per-MLP results)"
+    return {
+        "rank": int(r["rank"]), "team": r["team"], "submission_id": r["submission_id"],
+        "score_text": sci(r["adjusted_score"], 4) + interval, "adjusted_score": r["adjusted_score"],
+        "vs_leader": verdict_text(r), "vs_mc": finite(r["vs_mc"]),
+        "final_layer_mse": finite(r["final_layer_mse"]), "mean_flops_used": finite(r["mean_flops_used"]),
+        "mean_multiplier": finite(r["mean_multiplier"]), "n_failed_mlps": _count(r["n_failed_mlps"]),
+        "n_mlps": _count(r["n_mlps"]), "submitted": r["submitted_at"].strftime("%Y-%m-%d %H:%M"),
+        "flags": flags_text(r), "has_per_mlp": has_per_mlp(r),
+    }
+
+
+def flags_text(row: dict) -> str:
+    """Every flag of a ranking row in words (organizer columns are absent from a public board)."""
+    parts = []
+    if row.get("meter"):
+        parts.append("⚠ " + row["meter_text"])
+    if row.get("residual"):
+        parts.append("⚠ " + row["residual_text"])
+    if row.get("overfit") or row.get("flops_differ"):
+        parts.append("⚠ overfitting signature: " + row["overfit_text"])
+    if row.get("failures"):
+        parts.append("failed MLPs: " + row["failures"])
+    if row.get("tied_next"):
+        parts.append(f"≈ next rank (paired p = {row['p_next']:.2g})")
+    return " · ".join(parts)
+
+
+def verdict_text(row: dict) -> str:
+    verdict = row["verdict"]
+    if verdict == _ranking.VERDICT_LEADER:
+        return "leader"
+    if verdict == _ranking.VERDICT_TIED:
+        return f"≈ leader (p = {row['p_value']:.2g}, {int(row['n_shared'])} MLPs)"
+    if verdict == _ranking.VERDICT_BEHIND:
+        return f"behind (p = {row['p_value']:.2g}, {int(row['n_shared'])} MLPs)"
+    return f"— {verdict}"
+
+
+def flagged_teams(table: pd.DataFrame) -> list[FlaggedTeam]:
+    """The teams whose best carries a meter, residual-arbitrage or overfitting flag, by rank."""
+    flagged = []
+    for r in table.to_dict("records"):
+        if r.get("meter") or r.get("residual") or r.get("overfit") or r.get("flops_differ"):
+            flagged.append(FlaggedTeam(r["team"], r["submission_id"], flags_text(r)))
+    return flagged
+
+
+def ties_text(table: pd.DataFrame) -> str | None:
+    """The neighbours at the top a paired test cannot tell apart, and what would separate #1 from #2."""
+    if len(table) < 2:
+        return None
+    ordered = table.sort_values("adjusted_score", kind="mergesort").to_dict("records")
+    top = _integrity.TOP_NEIGHBOURS
+    tied = [f"{upper['team']} ≈ {lower['team']} (p = {upper['p_next']:.2g})"
+            for upper, lower in zip(ordered[: top - 1], ordered[1:top], strict=False) if upper["tied_next"]]
+    text = "Neighbours at the top a paired test cannot tell apart: " + (", ".join(tied) or "none") + "."
+    first, second = ordered[0], ordered[1]
+    separation = _separation_text(first.get("extra_mlps"), bool(first["tied_next"]))
+    if separation:
+        text += f" #1 {first['team']} against #2 {second['team']}: {separation}"
+    return text
+
+
+def _separation_text(extra, tied: bool) -> str | None:
+    """How many more paired MLPs would separate #1 from #2, in words; None when it is unknown."""
+    if extra is None or (isinstance(extra, float) and math.isnan(extra)):
+        return None
+    if extra == math.inf:
+        return "never separated (their differences average to 0)."
+    if extra > 0:
+        return f"about {int(extra):,} extra MLPs from the same distribution would separate them."
+    if tied:
+        return "the spread of their differences says their MLPs suffice, yet the paired test does not separate them."
+    return "already separated."

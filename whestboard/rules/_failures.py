@@ -1,0 +1,185 @@
+"""One failure vocabulary, read off the grader's own flags: what went wrong with an MLP, in one word and one sentence.
+
+``whestbench.scoring.evaluate_estimator`` marks a failed MLP with a flag (``budget_exhausted``,
+``time_exhausted``, ``residual_wall_time_exhausted``, ``combined_budget_exhausted``) or an
+``error_code``; the MLP is then scored as the all-zero prediction with multiplier 1.0. Runs, the
+sandbox, the pages and the reports all describe a failure through :func:`judge`, so the lab, the
+upload page and ``score --json`` name the same failure the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+FAILURE_FLAGS = ("budget_exhausted", "time_exhausted", "residual_wall_time_exhausted", "combined_budget_exhausted")
+FALLBACK = "scored as the all-zero prediction with multiplier 1.0 (the grader's fallback)"
+#: The verdicts an MLP can get, in the order the pages list them.
+VERDICTS = ("ok", "budget", "combined", "time", "residual", "exception", "shape", "non-finite", "memory",
+            "fork", "disk", "crash")
+#: The sandbox's error codes (and Python's MemoryError) by the verdict they mean.
+CODE_VERDICTS = {
+    "SANDBOX_MEMORY": "memory", "SANDBOX_FORK": "fork", "SANDBOX_FILE_SIZE": "disk",
+    "SANDBOX_DISK_QUOTA": "disk", "SANDBOX_WRITE_REFUSED": "disk", "SANDBOX_CPU": "time", "PREDICT_TIMEOUT": "time",
+    "SANDBOX_CRASH": "crash", "SANDBOX_PROTOCOL": "crash", "WORKER_EOF": "crash",
+    "SETUP_TIMEOUT": "time", "MemoryError": "memory",
+}
+
+
+class Limits(Protocol):
+    """What a sentence can quote about the limits (a Rulebook has all of it)."""
+
+    flop_budget: int
+    wall_time_limit_s: float | None
+    residual_wall_time_limit_s: float | None
+
+
+def is_failed(entry: dict) -> bool:
+    """The grader's own test (``evaluate_estimator``'s ``_is_failed_entry``)."""
+    return bool(entry.get("error_code")) or any(bool(entry.get(k)) for k in FAILURE_FLAGS)
+
+
+def _limit(limits: Limits | None, name: str, text: str) -> str:
+    value: Any = getattr(limits, name, None) if limits is not None else None
+    return text.format(value) if value is not None else ""
+
+
+def _error_parts(entry: dict) -> tuple[str, dict]:
+    error = entry.get("error")
+    message = error.get("message", "") if isinstance(error, dict) else str(error or "")
+    details = (error.get("details") or {}) if isinstance(error, dict) else {}
+    return message, details if isinstance(details, dict) else {}
+
+
+def waiting_mattered(entry: dict, limits: Limits | None) -> bool:
+    """Whether an MLP failed on a time rule that it would have met without the time it spent waiting.
+
+    The wait is ``predict_wait_s`` (predict's wall time not spent on the worker's CPU, as the sandbox worker
+    counts it) when known, else ``cpu_wait_s`` (the whole scoring call's, ``whestboard.jobs._contention``): a
+    core busy with other work, or the estimator sleeping. "Met without it" means the wait *may* have caused
+    the failure, and a quiet machine may pass the MLP.
+    """
+    wait = float(entry["predict_wait_s"] if entry.get("predict_wait_s") is not None else entry.get("cpu_wait_s") or 0.0)
+    if wait <= 0.0 or limits is None:
+        return False
+    if entry.get("time_exhausted"):
+        used, cap = entry.get("wall_time_s"), limits.wall_time_limit_s
+    elif entry.get("residual_wall_time_exhausted"):
+        used, cap = entry.get("residual_wall_time_s"), limits.residual_wall_time_limit_s
+    elif entry.get("combined_budget_exhausted"):
+        lam = float(getattr(limits, "lambda_flops_per_second", 0.0) or 0.0)
+        used, cap = entry.get("effective_compute"), limits.flop_budget
+        wait *= lam
+    else:
+        return False
+    return used is not None and cap is not None and float(used) - wait <= float(cap)
+
+
+def _wait_note(entry: dict) -> str:
+    wait = entry["predict_wait_s"] if entry.get("predict_wait_s") is not None else entry["cpu_wait_s"]
+    within = "predict's" if entry.get("predict_wait_s") is not None else "scoring this MLP's"
+    return (f"; waiting may have caused it: {float(wait):.2f} s of {within} wall time were not spent computing "
+            "(waiting for a CPU core on a busy machine, or the estimator sleeping or blocking), and without them "
+            "it would be within the limit: score again on a quieter machine")
+
+
+def judge(entry: dict, limits: Limits | None = None) -> tuple[str, str | None]:
+    """``(verdict, sentence)`` for one ``per_mlp`` entry: ``("ok", None)`` for a valid MLP.
+
+    The sentence says what happened in terms a participant can act on, quoting the limits when given;
+    for a time rule it adds when waiting for a core may have made the difference (:func:`waiting_mattered`).
+    """
+    verdict, sentence = _judge(entry, limits)
+    if sentence and verdict in ("time", "residual", "combined") and waiting_mattered(entry, limits):
+        sentence += _wait_note(entry)
+    return verdict, sentence
+
+
+def _judge(entry: dict, limits: Limits | None = None) -> tuple[str, str | None]:
+    if entry.get("budget_exhausted"):
+        return "budget", (f"over the FLOP budget: flopscope stopped predict at {entry.get('flops_used', 0):,} FLOPs"
+                          + _limit(limits, "flop_budget", " (budget {:,})"))
+    if entry.get("time_exhausted"):
+        return "time", (f"over the wall-clock cap: predict ran {entry.get('wall_time_s') or 0:.2f} s"
+                        + _limit(limits, "wall_time_limit_s", " (cap {:g} s)"))
+    if entry.get("residual_wall_time_exhausted"):
+        return "residual", (f"over the residual wall-time cap: {entry.get('residual_wall_time_s') or 0:.3f} s outside "
+                            "flopscope (Python loops, prints, numpy count here)"
+                            + _limit(limits, "residual_wall_time_limit_s", " (cap {:g} s)"))
+    if entry.get("combined_budget_exhausted"):
+        return "combined", (f"over the combined budget: C = F + lambda*R = {entry.get('effective_compute') or 0:,.0f}"
+                            + _limit(limits, "flop_budget", " > B = {:,}"))
+    code = entry.get("error_code")
+    if not code:
+        return "ok", None
+    message, details = _error_parts(entry)
+    hint = details.get("hint")
+    if code in CODE_VERDICTS:  # the sandbox's own messages already say what happened and what to do
+        return CODE_VERDICTS[code], message
+    if "expected_shape" in details:  # raised by the grader's own check of the returned array
+        shape_wrong = details.get("got_shape") != details.get("expected_shape")
+        verdict = "shape" if shape_wrong else ("non-finite" if "finite" in message else "exception")
+        text = f"the grader rejected the predictions: {message}"
+        return verdict, f"{text} ({hint})" if hint and hint not in text else text
+    verdict = "non-finite" if "finite" in message else "exception"
+    text = f"predict raised {code}: {message}"
+    return verdict, f"{text} ({hint})" if hint and hint not in text else text
+
+
+def verdict_of(entry: dict, limits: Limits | None = None) -> tuple[str, str]:
+    """``judge`` with an empty sentence for a valid MLP: what a verdict table shows."""
+    verdict, sentence = judge(entry, limits)
+    return verdict, sentence or ""
+
+
+# --- failures before any MLP is scored: whest run's own error codes -------------------------------
+
+#: What to change for each error ``whest run --json`` names before scoring (the upload page's hint).
+ERROR_HINTS = {
+    "ESTIMATOR_MISSING_MODULE": "Import only the standard library, flopscope (flopscope.numpy as fnp) and whestbench; "
+                                "ship your own helper modules with the submission: upload the folder (or several "
+                                "files, or a `whest package` tarball), not estimator.py alone.",
+    "ESTIMATOR_UNSUPPORTED_DTYPE": "Build arrays inside flopscope from numeric values with an explicit dtype.",
+    "SCORING_VALIDATION_ERROR": "Define one BaseEstimator subclass (ideally named Estimator) in estimator.py, or "
+                                "name the class to load.",
+    "SCORING_RUNTIME_ERROR": "Importing estimator.py raised: fix the error the message names (a syntax error names "
+                             "its file and line).",
+    "SETUP_ERROR": "setup() raised: fix the error the message names; a file setup() reads must ship with the "
+                   "submission (upload the folder or a `whest package` tarball).",
+    "SETUP_TIMEOUT": "setup() must return within the setup timeout: load precomputed data, don't compute it.",
+    "PACKAGING_VALIDATION_ERROR": "Fix the submission as the message says, then package it again with `whest package`.",
+    "USAGE_ERROR": "Fix the command line as the message says (`--help` lists every option).",
+    "INPUT_ERROR": "Fix the input the message names (a path, a dataset key, an id, a value), then run again.",
+    "INTERNAL_ERROR": "Whestboard itself failed; the message says where. Run again, and report it if it repeats.",
+}
+
+#: Codes of failures that are not the estimator's: the command line, its inputs, or Whestboard itself.
+USAGE_ERROR, INPUT_ERROR, INTERNAL_ERROR = "USAGE_ERROR", "INPUT_ERROR", "INTERNAL_ERROR"
+
+
+def cli_error(code: str, message: str, stage: str = "cli") -> dict:
+    """One failure of a command as ``--json`` prints it: ``{"ok": false, "error": {...}}``, with a hint."""
+    return {"ok": False, "error": {"stage": stage, "code": code, "message": message, "hint": error_hint(code)}}
+
+
+def whest_error(exc: BaseException, stage: str) -> dict:
+    """``{"stage", "code", "message"[, "details"]}`` exactly as ``whest run --json`` reports ``exc``.
+
+    ``stage`` is where it was raised: ``"run"`` while importing the estimator and resolving its class
+    (whest's local runner lets those propagate), ``"setup"`` inside ``setup()``, which whest's runner
+    wraps as ``SETUP_ERROR`` with the exception's text. The code and message come from whestbench's own
+    CLI, so both tools name a failure alike.
+    """
+    from whestbench.cli import _error_payload
+    from whestbench.runner import RunnerError, RunnerErrorDetail
+
+    if stage == "setup" and not isinstance(exc, RunnerError):
+        details = getattr(exc, "details", None)
+        exc = RunnerError("setup", RunnerErrorDetail(code="SETUP_ERROR", message=str(exc),
+                                                     details=details if isinstance(details, dict) else None))
+    return _error_payload(exc if isinstance(exc, Exception) else RuntimeError(str(exc)),
+                          include_traceback=False, stage=stage)["error"]
+
+
+def error_hint(code: str | None) -> str:
+    """What to change for a failure ``whest run`` names by ``code``; a generic sentence for others."""
+    return ERROR_HINTS.get(code or "", "Fix the error the message names, then upload again.")

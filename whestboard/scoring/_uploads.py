@@ -1,0 +1,192 @@
+"""The upload job: contract check, sandboxed run, baselines on the same MLPs, and its report.
+
+The queue (:mod:`whestboard.jobs._queue`) runs :func:`run_upload_job` for each uploaded estimator; the
+page queues what :func:`job_spec` returns, checked by the same parsers the job uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from whestboard.data import get_dataset
+from whestboard.rules import environment_for, error_hint, get_round, verdict_of
+from whestboard.sandbox import SandboxCancelled, SandboxedEstimator, check_contract, load_upload, prewarm
+from whestboard.scoring import _inputs, _runs, _runstore
+from whestboard.scoring._estimators import resolve_estimator
+from whestboard.scoring._handle import EstimatorHandle
+from whestboard.scoring._report import whest_shaped
+from whestboard.scoring._rulebook import rulebook_for
+from whestboard.scoring._sandboxed import sandboxed_handle, shipped_upload
+
+# --- the upload job: contract check, sandboxed run, baselines -------------------------------------
+
+BASELINES = ("mean", "cov")
+
+
+def job_spec(upload_sha: str, dataset_key: str, mlps: str, *, team: str | None = None,
+             budget: str | None = None) -> dict:
+    """What the page queues: everything a job needs to run again from scratch.
+
+    The MLP selection and budget are checked here by the parsers the job itself
+    uses, so a bad one is a RunError on the page before anything is queued.
+    """
+    spec = {"upload": upload_sha, "dataset": dataset_key, "mlps": mlps or "", "team": team or None,
+            "budget": budget or None}
+    _job_inputs(spec)
+    return spec
+
+
+def job_cost(spec: dict) -> float:
+    """The most work a job may do before it starts: its MLPs times the FLOP budget each is granted."""
+    _dataset, rulebook, indices = _job_inputs(spec)
+    return float(len(indices)) * float(rulebook.flop_budget)
+
+
+def _job_inputs(spec: dict):
+    """(dataset, rulebook, MLP indices) a job spec names; RunError/KeyError say what is wrong."""
+
+    if not isinstance(spec.get("dataset"), str):
+        raise _inputs.RunError(f"dataset {_inputs.quoted(spec.get('dataset'))} is not a dataset key: pick one above")
+    dataset = get_dataset(spec["dataset"])
+    round_budget = rulebook_for(dataset.info.round_tag).round_budget
+    rulebook = rulebook_for(dataset.info.round_tag, _inputs.parse_budget(spec.get("budget"), round_budget))
+    return dataset, rulebook, _inputs.select_mlps(dataset, spec.get("mlps"))
+
+
+def verdict_row(entry: dict) -> dict:
+    """One MLP's line of the upload verdict table: the grader's verdict word and sentence, and our meter flag."""
+    verdict, message = verdict_of(entry)
+    return {"mlp_index": entry["mlp_index"], "mlp_name": entry.get("mlp_name", ""), "verdict": verdict,
+            "message": entry.get("failure_reason") or message, "flops_used": entry.get("flops_used", 0),
+            "final_layer_mse": entry.get("final_layer_mse"), "wall_time_s": entry.get("wall_time_s"),
+            "residual_wall_time_s": entry.get("residual_wall_time_s"), "traceback": entry.get("traceback"),
+            "meter_tampering": entry.get("meter_tampering")}
+
+
+def run_upload_job(ctx) -> dict:
+    """The body of an upload job (:class:`whestboard.jobs._queue.JobContext`): check, score, compare."""
+
+    spec = ctx.job.spec
+    upload = load_upload(spec["upload"])
+    result: dict = {"ok": False, "upload": {"sha256": upload.sha256, "filename": upload.filename, "kind": upload.kind},
+                    "shipped": shipped_upload(upload)}
+    try:
+        dataset, rulebook, request_indices = _job_inputs(spec)
+    except _inputs.RunError as exc:  # a job queued before its page checked it: say why, score nothing
+        return {**result, "error": str(exc)}
+    result["grader_environment"] = environment_for(rulebook.round_tag).as_dict()
+
+    ctx.report(phase="contract", done=0, total=len(request_indices), message="checking the contract in the sandbox")
+    contract = check_contract(upload.submission, _round(rulebook.round_tag), should_cancel=ctx.should_cancel,
+                              on_started=prewarm)  # the scoring worker warms up meanwhile
+    result["contract"] = contract.as_dict()
+    if not contract.ok:
+        result["error"] = contract.summary()
+        if contract.error:  # named as `whest run --json` names it, with what to change
+            result["whest_error"] = {**contract.error, "hint": error_hint(contract.error.get("code"))}
+        return result
+
+    created: list[SandboxedEstimator] = []
+    handle = _upload_handle(upload, ctx.should_cancel, created, rulebook.round_tag)
+    verdicts: list[dict] = []
+
+    def progress(done: int, total: int, entry: dict) -> None:
+        verdicts.append(verdict_row(entry))
+        ctx.report(phase="scoring", done=done, total=total, verdicts=verdicts,
+                   message=f"scored MLP {entry['mlp_index']} ({done}/{total})")
+
+    ctx.report(phase="scoring", done=0, total=len(request_indices), verdicts=[], message="scoring in the sandbox")
+    request = _runs.RunRequest(dataset, request_indices, handle, rulebook, source="upload", team=spec.get("team"))
+    try:
+        outcome = _runs.run_and_record(request, on_progress=progress, should_cancel=ctx.should_cancel)
+    except SandboxCancelled:
+        return {**result, "cancelled": True, "error": "cancelled while scoring", "verdicts": verdicts}
+    except _inputs.RunError as exc:
+        return {**result, "error": str(exc), "verdicts": verdicts}
+    finally:
+        _attach_sandbox_facts(result, created)
+    if outcome.cancelled:
+        return {**result, "cancelled": True, "error": "cancelled between MLPs", "verdicts": verdicts}
+    result.update(ok=True, run_id=outcome.run_id, cached=outcome.cached,
+                  verdicts=[verdict_row(e) for e in outcome.report["results"]["per_mlp"]])
+    result["baselines"] = _baseline_runs(dataset, request_indices, rulebook, ctx)
+    return result
+
+
+def _round(tag: str):
+
+    return get_round(tag)
+
+
+def _upload_handle(upload, should_cancel, created: list, round_tag: str) -> EstimatorHandle:
+    """The stored upload's handle under ``round_tag``'s rules, remembering the sandbox it builds."""
+    handle = sandboxed_handle(f"upload:{upload.sha256}", should_cancel=should_cancel, round_tag=round_tag)
+    build = handle.factory
+
+    def factory():
+        estimator = build()
+        created.append(estimator)
+        return estimator
+
+    return replace(handle, factory=factory)
+
+
+def _attach_sandbox_facts(result: dict, created: list) -> None:
+    if not created:
+        return
+    estimator = created[-1]
+    result["output"] = estimator.output.text()
+    result["output_truncated"] = estimator.output.truncated
+    result["confinement"] = estimator.started.confinement if estimator.started else {}
+    result["worker_restarts"] = estimator.restarts
+
+
+def _baseline_runs(dataset, indices: list[int], rulebook, ctx) -> dict[str, str | None]:
+    """Mean and covariance propagation on the same MLPs (served from the store when already run)."""
+
+    found: dict[str, str | None] = {}
+    for name in BASELINES:
+        if ctx.should_cancel():
+            break
+        ctx.report(phase="baselines", done=0, total=len(indices), message=f"comparing with the {name} baseline")
+        request = _runs.RunRequest(dataset, indices, resolve_estimator(name), rulebook, source="lab")
+        try:
+            found[name] = _runs.run_and_record(request, should_cancel=ctx.should_cancel).run_id
+        except _inputs.RunError:
+            found[name] = None
+    return found
+
+
+# --- what the page shows after a job ------------------------------------------------------------------
+
+
+def upload_comparison(result: dict) -> dict | None:
+    """Per-layer MSE of the upload's run and the baselines on the same MLPs, with the noise floor."""
+
+    if not result or not result.get("run_id"):
+        return None
+    report = _runstore.get_run(result["run_id"])
+    if report is None:
+        return None
+    series = {"upload": report["results"]["per_layer_mse"]}
+    for name, run_id in (result.get("baselines") or {}).items():
+        baseline = _runstore.get_run(run_id) if run_id else None
+        if baseline is not None:
+            series[name] = baseline["results"]["per_layer_mse"]
+    return {"series": series, "noise_floor": (report.get("noise") or {}).get("noise_floor"),
+            "label": report["estimator"]["label"]}
+
+
+def json_report(result: dict) -> dict | None:
+    """The run in the ``score --json`` format, plus what the sandbox saw (contract, verdicts, output)."""
+
+    report = _runstore.get_run(result["run_id"]) if result and result.get("run_id") else None
+    if report is None:
+        return None
+    payload = whest_shaped(report, cached=bool(result.get("cached")))
+    payload["whestboard"]["sandbox"] = {key: result.get(key) for key in (
+        "upload", "contract", "verdicts", "output", "output_truncated", "confinement", "worker_restarts",
+        "baselines")}
+    payload["whestboard"]["shipped"] = result.get("shipped")
+    payload["whestboard"]["grader_environment"] = result.get("grader_environment")
+    return payload

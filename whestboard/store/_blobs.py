@@ -1,0 +1,253 @@
+"""Bytes every machine must see, kept in the database: the one artifact store for files the app makes.
+
+Uploaded estimators, playground truths and scores, computed baselines, kept datasets and the
+shared secrets live here, not in the state folder, so a second machine (its own state folder, the
+same ``WHESTBOARD_DATABASE_URL``) finds what the first one made, and the state folder is only a
+per-machine cache that may be deleted at any time.
+
+One row per blob (``blobs``: namespace, key, size, sha256, meta) and its bytes in chunks of
+``CHUNK_BYTES`` (``blob_chunks``), so a large blob never has to pass through one bind parameter.
+A blob is written in one transaction (readers see the old one or the new one, never a part) and
+read back only when its size and sha256 match. Sizes are bounded: ``MAX_BLOB_BYTES`` per blob, and
+each namespace is pruned by count or bytes by its owner. Sessions come from
+:func:`whestboard.store._database.session`, so connections never cross a fork (``store.forksafe``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import secrets
+import shutil
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Float, Integer, LargeBinary, String, Text, delete, exc, func, select
+from sqlalchemy.orm import Mapped, mapped_column
+
+from whestboard import config
+from whestboard.store import _atomic
+from whestboard.store._database import Base, session
+
+CHUNK_BYTES = 1 << 20
+#: No artifact comes near this (an upload is capped at 50 MiB by whestbench); a larger one is refused.
+MAX_BLOB_BYTES = 256 << 20
+SECRETS = "secret"
+
+
+class BlobTooLarge(ValueError):
+    """A blob over ``MAX_BLOB_BYTES``: the message says how large it was."""
+
+
+class Blob(Base):
+    __tablename__ = "blobs"
+
+    namespace: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    size: Mapped[int] = mapped_column(Integer)
+    sha256: Mapped[str] = mapped_column(String(64))
+    n_chunks: Mapped[int] = mapped_column(Integer)
+    meta: Mapped[str] = mapped_column(Text, default="{}")
+    created_at: Mapped[float] = mapped_column(Float, index=True)
+
+
+class BlobChunk(Base):
+    __tablename__ = "blob_chunks"
+
+    namespace: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+def _where(model, namespace: str, key: str):
+    return (model.namespace == namespace) & (model.key == key)
+
+
+def put_blob(namespace: str, key: str, data: bytes, *, meta: dict[str, Any] | None = None,
+        replace: bool = True) -> bool:
+    """Store ``data`` under (namespace, key) in one transaction; False when ``replace`` is off and a
+    blob is there already (or a racing writer stored it first)."""
+    data = bytes(data)
+    if len(data) > MAX_BLOB_BYTES:
+        raise BlobTooLarge(f"{namespace}/{key} is {len(data) / 2**20:.1f} MiB, over the store's "
+                           f"{MAX_BLOB_BYTES >> 20} MiB per artifact")
+    chunks = [data[i:i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES)] or [b""]
+    try:
+        with session() as s:
+            if s.get(Blob, (namespace, key)) is not None:
+                if not replace:
+                    return False
+                s.execute(delete(BlobChunk).where(_where(BlobChunk, namespace, key)))
+                s.execute(delete(Blob).where(_where(Blob, namespace, key)))
+                s.flush()
+            s.add(Blob(namespace=namespace, key=key, size=len(data), sha256=hashlib.sha256(data).hexdigest(),
+                       n_chunks=len(chunks), meta=json.dumps(meta or {}), created_at=time.time()))
+            s.add_all(BlobChunk(namespace=namespace, key=key, position=i, data=c) for i, c in enumerate(chunks))
+        return True
+    except exc.IntegrityError:  # another process stored the same key between our read and our insert
+        return False
+
+
+def get_blob(namespace: str, key: str) -> bytes | None:
+    """The stored bytes, or None when there are none (or they no longer match their size and sha256)."""
+    with session() as s:
+        blob = s.get(Blob, (namespace, key))
+        if blob is None:
+            return None
+        parts = s.scalars(select(BlobChunk.data).where(_where(BlobChunk, namespace, key))
+                          .order_by(BlobChunk.position)).all()
+    data = b"".join(bytes(p) for p in parts)
+    if len(parts) != blob.n_chunks or len(data) != blob.size or hashlib.sha256(data).hexdigest() != blob.sha256:
+        return None
+    return data
+
+
+def blob_exists(namespace: str, key: str) -> bool:
+    with session() as s:
+        return s.get(Blob, (namespace, key)) is not None
+
+
+def blob_meta(namespace: str, key: str) -> dict[str, Any] | None:
+    """What the writer said about the blob (without reading its bytes), or None when there is none."""
+    with session() as s:
+        blob = s.get(Blob, (namespace, key))
+        return None if blob is None else {**json.loads(blob.meta or "{}"), "size": blob.size,
+                                          "sha256": blob.sha256, "created_at": blob.created_at}
+
+
+def blob_keys(namespace: str) -> list[str]:
+    """Every key of a namespace, oldest first."""
+    with session() as s:
+        return list(s.scalars(select(Blob.key).where(Blob.namespace == namespace).order_by(Blob.created_at)))
+
+
+def remove(namespace: str, key: str) -> bool:
+    with session() as s:
+        s.execute(delete(BlobChunk).where(_where(BlobChunk, namespace, key)))
+        return s.execute(delete(Blob).where(_where(Blob, namespace, key))).rowcount > 0
+
+
+def prune_blobs(namespace: str, *, max_count: int | None = None, max_bytes: int | None = None,
+          keep_newer_than_s: float = 0.0) -> int:
+    """Delete a namespace's oldest blobs while it holds more than ``max_count`` or ``max_bytes``;
+    blobs younger than ``keep_newer_than_s`` stay whatever the total. Returns how many went."""
+    with session() as s:
+        rows = s.execute(select(Blob.key, Blob.size, Blob.created_at).where(Blob.namespace == namespace)
+                         .order_by(Blob.created_at)).all()
+    count, total = len(rows), sum(size for _, size, _ in rows)
+    removed = 0
+    for key, size, created in rows:
+        over = (max_count is not None and count > max_count) or (max_bytes is not None and total > max_bytes)
+        if not over or created > time.time() - keep_newer_than_s:
+            break
+        removed += remove(namespace, key)
+        count, total = count - 1, total - size
+    return removed
+
+
+def namespace_size(namespace: str) -> tuple[int, int]:
+    """(blobs, bytes) held by a namespace."""
+    with session() as s:
+        n, total = s.execute(select(func.count(), func.coalesce(func.sum(Blob.size), 0))
+                             .where(Blob.namespace == namespace)).one()
+    return int(n), int(total)
+
+
+# --------------------------------------------------------------------------- arrays
+
+
+def put_blob_arrays(namespace: str, key: str, **arrays: Any) -> bool:
+    """Numpy arrays (and scalars) as one ``.npz`` blob: no pickles, read back by :func:`get_arrays`."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **{name: np.asarray(value) for name, value in arrays.items()})
+    return put_blob(namespace, key, buffer.getvalue())
+
+
+def get_blob_arrays(namespace: str, key: str) -> dict[str, np.ndarray] | None:
+    """The arrays of an ``.npz`` blob, or None when there is none or it cannot be read."""
+    data = get_blob(namespace, key)
+    if data is None:
+        return None
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except (OSError, ValueError, EOFError):
+        return None
+
+
+# --------------------------------------------------------------------------- local copies
+
+
+def fetch_file(namespace: str, key: str, path: Path) -> bool:
+    """Copy a blob to ``path`` (atomically) unless it is there already; False when the store has none."""
+    path = Path(path)
+    if path.is_file():
+        return True
+    data = get_blob(namespace, key)
+    if data is None:
+        return False
+    _atomic.write_bytes(path, data)
+    return True
+
+
+def pack_folder(folder: Path) -> bytes:
+    """A folder's regular files as an uncompressed tar (names relative to ``folder``, sorted)."""
+    folder = Path(folder)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
+            tar.add(path, arcname=str(path.relative_to(folder)), recursive=False)
+    return buffer.getvalue()
+
+
+def put_blob_folder(namespace: str, key: str, folder: Path, *, meta: dict[str, Any] | None = None,
+               replace: bool = True) -> bool:
+    return put_blob(namespace, key, pack_folder(folder), meta=meta, replace=replace)
+
+
+def fetch_blob_folder(namespace: str, key: str, target: Path) -> bool:
+    """Unpack a stored folder to ``target`` unless it exists; staged beside it and renamed into place, so
+    a reader never sees half a folder. False when the store has none."""
+    target = Path(target)
+    if target.is_dir():
+        return True
+    data = get_blob(namespace, key)
+    if data is None:
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name[:40]}-", dir=target.parent))
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
+            tar.extractall(staging, filter="data")
+        try:
+            os.rename(staging, target)
+        except OSError:  # a concurrent fetch put it there first
+            shutil.rmtree(staging, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return True
+
+
+# --------------------------------------------------------------------------- shared secrets
+
+_secrets: dict[tuple[str, str], bytes] = {}
+
+
+def shared_secret(name: str, nbytes: int = 32) -> bytes:
+    """A random key every process of every machine sharing the database agrees on (first writer wins)."""
+    cache_key = (config.database_url(), name)
+    if cache_key not in _secrets:
+        put_blob(SECRETS, name, secrets.token_bytes(nbytes), replace=False)
+        value = get_blob(SECRETS, name)
+        if value is None:
+            raise RuntimeError(f"the shared secret {name!r} could not be read back from the store")
+        _secrets[cache_key] = value
+    return _secrets[cache_key]
