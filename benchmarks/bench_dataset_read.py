@@ -31,7 +31,7 @@ def rss_kb(field):
             return int(line.split()[1])
 
 import numpy, pyarrow, pyarrow.parquet as pq
-from whestboard.data._datasets import open_dataset
+from whestboard.data import open_dataset
 import whestbench.budget
 gc.collect()
 base = rss_kb('VmRSS')

@@ -39,7 +39,7 @@ def test_the_record_names_the_library_kernel_and_threads_threadpoolctl_sees():
 
 def test_a_forced_kernel_is_what_the_record_says_in_a_fresh_process(tmp_path):
     """The kernel named is the one OpenBLAS runs: forcing another one changes the record, and the set-up key."""
-    code = "import json, numpy; from whestboard.rules._versions import blas_environment; " \
+    code = "import json, numpy; from whestboard.rules import blas_environment; " \
            "print(json.dumps(blas_environment()))"
     env = {**sandbox_env(tmp_path), "OPENBLAS_CORETYPE": "Prescott", "PYTHONPATH": "."}
     forced = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,

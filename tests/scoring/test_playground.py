@@ -10,7 +10,7 @@ from whestbench.scoring import ContestData, evaluate_estimator
 
 from tests.conftest import HOSTILE
 from tests.scoring.test_runs import assert_entries_equal
-from whestboard.data import _TRUTHS, parse_shape
+from whestboard.data import TRUTH_CACHE, parse_shape
 from whestboard.sandbox import ingest_upload
 from whestboard.scoring import _playground, rulebook_for
 from whestboard.scoring._estimators import MonteCarloEstimator
@@ -60,11 +60,11 @@ def test_a_result_is_served_again_from_the_state_folder():
     rulebook = rulebook_for("v2-phase2")
     specs = _playground.estimator_specs(MC_SAMPLES)
     _playground._SCORES.clear()
-    _TRUTHS.clear()
+    TRUTH_CACHE.clear()
     assert _playground.cached_playground(shape, SAMPLES, specs, rulebook) is None
     first = _playground.play(shape, SAMPLES, specs, rulebook)
     _playground._SCORES.clear()
-    _TRUTHS.clear()
+    TRUTH_CACHE.clear()
     again = _playground.cached_playground(shape, SAMPLES, specs, rulebook)
     assert again is not None
     for a, b in zip(first.results, again.results, strict=True):

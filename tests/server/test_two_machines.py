@@ -263,21 +263,21 @@ def test_baselines_computed_through_machine_1_show_on_machine_2(machines):
 
 FRESH_MACHINE = """
 import json, sys
-from whestboard.band._baselines import load_baselines
-from whestboard.data import generated, registry
-from whestboard.sandbox import _ingest as ingest
-from whestboard.scoring._playground import estimator_specs, ready, rulebook_for_shape
+from whestboard.band import load_baselines
+from whestboard.data import get_dataset, parse_shape
+from whestboard.sandbox import load_upload
+from whestboard.scoring import cached_playground, estimator_specs, rulebook_for_shape
 
 args = json.loads(sys.argv[1])
-upload = ingest.load(args["sha"])
-shape = generated.parse_shape(256, 8, 20261201)
-played = ready(shape, 100000, estimator_specs(1000, [args["sha"]]), rulebook_for_shape(shape, "v1-warmup"))
+upload = load_upload(args["sha"])
+shape = parse_shape(256, 8, 20261201)
+played = cached_playground(shape, 100000, estimator_specs(1000, [args["sha"]]), rulebook_for_shape(shape, "v1-warmup"))
 print(json.dumps({
     "upload_files": sorted(f.name for f in upload.files),
     "upload_source": (upload.submission.root / upload.entry).read_text(),
     "playground": None if played is None else [s.label for s in played.results],
-    "kept": registry.get_dataset("playground-256x8-20261201-100000").info.n_samples,
-    "baselines": {k: (b.source, len(b.per_mlp)) for k, b in load_baselines(registry.get_dataset("v1-warmup")).items()},
+    "kept": get_dataset("playground-256x8-20261201-100000").info.n_samples,
+    "baselines": {k: (b.source, len(b.per_mlp)) for k, b in load_baselines(get_dataset("v1-warmup")).items()},
 }))
 """
 

@@ -34,7 +34,7 @@ from whestboard.data._generated import (
     SAMPLE_CHOICES,
     Shape,
     Truth,
-    _TRUTHS,
+    TRUTH_CACHE,
     cached_truth,
     default_samples,
     describe_generated,
@@ -84,7 +84,6 @@ from whestboard.data._sampling import chunk_size_for, layer_statistics
 from whestboard.data._weights_cache import WEIGHTS_CACHE
 
 __all__ = [
-    "_TRUTHS",
     "always_on_mask",
     "ALWAYS_ON_RELATIVE_CLIP",
     "bake",
@@ -154,6 +153,7 @@ __all__ = [
     "stats_for",
     "summary_for",
     "Truth",
+    "TRUTH_CACHE",
     "vector_matrix",
     "weight_stats",
     "WEIGHTS_CACHE",

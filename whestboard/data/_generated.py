@@ -214,7 +214,7 @@ def _generate(shape: Shape) -> GeneratedMLP:
 # ---------------------------------------------------------------------------
 
 
-_TRUTHS: Region[Truth] = Region("generated-truths", share=1 / 16, size_of=lambda t: int(t.means.nbytes) + 64)
+TRUTH_CACHE: Region[Truth] = Region("generated-truths", share=1 / 16, size_of=lambda t: int(t.means.nbytes) + 64)
 
 
 TRUTHS = "playground-truth"
@@ -227,14 +227,14 @@ def truth_key(shape: Shape, n_samples: int) -> str:
 def cached_truth(shape: Shape, n_samples: int) -> Truth | None:
     """The truth if this process or any other (on any machine) has drawn it already, else None (nothing
     is sampled)."""
-    if (shape, n_samples) not in _TRUTHS and _read_truth(truth_key(shape, n_samples), shape, n_samples) is None:
+    if (shape, n_samples) not in TRUTH_CACHE and _read_truth(truth_key(shape, n_samples), shape, n_samples) is None:
         return None
     return generated_truth(shape, n_samples)
 
 
 def generated_truth(shape: Shape, n_samples: int, *, progress: ProgressFn | None = None) -> Truth:
     """Monte Carlo truth on the seed's sampling stream: cached, else drawn (and stored for others)."""
-    return _TRUTHS.get_or_load((shape, n_samples), lambda: _read_truth(truth_key(shape, n_samples), shape, n_samples)
+    return TRUTH_CACHE.get_or_load((shape, n_samples), lambda: _read_truth(truth_key(shape, n_samples), shape, n_samples)
                                or _draw_and_store(shape, n_samples, progress))
 
 
