@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import math
+from whestboard.store import sci  # the core's one number format: pages and the view write numbers alike
 
-
-def sci(x: float | None, digits: int = 3) -> str:
-    """Compact scientific notation; '—' for missing values."""
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "—"
-    if x == 0:
-        return "0"
-    return f"{x:.{digits}g}" if 1e-3 <= abs(x) < 1e5 else f"{x:.{digits - 1}e}"
+__all__ = ["integer", "sci"]
 
 
 def integer(x: float | None) -> str:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from whestbench.budget import mc_flops_per_sample
 
-from whestboard.band._store import compute_band, load_band
+from whestboard.band._folder import compute_band, load_band
 from whestboard.data import bake, open_dataset, plan_from_args
 
 WIDTH, DEPTH, N_MLPS, N_REF = 32, 3, 32, 2**14

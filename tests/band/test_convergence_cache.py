@@ -8,7 +8,7 @@ import pytest
 
 from whestboard.band import _view
 from whestboard.band._baselines import compute_baselines, missing_baselines
-from whestboard.band._store import compute_band
+from whestboard.band._folder import compute_band
 from whestboard.band._view import cached_convergence_view, convergence_view
 from whestboard.data import bake, open_dataset, plan_from_args
 from whestboard.scoring import RunRequest, resolve_estimator, rulebook_for, run_and_record

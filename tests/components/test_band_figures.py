@@ -30,7 +30,7 @@ def dataset(tmp_path_factory):
 
 def _run(run_id: str, flops: float, mse: float, *, team: str | None = None, label: str = "mean",
          indices=(0, 1, 2), dataset_key: str = "ds") -> dict:
-    """A run summary shaped like ``whestboard.scoring._runstore.list_runs`` returns it."""
+    """A run summary shaped like ``whestboard.scoring._run_records.list_runs`` returns it."""
     return {"run_id": run_id, "created_at": "2026-01-01T00:00:00+00:00", "dataset_key": dataset_key,
             "round_tag": None, "estimator_label": label, "estimator_kind": "file", "code_sha256": "0" * 64,
             "team": team, "source": "upload", "budget": BUDGET, "mlp_indices": list(indices),

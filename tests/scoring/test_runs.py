@@ -16,7 +16,7 @@ from whestbench.scoring import ContestData, ContestSpec, evaluate_estimator
 
 from tests.upstream import make_official, whestbench_mlps
 from whestboard.data import open_dataset
-from whestboard.scoring import Rulebook, _inputs, _runs, _runstore, rulebook_for
+from whestboard.scoring import Rulebook, _inputs, _run_records, _runs, rulebook_for
 from whestboard.scoring._estimators import (
     mc_finalize,
     mc_finalize_flops,
@@ -503,7 +503,7 @@ def test_store_public_api(dataset):
                              team="blue"))
     outcome = _runs.run_and_record(_runs.RunRequest(dataset, "1", resolve_estimator("mc:100"), rulebook_for("v1-phase1", 10**9),
                                        source="lab"))
-    listed = _runstore.list_runs()
+    listed = _run_records.list_runs()
     assert [r["run_id"] for r in listed] == [outcome.run_id, listed[1]["run_id"]]
     expected_keys = {
         "run_id", "created_at", "dataset_key", "round_tag", "estimator_label", "estimator_kind", "code_sha256",
@@ -522,12 +522,12 @@ def test_store_public_api(dataset):
     assert newest["mean_flops_used"] == results["per_mlp"][0]["flops_used"]
     assert newest["noise_floor"] == outcome.report["noise"]["noise_floor"]
     assert older["team"] == "blue" and older["estimator_kind"] == "mean" and older["round_tag"] == "v2-phase2"
-    assert _runstore.list_runs(round_tag="v1-phase1") == [newest]
-    assert _runstore.list_runs(dataset_key="nope") == []
-    full = _runstore.get_run(outcome.run_id)
+    assert _run_records.list_runs(round_tag="v1-phase1") == [newest]
+    assert _run_records.list_runs(dataset_key="nope") == []
+    full = _run_records.get_run(outcome.run_id)
     assert full["results"]["per_mlp"][0]["flops_used"] == results["per_mlp"][0]["flops_used"]
     assert full["run_id"] == outcome.run_id
-    assert _runstore.get_run("missing") is None
+    assert _run_records.get_run("missing") is None
     assert math.isfinite(full["noise"]["noise_floor"])
 
 
@@ -535,7 +535,7 @@ def test_record_run_rejects_an_unknown_source(dataset):
     outcome = _runs.execute(_runs.RunRequest(dataset, "0", resolve_estimator("mean"), rulebook_for(None),
                                            source="elsewhere"))
     with pytest.raises(ValueError, match="source"):
-        _runstore.record_run(outcome.report)
+        _run_records.record_run(outcome.report)
 
 
 def test_cancel_stops_between_mlps_and_records_nothing(dataset):
@@ -551,7 +551,7 @@ def test_cancel_stops_between_mlps_and_records_nothing(dataset):
     )
     assert outcome.cancelled and not outcome.report["complete"]
     assert len(outcome.report["results"]["per_mlp"]) == 1
-    assert _runstore.list_runs() == []
+    assert _run_records.list_runs() == []
 
 
 def test_an_injected_estimator_object_is_scored_like_any_other(dataset, reference):

@@ -164,11 +164,11 @@ def test_a_queued_upload_job_with_a_hostile_selection_ends_with_the_sentence_and
     from types import SimpleNamespace
 
     from whestboard.sandbox import ingest_upload
-    from whestboard.scoring import _runstore, _uploads
+    from whestboard.scoring import _run_records, _uploads
 
     upload = ingest_upload(b"from whestbench import BaseEstimator\n\nclass Estimator(BaseEstimator):\n"
                             b"    def predict(self, mlp, budget):\n        return None\n", "estimator.py")
     spec = {"upload": upload.sha256, "dataset": "v1-warmup", "mlps": "-1", "team": None, "budget": None}
     result = _uploads.run_upload_job(SimpleNamespace(job=SimpleNamespace(spec=spec)))
     assert result["ok"] is False and "'-1' has a negative number" in result["error"]
-    assert "contract" not in result and _runstore.list_runs() == []
+    assert "contract" not in result and _run_records.list_runs() == []

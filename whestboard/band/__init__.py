@@ -14,6 +14,7 @@ from whestboard.band._baselines import (
     load_baselines,
     missing_baselines,
 )
+from whestboard.band._folder import compute_band, load_band
 from whestboard.band._measure import (
     DEFAULT_MAX_BUDGET_MULTIPLE,
     BandError,
@@ -21,7 +22,6 @@ from whestboard.band._measure import (
     checkpoint_means,
     make_plan,
 )
-from whestboard.band._store import compute_band, load_band
 from whestboard.band._view import (
     ConvergenceView,
     RunPoint,

@@ -23,8 +23,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.exc import SQLAlchemyError
 
-from whestboard.band._measure import QUANTILES, BandError
-from whestboard.band._store import (
+from whestboard.band._folder import (
     MAX_FILE_BYTES,
     BandFileUnreadable,
     beside_dir,
@@ -32,6 +31,7 @@ from whestboard.band._store import (
     read_band_file,
     state_band_dir,
 )
+from whestboard.band._measure import QUANTILES, BandError
 from whestboard.rules import library_versions
 from whestboard.scoring import RunRequest, execute, get_run, list_runs, resolve_estimator, rulebook_for
 from whestboard.store import blob_meta, get_blob, put_blob, write_json

@@ -22,6 +22,7 @@ from whestboard.band._baselines import (
     missing_kinds,
     unreadable_files,
 )
+from whestboard.band._folder import Band, band_fingerprint, load_band, recompute_command
 from whestboard.band._measure import (
     METRICS,
     BandError,
@@ -29,7 +30,6 @@ from whestboard.band._measure import (
     compare_with_sampling,
     plan_for_dataset,
 )
-from whestboard.band._store import Band, band_fingerprint, load_band, recompute_command
 from whestboard.cache import Region
 from whestboard.data import datasets_for_round, served_datasets
 from whestboard.scoring import list_runs, runs_revision

@@ -17,7 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from whestboard.leaderboard import _integrity, _ranking, _store
 from whestboard.rules import get_round
-from whestboard.store import finite
+from whestboard.store import finite, sci
 
 #: Ranking rows sent to the page: the top of the board (and the chosen team's row, wherever it ranks).
 RANKING_ROWS = 1_000
@@ -98,14 +98,6 @@ def field_summary(round_tag: str, n_submissions: int, n_teams: int) -> list[str]
     return parts
 
 
-def sci(x: float | None, digits: int = 3) -> str:
-    """Compact scientific notation, as every page writes numbers; '—' for a missing one."""
-    value = finite(x)
-    if value is None:
-        return "—"
-    if value == 0:
-        return "0"
-    return f"{value:.{digits}g}" if 1e-3 <= abs(value) < 1e5 else f"{value:.{digits - 1}e}"
 
 
 def _count(value) -> int | None:

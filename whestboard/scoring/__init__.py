@@ -36,6 +36,14 @@ from whestboard.scoring._playground import (
 )
 from whestboard.scoring._report import failure_report, whest_shaped
 from whestboard.scoring._rulebook import Rulebook, rulebook_for
+from whestboard.scoring._run_records import (
+    find_cached,
+    get_run,
+    get_run_predictions,
+    list_runs,
+    record_run,
+    runs_revision,
+)
 from whestboard.scoring._runs import (
     RunOutcome,
     RunRequest,
@@ -44,14 +52,6 @@ from whestboard.scoring._runs import (
     layer_comparison,
     operation_flops,
     run_and_record,
-)
-from whestboard.scoring._runstore import (
-    find_cached,
-    get_run,
-    get_run_predictions,
-    list_runs,
-    record_run,
-    runs_revision,
 )
 from whestboard.scoring._sandboxed import is_file_spec, sandboxed_handle, shipped_spec
 from whestboard.scoring._uploads import (

@@ -48,7 +48,7 @@ from whestboard.rules import (
     metered_mc_flops_per_sample,
     sampling_mse,
 )
-from whestboard.scoring import _runstore
+from whestboard.scoring import _run_records
 from whestboard.scoring._handle import EstimatorHandle
 from whestboard.scoring._inputs import RunError, check_budget, select_mlps
 from whestboard.scoring._rulebook import Rulebook
@@ -530,17 +530,17 @@ def run_and_record(
 
     key = cache_key(request)
     if use_cache:
-        cached = _runstore.find_cached(key)
+        cached = _run_records.find_cached(key)
         if cached is not None:
-            report = _runstore.get_run(cached)
+            report = _run_records.get_run(cached)
             if report is not None:
                 if on_progress is not None:
                     for done, entry in enumerate(report["results"]["per_mlp"], start=1):
                         on_progress(done, len(request.indices), entry)
-                return RunOutcome(report, _runstore.get_run_predictions(cached), cached=True)
+                return RunOutcome(report, _run_records.get_run_predictions(cached), cached=True)
     outcome = execute(request, on_progress=on_progress, should_cancel=should_cancel, key=key)
     if record and outcome.report["complete"]:
-        _runstore.record_run(outcome.report, predictions=outcome.predictions)
+        _run_records.record_run(outcome.report, predictions=outcome.predictions)
     return outcome
 
 

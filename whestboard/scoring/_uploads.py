@@ -11,7 +11,7 @@ from dataclasses import replace
 from whestboard.data import get_dataset
 from whestboard.rules import environment_for, error_hint, get_round, verdict_of
 from whestboard.sandbox import SandboxCancelled, SandboxedEstimator, check_contract, load_upload, prewarm
-from whestboard.scoring import _inputs, _runs, _runstore
+from whestboard.scoring import _inputs, _run_records, _runs
 from whestboard.scoring._estimators import resolve_estimator
 from whestboard.scoring._handle import EstimatorHandle
 from whestboard.scoring._report import whest_shaped
@@ -165,12 +165,12 @@ def upload_comparison(result: dict) -> dict | None:
 
     if not result or not result.get("run_id"):
         return None
-    report = _runstore.get_run(result["run_id"])
+    report = _run_records.get_run(result["run_id"])
     if report is None:
         return None
     series = {"upload": report["results"]["per_layer_mse"]}
     for name, run_id in (result.get("baselines") or {}).items():
-        baseline = _runstore.get_run(run_id) if run_id else None
+        baseline = _run_records.get_run(run_id) if run_id else None
         if baseline is not None:
             series[name] = baseline["results"]["per_layer_mse"]
     return {"series": series, "noise_floor": (report.get("noise") or {}).get("noise_floor"),
@@ -180,7 +180,7 @@ def upload_comparison(result: dict) -> dict | None:
 def json_report(result: dict) -> dict | None:
     """The run in the ``score --json`` format, plus what the sandbox saw (contract, verdicts, output)."""
 
-    report = _runstore.get_run(result["run_id"]) if result and result.get("run_id") else None
+    report = _run_records.get_run(result["run_id"]) if result and result.get("run_id") else None
     if report is None:
         return None
     payload = whest_shaped(report, cached=bool(result.get("cached")))

@@ -3,7 +3,7 @@
 Owns: the SQLAlchemy engine and sessions (SQLite in the state folder, or
 ``WHESTBOARD_DATABASE_URL``), the declarative ``Base`` every stored table is
 declared on (by the package that owns the table), connections that never cross
-a fork, the one atomic-write helper, the one artifact store (``blobs``: bytes every machine must see), and numbers made JSON-safe (``values``). May import: ``whestboard.config``,
+a fork, the one atomic-write helper, the one artifact store (``blobs``: bytes every machine must see), and numbers made JSON-safe and written compactly (``values``: ``finite``, ``sci``). May import: ``whestboard.config``,
 ``whestboard.logs``. Imported by every package that stores something.
 """
 
@@ -22,7 +22,7 @@ from whestboard.store._blobs import (
     shared_secret,
 )
 from whestboard.store._database import Base, engine, reset_engines, session
-from whestboard.store._values import DuplicateKey, finite, json_safe, strict_json
+from whestboard.store._values import DuplicateKey, finite, json_safe, sci, strict_json
 
 __all__ = [
     "Base",
@@ -42,6 +42,7 @@ __all__ = [
     "put_blob_arrays",
     "put_blob_folder",
     "reset_engines",
+    "sci",
     "session",
     "shared_secret",
     "strict_json",

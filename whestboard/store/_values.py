@@ -54,3 +54,13 @@ def strict_json(text: str | bytes, **kwargs: Any) -> Any:
     import json
 
     return json.loads(text, object_pairs_hook=_unique_pairs, **kwargs)
+
+
+def sci(x: float | None, digits: int = 3) -> str:
+    """Compact scientific notation, as every page writes numbers; '—' for a missing one."""
+    value = finite(x)
+    if value is None:
+        return "—"
+    if value == 0:
+        return "0"
+    return f"{value:.{digits}g}" if 1e-3 <= abs(value) < 1e5 else f"{value:.{digits - 1}e}"

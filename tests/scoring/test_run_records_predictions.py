@@ -7,7 +7,7 @@ import io
 import numpy as np
 import pytest
 
-from whestboard.scoring import _runstore
+from whestboard.scoring import _run_records
 
 pytestmark = pytest.mark.usefixtures("private_state")
 
@@ -30,15 +30,15 @@ def test_predictions_round_trip_bit_for_bit(monkeypatch):
     rng = np.random.default_rng(0)
     indices = [7, 2, 40, 3]
     predictions = {i: rng.normal(0, 1, (3, 8)).astype(np.float32) for i in indices}
-    run_id = _runstore.record_run(_report(indices), predictions=predictions)
+    run_id = _run_records.record_run(_report(indices), predictions=predictions)
     reads = []
     npz = type(np.load(io.BytesIO(_npz_bytes())))
     real_getitem = npz.__getitem__
     monkeypatch.setattr(npz, "__getitem__", lambda self, key: reads.append(key) or real_getitem(self, key))
-    back = _runstore.get_run_predictions(run_id)
+    back = _run_records.get_run_predictions(run_id)
     # Each member read decompresses it whole: two reads, whatever the number of MLPs (it was one per MLP).
     assert sorted(back) == sorted(indices) and sorted(reads) == ["indices", "predictions"]
     for i in indices:
         assert back[i].dtype == np.float32
         np.testing.assert_array_equal(back[i], predictions[i])
-    assert _runstore.get_run_predictions("no-such-run") == {}
+    assert _run_records.get_run_predictions("no-such-run") == {}

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from whestbench.budget import mc_flops_per_sample
 
-from whestboard.band import _store
+from whestboard.band import _folder
 from whestboard.band._baselines import compute_baselines, load_baselines, unreadable_files
+from whestboard.band._folder import BandFileUnreadable, compute_band, load_band, mlp_file
 from whestboard.band._measure import BandError
-from whestboard.band._store import BandFileUnreadable, compute_band, load_band, mlp_file
 from whestboard.band._view import convergence_view
 from whestboard.cli import main as cli_main
 from whestboard.data import bake, open_dataset, plan_from_args
@@ -93,7 +93,7 @@ def test_a_file_for_another_reference_is_stale_and_recomputed(dataset):
 
 def test_read_only_datasets_get_their_band_in_the_state_folder(dataset, tmp_path, monkeypatch):
     monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setattr(_store.os, "access", lambda path, mode: False)
+    monkeypatch.setattr(_folder.os, "access", lambda path, mode: False)
     report = compute_band(dataset, budget=BUDGET, show_progress=False)
     assert report.directory.parent == tmp_path / "state" / "bands"
     assert report.directory.name.startswith("ds-")
@@ -203,7 +203,7 @@ def test_an_unreadable_manifest_is_named_and_the_band_command_rewrites_it(datase
 
 def test_an_oversized_band_file_is_refused_before_it_is_parsed(dataset, monkeypatch):
     report = compute_band(dataset, budget=BUDGET, show_progress=False)
-    monkeypatch.setattr(_store, "MAX_FILE_BYTES", 64)
+    monkeypatch.setattr(_folder, "MAX_FILE_BYTES", 64)
     with pytest.raises(BandFileUnreadable, match="bytes, more than any band file \\(64\\)"):
         load_band(dataset)
     assert (report.directory / "band.json").stat().st_size > 64
