@@ -1005,7 +1005,10 @@ def commit(batch: Batch, *, url: str | None = None) -> UpsertReport:
         raise ImportRejected(ProblemLog(
             (f"per-MLP results of the private or rerun split name submission_id {_shown(sid)}, which is neither "
              "in this import nor stored; import its submission first" for sid in missing), "unknown submission_id"))
-    return store.upsert(batch.submissions, batch.mlp_results, url=url)
+    report = store.upsert(batch.submissions, batch.mlp_results, url=url)
+    if report.changed:
+        store.refresh_snapshots(url=url)  # the first page view after an import reads arrays, not the table
+    return report
 
 
 def import_files(paths: Iterable[Path], *, url: str | None = None, **options) -> UpsertReport:
