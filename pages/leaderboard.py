@@ -463,8 +463,9 @@ def _timeline(_version: str) -> dict:
     variance = ranking.mlp_variance()
     field = ranking.with_mc_reference(store.timeline_field(), variance)
     graded = figs.timeline_points(field)
-    details = ranking.with_mc_reference(store.frame(ids=figs.timeline_drawn_ids(graded)), variance)
-    return figs.density_timeline_figure(field, details, round_order=list(ALL_ROUNDS)).to_plotly_json()
+    marks = figs.timeline_marks(graded)  # found once: the dots' ids and the figure both need them
+    details = ranking.with_mc_reference(store.frame(ids=figs.timeline_drawn_ids(graded, marks)), variance)
+    return figs.density_timeline_figure(field, details, round_order=list(ALL_ROUNDS), marks=marks).to_plotly_json()
 
 
 def _team_points(team: str | None):
