@@ -563,13 +563,11 @@ def frame(*, round_tag: str | None = None, team: str | None = None, ids: Sequenc
     if team is not None:
         query = query.where(table.c.team == team)
     if ids is not None:
-        parts = []
+        rows: list = []  # the rows of every chunk, then one frame: building a frame costs ~25 ms however small
         with db.session(url) as s:
             for chunk in _chunks(list(ids)):
-                parts.append(_submission_frame(s.execute(query.where(table.c.id.in_(chunk))).all()))
-        if not parts:
-            return _submission_frame([])
-        out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+                rows += s.execute(query.where(table.c.id.in_(chunk))).all()
+        out = _submission_frame(rows)
         return out.sort_values(["submitted_at", "submission_id"], kind="mergesort", ignore_index=True)
     return _frame_in_parts(query, url)
 
