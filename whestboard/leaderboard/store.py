@@ -619,9 +619,11 @@ def _submission_frame(rows: Sequence) -> pd.DataFrame:
     repeated = {_RENAMED.get(name, name) for name in _REPEATED_TEXT}
     # one string object per distinct value (500,000 rows name 300 teams), interned before the frame is
     # built: a frame's text column is not iterated back into Python objects to do it
-    columns = {name: [sys.intern(v) if isinstance(v, str) else v for v in values] if name in repeated else list(values)
-               for name, values in zip(names, zip(*rows, strict=True), strict=True)}
-    df = pd.DataFrame(columns) if len(rows) else pd.DataFrame(columns=names)
+    if len(rows):
+        df = pd.DataFrame({name: [sys.intern(v) if isinstance(v, str) else v for v in values] if name in repeated
+                           else list(values) for name, values in zip(names, zip(*rows, strict=True), strict=True)})
+    else:
+        df = pd.DataFrame(columns=names)
     df = df.rename(columns={v: k for k, v in _RENAMED.items()})[SUBMISSION_COLUMNS]
     df["submitted_at"] = pd.to_datetime(df["submitted_at"], utc=True)
     for col in ("mean_flops_used", "final_layer_mse", "adjusted_score", "mean_multiplier",
