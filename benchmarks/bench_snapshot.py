@@ -3,8 +3,8 @@
 Times, on a store the leaderboard benchmark kept (``bench_leaderboard.py --keep-state DIR``), the
 biggest round's narrow read and the timeline's columns three ways, each in this one run: read from the
 table (what a fresh worker paid before snapshots), written and read back as a state-folder file
-(``whestboard.leaderboard.snapshot``), and written and read back through ``whestboard.store.blobs``
-(the database's artifact store). Prints each figure and the ratios.
+(with the one atomic-write helper), and written and read back by ``whestboard.leaderboard.snapshot``
+through ``whestboard.store.blobs`` (the database's artifact store: what ships, under the store's revision). Prints each figure and the ratios.
 
     .venv/bin/python benchmarks/bench_snapshot.py DIR/500000 [--repeats 3]
 """
@@ -23,7 +23,6 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 ROUND = "v2-phase2"
-NAMESPACE = "bench-snapshot"
 
 
 def _median_time(work, repeats: int) -> tuple[float, object]:
@@ -35,31 +34,31 @@ def _median_time(work, repeats: int) -> tuple[float, object]:
     return statistics.median(times), value
 
 
-def _measure(snapshot, blobs, url: str, revision: str, name: str, scan, repeated, repeats: int) -> None:
-    """One scan: from the table, as a state-folder file, through the artifact store (each timed, medians)."""
+def _measure(snapshot, atomic, url: str, revision: str, name: str, scan, repeated, repeats: int,
+             folder: Path) -> None:
+    """One scan: from the table, through the artifact store (what ships), as a state-folder file (each timed)."""
     t_table, df = _median_time(scan, repeats)
     buffer = io.BytesIO()
     np.savez(buffer, **snapshot.encode(df, repeated))
     data = buffer.getvalue()
-    t_file_write, _ = _median_time(lambda: snapshot.write(url, name, revision, df, repeated), repeats)
-    t_file_read, back = _median_time(lambda: snapshot.read(url, name, revision), repeats)
+    t_blob_write, _ = _median_time(lambda: snapshot.write(url, name, revision, df, repeated), repeats)
+    t_blob_read, back = _median_time(lambda: snapshot.read(url, name, revision), repeats)
     assert back.equals(df)
-    t_blob_write, _ = _median_time(lambda: blobs.put(NAMESPACE, name, data), repeats)
+    path = folder / f"{name.replace(':', '-')}.npz"
+    t_file_write, _ = _median_time(lambda: atomic.write_bytes(path, data), repeats)
 
-    def blob_read():
-        stored = blobs.get(NAMESPACE, name)
-        with np.load(io.BytesIO(stored), allow_pickle=False) as archive:
+    def file_read():
+        with np.load(path, allow_pickle=False) as archive:
             return snapshot.decode({key: archive[key] for key in archive.files})
 
-    t_blob_read, back = _median_time(blob_read, repeats)
+    t_file_read, back = _median_time(file_read, repeats)
     assert back.equals(df)
-    blobs.remove(NAMESPACE, name)
     print(f"{name}: {len(df):,} rows, snapshot {len(data) / 1e6:.1f} MB (median of {repeats})")
     print(f"  read from the table            {t_table:7.3f} s")
-    print(f"  state-folder file: write {t_file_write:7.3f} s, read {t_file_read:7.3f} s "
-          f"(x{t_table / t_file_read:.0f} faster than the table)")
     print(f"  artifact store:    write {t_blob_write:7.3f} s, read {t_blob_read:7.3f} s "
-          f"(file read x{t_blob_read / t_file_read:.1f} faster than the artifact store's)")
+          f"(x{t_table / t_blob_read:.0f} faster than the table)")
+    print(f"  state-folder file: write {t_file_write:7.3f} s, read {t_file_read:7.3f} s "
+          f"(artifact store read / file read: x{t_blob_read / t_file_read:.1f})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,14 +70,15 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["WHESTBOARD_STATE_DIR"] = str(args.kept / "state-bench-snapshot")
     sys.path.insert(0, str(REPO))
     from whestboard.leaderboard import snapshot, store
-    from whestboard.store import blobs
+    from whestboard.store import atomic
 
     url = store.db_url()
     revision = store.revision()
     scans = {f"round_scan:{ROUND}": (lambda: store._round_scan_rows(ROUND, url), ("team",)),
              "timeline_field": (lambda: store._timeline_scan(url), ("team", "round", "status"))}
     for name, (scan, repeated) in scans.items():
-        _measure(snapshot, blobs, url, revision, name, scan, repeated, args.repeats)
+        _measure(snapshot, atomic, url, revision, name, scan, repeated, args.repeats,
+                 args.kept / "state-bench-snapshot")
     print(f"load average {os.getloadavg()[0]:.1f} at end, {os.cpu_count()} cores")
     return 0
 

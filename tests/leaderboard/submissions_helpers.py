@@ -54,7 +54,6 @@ def store_url(request, tmp_path, monkeypatch):
     else:
         url = _fresh_postgres_database(request.getfixturevalue("postgres_server"))
     monkeypatch.setenv("WHESTBOARD_DATABASE_URL", url)
-    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))  # its snapshots, never the repo's
     monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
     yield url
     db.reset_engines()

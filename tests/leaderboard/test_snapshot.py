@@ -14,6 +14,7 @@ from tests.leaderboard import submissions_helpers as helpers
 from tests.leaderboard.submissions_helpers import submission_row, write_csvs
 from whestboard.leaderboard import files as si
 from whestboard.leaderboard import snapshot, store
+from whestboard.store import blobs
 
 postgres_server, store_url = helpers.postgres_server, helpers.store_url
 ROUND = "v2-phase2"
@@ -39,8 +40,8 @@ def field(store_url, tmp_path):
     return store_url
 
 
-def _snapshot_file(url: str, name: str) -> Path:
-    return snapshot.path(url, name, store.revision(url=url))
+def _snapshot_key(url: str, name: str) -> str:
+    return snapshot.key(name, store.revision(url=url))
 
 
 def _assert_identical(got: pd.DataFrame, expected: pd.DataFrame) -> None:
@@ -53,7 +54,7 @@ def test_an_import_writes_snapshots_equal_to_the_tables_reads(field):
     for name, direct in ((f"round_scan:{ROUND}", store._round_scan_rows(ROUND, field)),
                          ("round_scan:v1-warmup", store._round_scan_rows("v1-warmup", field)),
                          ("timeline_field", store._timeline_scan(field))):
-        assert _snapshot_file(field, name).is_file(), name
+        assert _snapshot_key(field, name) in blobs.keys(snapshot.NAMESPACE, url=field), name
         kept = snapshot.read(field, name, store.revision(url=field))
         _assert_identical(kept, direct)
         assert len(kept) > 10
@@ -84,15 +85,18 @@ def test_every_write_changes_the_revision_and_the_next_read_is_fresh(field, tmp_
     assert len(set(revisions)) == len(revisions)
     _assert_identical(store.round_scan(ROUND, url=field), store._round_scan_rows(ROUND, field))
     _assert_identical(store.timeline_field(url=field), store._timeline_scan(field))
-    # one snapshot per scan: the older revisions' files are gone
-    stems = sorted(p.name.rsplit("-", 2)[0] for p in snapshot.folder().glob("*.npz"))
-    assert len(stems) == len(set(stems)) == 3
+    # one snapshot per scan: writing a scan's new one removed its older revisions' blobs
+    kept = blobs.keys(snapshot.NAMESPACE, url=field)
+    scans = [k.rsplit("@", 1)[0] for k in kept]
+    assert sorted(scans) == sorted(set(scans)) == sorted([f"round_scan:{ROUND}", "round_scan:v1-warmup",
+                                                           "timeline_field"])
+    assert {_snapshot_key(field, f"round_scan:{ROUND}"), _snapshot_key(field, "timeline_field")} <= set(kept)
 
 
 def test_a_torn_snapshot_is_a_miss_and_is_written_again(field):
     name = f"round_scan:{ROUND}"
-    target = _snapshot_file(field, name)
-    target.write_bytes(target.read_bytes()[:100])
+    target = _snapshot_key(field, name)
+    blobs.put(snapshot.NAMESPACE, target, blobs.get(snapshot.NAMESPACE, target, url=field)[:100], url=field)
     assert snapshot.read(field, name, store.revision(url=field)) is None
     store._cached.clear()
     _assert_identical(store.round_scan(ROUND, url=field), store._round_scan_rows(ROUND, field))

@@ -1,65 +1,49 @@
 """Columnar snapshots of the store's narrow scans, kept per store revision, so a fresh worker reads arrays.
 
 A round's narrow read (``store.round_scan``) and the timeline's columns (``store.timeline_field``) of a
-500,000-submission store cost a fresh worker about 1.5 s each, most of it the database driver making one
-Python object per value. Each is therefore kept, once computed, as numpy arrays in one ``.npz`` file
-named by the store (a hash of its URL), the scan and the store revision (``store.revision()``: its
-epoch changes when the store is recreated, its counter with every write). Any other revision's file is
-stale by construction and is removed when the next one is written; a miss is computed by the first
-reader (or right after an import commits, ``refresh``) and written with the one atomic-write helper, so a
-concurrent reader sees the whole file or none. A snapshot is written only when the revision read
-before the scan is still the revision after it (no write fell between them).
+500,000-submission store cost a fresh worker 1.3-1.9 s each, most of it the database driver making one
+Python object per value. Each is therefore kept, once computed, as numpy arrays in one ``.npz`` blob of
+the shared artifact store (``whestboard.store.blobs``, in the submissions' own database), keyed by the
+scan and the store revision (``store.revision()``: its epoch changes when the store is recreated, its
+counter with every write). Every machine sharing the database sees it; another revision's blob is stale
+by construction and removed when the next one is written. A miss is computed by the first reader (or
+right after an import commits, ``store.refresh_snapshots``) and written in one transaction, read back
+only when its size and sha256 match, so a concurrent reader sees the whole snapshot or none. A snapshot
+is written only when the revision read before the scan is still the revision after it.
 
-Where: the state folder (``<state dir>/leaderboard-snapshots``), not the shared artifact store
-(``store.blobs``). Measured 2026-12-02 on the 500,000-submission benchmark store (SQLite), the
-round's 350,000-row snapshot (28 MB) was read back in 0.04 s from a file and 0.26 s through the blob
-store (its chunks, their sha256 check and the copy), and written in 0.05 s against 0.9 s; the file
-is a per-machine cache that a second machine builds on its own first miss, which costs it what every
-worker paid before. A snapshot holds no pickles: text columns are stored as UTF-8 joined by a
-separator that no stored text holds (control characters are refused by ``store.text_problem``; a column
-that holds one is not snapshotted), a column of repeated text (a team, a round) as codes into its
-distinct values, so a read back holds one string object per distinct value, as the scan does.
+Why the artifact store and not a state-folder file: measured 2026-12-02 on the 500,000-submission
+benchmark store (SQLite, ``benchmarks/bench_snapshot.py``), the round's 350,000-row snapshot (19 MB) is
+read back in 0.13 s through the artifact store against 0.08 s from a file, the timeline's (500,000
+rows, 27 MB) in 0.20 s against 0.17 s, and either against 1.3 and 1.9 s from the table: the file's
+gain is small next to a miss on every other machine. A snapshot holds no pickles: text columns are
+UTF-8 joined by a separator that no stored text holds (control characters are refused by
+``store.text_problem``; a column that holds one is not snapshotted), a column of repeated text (a team, a
+round) as codes into its distinct values, so a read back holds one string per distinct value.
 """
 
 from __future__ import annotations
 
-import hashlib
-import zipfile
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from whestboard import config
-from whestboard.store import atomic
+from whestboard.store import blobs
 
-FOLDER = "leaderboard-snapshots"
+NAMESPACE = "leaderboard-snapshots"
 _SEPARATOR = "\x1f"  # the unit separator: a control character, which no stored text may hold
 _TEXT, _CODED, _TIME, _BOOL, _NUMBER = "text", "coded", "time", "bool", "number"
 
 
-def folder() -> Path:
-    return config.state_dir() / FOLDER
-
-
-def _stem(store_url: str, name: str) -> str:
-    digest = hashlib.sha256(f"{store_url}\n{name}".encode()).hexdigest()[:24]
-    return f"snapshot-{digest}"
-
-
-def path(store_url: str, name: str, revision: str) -> Path:
-    """The file of scan ``name`` of the store at ``store_url`` at ``revision``."""
-    safe_revision = "".join(ch if ch.isalnum() else "-" for ch in revision)
-    return folder() / f"{_stem(store_url, name)}-{safe_revision}.npz"
+def key(name: str, revision: str) -> str:
+    """The blob key of scan ``name`` at ``revision``."""
+    return f"{name}@{revision}"
 
 
 def read(store_url: str, name: str, revision: str) -> pd.DataFrame | None:
     """The snapshot of ``name`` at ``revision``, or None when there is none (or it cannot be read)."""
-    try:
-        with np.load(path(store_url, name, revision), allow_pickle=False) as archive:
-            arrays = {key: archive[key] for key in archive.files}
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):  # none there, or torn by hand
+    arrays = blobs.get_arrays(NAMESPACE, key(name, revision), url=store_url)
+    if arrays is None:
         return None
     try:
         return decode(arrays)
@@ -76,12 +60,14 @@ def write(store_url: str, name: str, revision: str, df: pd.DataFrame, repeated: 
     arrays = encode(df, repeated)
     if arrays is None:
         return False
-    target = path(store_url, name, revision)
-    atomic.write_with(target, lambda fh: np.savez(fh, **arrays))
-    prefix = _stem(store_url, name) + "-"
-    for old in target.parent.glob(prefix + "*.npz"):
-        if old != target:
-            old.unlink(missing_ok=True)
+    target = key(name, revision)
+    try:
+        blobs.put_arrays(NAMESPACE, target, url=store_url, **arrays)
+    except blobs.BlobTooLarge:  # a store of millions of rows: its scans are read from the table
+        return False
+    for old in blobs.keys(NAMESPACE, url=store_url):
+        if old.rsplit("@", 1)[0] == name and old != target:
+            blobs.remove(NAMESPACE, old, url=store_url)
     return True
 
 
@@ -94,10 +80,7 @@ def read_or_build(store_url: str, name: str, revision: Callable[[], str], build:
         return found
     df = build()
     if revision() == before:
-        try:
-            write(store_url, name, before, df, repeated)
-        except OSError:  # a read-only or full state folder: the scan is served all the same
-            pass
+        write(store_url, name, before, df, repeated)
     return df
 
 
