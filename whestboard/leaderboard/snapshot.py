@@ -12,10 +12,10 @@ only when its size and sha256 match, so a concurrent reader sees the whole snaps
 is written only when the revision read before the scan is still the revision after it.
 
 Why the artifact store and not a state-folder file: measured 2026-12-02 on the 500,000-submission
-benchmark store (SQLite, ``benchmarks/bench_snapshot.py``), the round's 350,000-row snapshot (19 MB) is
-read back in 0.13 s through the artifact store against 0.08 s from a file, the timeline's (500,000
-rows, 27 MB) in 0.20 s against 0.17 s, and either against 1.3 and 1.9 s from the table: the file's
-gain is small next to a miss on every other machine. A snapshot holds no pickles: text columns are
+benchmark store (SQLite, ``benchmarks/bench_snapshot.py``, two runs at load 2.1 and 5.0), the round's
+350,000-row snapshot (19 MB) is read back in 0.13 s through the artifact store against 0.08-0.09 s from
+a file, the timeline's (500,000 rows, 27 MB) in 0.20-0.27 s against 0.17-0.22 s, and either against
+1.3-1.4 and 1.9-2.0 s from the table: the file's gain is small next to a miss on every other machine. A snapshot holds no pickles: text columns are
 UTF-8 joined by a separator that no stored text holds (control characters are refused by
 ``store.text_problem``; a column that holds one is not snapshotted), a column of repeated text (a team, a
 round) as codes into its distinct values, so a read back holds one string per distinct value.
