@@ -442,11 +442,16 @@ def _with_highlight(fig: dict, round_tag: str, y_metric: str, x_metric: str, tea
     return out
 
 
-def _scatter_highlight(fig: dict, round_tag: str, y_metric: str, x_metric: str, team: str | None) -> dict:
-    """The team's dots in the figure's frame, read from the store by team (never the whole field)."""
+def _scatter_highlight(fig: dict, round_tag: str, y_metric: str, x_metric: str, team: str | None,
+                       team_rows=None) -> dict:
+    """The team's dots in the figure's frame, read from the store by team (never the whole field);
+    ``team_rows``: the team's submissions of every round, when the caller read them already."""
     layout = fig["layout"]
     frame = figs.Frame(tuple(layout["xaxis"]["range"]), tuple(layout["yaxis"]["range"]))
-    rows = submissions_frame(round_tag=round_tag, team=team) if team else submissions_frame(ids=[])
+    if team and team_rows is not None:
+        rows = team_rows[team_rows["round"] == round_tag].reset_index(drop=True)
+    else:
+        rows = submissions_frame(round_tag=round_tag, team=team) if team else submissions_frame(ids=[])
     return figs.highlight_trace(figs.prepare_in(rows, y_metric, x_metric, frame), team).to_plotly_json()
 
 
@@ -505,19 +510,21 @@ def _timeline(_version: str) -> dict:
     variance = mlp_variance()
     field = with_mc_reference(timeline_field(), variance)
     graded = figs.timeline_points(field)
-    details = with_mc_reference(submissions_frame(ids=figs.timeline_drawn_ids(graded)), variance)
-    return figs.density_timeline_figure(field, details, round_order=list(ALL_ROUNDS)).to_plotly_json()
+    marks = figs.timeline_marks(graded)  # found once: the dots' ids and the figure both need them
+    details = with_mc_reference(submissions_frame(ids=figs.timeline_drawn_ids(graded, marks)), variance)
+    return figs.density_timeline_figure(field, details, round_order=list(ALL_ROUNDS), marks=marks).to_plotly_json()
 
 
-def _team_points(team: str | None):
+def _team_points(team: str | None, team_rows=None):
     """One team's submissions with their MC@B (what its timeline traces draw), read by team."""
-    rows = submissions_frame(team=team) if team else submissions_frame(ids=[])
-    return with_mc_reference(rows, mlp_variance())
+    if team_rows is None:
+        team_rows = submissions_frame(team=team) if team else submissions_frame(ids=[])
+    return with_mc_reference(team_rows, mlp_variance())
 
 
-def _timeline_highlight(team: str | None) -> list[dict]:
+def _timeline_highlight(team: str | None, team_rows=None) -> list[dict]:
     """The team's best-so-far line and its dots: the timeline's last two traces."""
-    points = _team_points(team)
+    points = _team_points(team, team_rows)
     return [figs.timeline_best_trace(points, team).to_plotly_json(),
             figs.timeline_highlight_trace(points, team).to_plotly_json()]
 
@@ -539,12 +546,13 @@ def _highlight(team: str | None, round_tag: str, y_metric: str, x_metric: str, i
     if index is None:
         return no_update, no_update, _row_style(team)
     base = _scatter(round_tag, y_metric, x_metric, _data_version(round_tag))
+    team_rows = submissions_frame(team=team) if team and timeline_index is not None else None  # read once for both
     scatter_patch = dash.Patch()
-    scatter_patch["data"][index] = _scatter_highlight(base, round_tag, y_metric, x_metric, team)
+    scatter_patch["data"][index] = _scatter_highlight(base, round_tag, y_metric, x_metric, team, team_rows)
     timeline_patch = no_update
     if timeline_index is not None:
         timeline_patch = dash.Patch()
-        best, dots = _timeline_highlight(team)
+        best, dots = _timeline_highlight(team, team_rows)
         timeline_patch["data"][timeline_index] = dots
         timeline_patch["data"][timeline_index - 1] = best
     return scatter_patch, timeline_patch, _row_style(team)

@@ -23,6 +23,7 @@ and zoom with a small ``Patch`` instead of resending every dot.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -547,10 +548,13 @@ def timeline_best_positions(graded: pd.DataFrame, ranks: np.ndarray | None = Non
     """Positions of each team's best submission (highest MC@B / score) in each round, best first;
     the earliest, then the lowest id, on a tie."""
     ranks = _id_ranks(graded) if ranks is None else ranks
-    order = np.lexsort((ranks, _times(graded), -graded["vs_mc"].to_numpy(np.float64)))
-    pair = (pd.factorize(graded["round"])[0].astype(np.int64) * (len(graded) + 1)
-            + pd.factorize(graded["team"])[0])[order]
-    return order[~pd.Series(pair).duplicated().to_numpy()]
+    pair = pd.factorize(graded["round"])[0].astype(np.int64) * (len(graded) + 1) + pd.factorize(graded["team"])[0]
+    vs_mc = graded["vs_mc"].to_numpy(np.float64)
+    # Only a row holding its pair's highest value can come first for it: sort those few, not the field.
+    highest = pd.Series(vs_mc).groupby(pair).transform("max").to_numpy()
+    candidates = np.flatnonzero((vs_mc == highest) | np.isnan(highest))
+    order = candidates[np.lexsort((ranks[candidates], _times(graded)[candidates], -vs_mc[candidates]))]
+    return order[~pd.Series(pair[order]).duplicated().to_numpy()]
 
 
 def timeline_records(graded: pd.DataFrame) -> pd.DataFrame:
@@ -563,22 +567,36 @@ def timeline_team_bests(graded: pd.DataFrame) -> pd.DataFrame:
     return graded.iloc[timeline_best_positions(graded)]
 
 
-def timeline_drawn_ids(graded: pd.DataFrame) -> list[str]:
-    """The submissions a large timeline draws as dots (whose details its hover needs)."""
+class TimelineMarks(NamedTuple):
+    """Positions (in ``timeline_points`` of the field) of the dots a large timeline draws."""
+
+    bests: np.ndarray
+    records: np.ndarray
+
+
+def timeline_marks(graded: pd.DataFrame) -> TimelineMarks:
+    """Every team's best per round and each round's records, found once for the ids and the figure."""
     ranks = _id_ranks(graded)
-    positions = np.concatenate([timeline_best_positions(graded, ranks), timeline_record_positions(graded, ranks)])
+    return TimelineMarks(timeline_best_positions(graded, ranks), timeline_record_positions(graded, ranks))
+
+
+def timeline_drawn_ids(graded: pd.DataFrame, marks: TimelineMarks | None = None) -> list[str]:
+    """The submissions a large timeline draws as dots (whose details its hover needs)."""
+    marks = timeline_marks(graded) if marks is None else marks
+    positions = np.concatenate([marks.bests, marks.records])
     return list(dict.fromkeys(graded["submission_id"].to_numpy(object)[positions].tolist()))
 
 
-def density_timeline_figure(field: pd.DataFrame, details: pd.DataFrame, *,
-                            round_order: list[str] | None = None) -> go.Figure:
+def density_timeline_figure(field: pd.DataFrame, details: pd.DataFrame, *, round_order: list[str] | None = None,
+                            marks: TimelineMarks | None = None) -> go.Figure:
     """A large field over time: density of every submission in bins counted on the server, each round's
     record line, and every team's best per round as a dot (hover from ``details``, full rows with MC@B).
 
     The last two traces are the highlighted team's best-so-far line and its dots (empty here), as in
-    ``timeline_figure``.
+    ``timeline_figure``. ``marks``: ``timeline_marks`` of the field's points, when the caller has them.
     """
     graded = timeline_points(field)
+    marks = timeline_marks(graded) if marks is None else marks
     fig = go.Figure()
     order = round_order or sorted(graded["round"].unique())
     _add_round_spans(fig, graded, order)
@@ -602,11 +620,10 @@ def density_timeline_figure(field: pd.DataFrame, details: pd.DataFrame, *,
                           len=0.6),
         ))
     by_id = details.set_index("submission_id")
-    ranks = _id_ranks(graded)
-    bests = by_id.loc[graded["submission_id"].to_numpy(object)[timeline_best_positions(graded, ranks)]].reset_index()
+    bests = by_id.loc[graded["submission_id"].to_numpy(object)[marks.bests]].reset_index()
     fig.add_trace(_timeline_trace(bests, name=f"every team's best per round ({len(bests):,})",
                                   marker=dict(color=BEST, size=6, opacity=0.8)))
-    records = graded.iloc[timeline_record_positions(graded, ranks)]
+    records = graded.iloc[marks.records]
     for i, (tag, rows) in enumerate(records.groupby("round", sort=False)):
         shown_rows = by_id.loc[rows["submission_id"]].reset_index()
         colour = ROUND_MARKERS[order.index(tag) % len(ROUND_MARKERS)] if tag in order else ROUND_MARKERS[0]

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from whestboard import config
+from whestboard import config, logs
 from whestboard.data import data_dir
 from whestboard.leaderboard import _store
 from whestboard.leaderboard._store import (
@@ -1286,7 +1286,22 @@ def commit_batch(batch: Batch, *, url: str | None = None) -> UpsertReport:
         raise ImportRejected(ProblemLog(
             (f"per-MLP results of the private or rerun split name submission_id {_shown(sid)}, which is neither "
              "in this import nor stored; import its submission first" for sid in missing), "unknown submission_id"))
-    return _store.upsert(batch.submissions, batch.mlp_results, url=url)
+    report = _store.upsert(batch.submissions, batch.mlp_results, url=url)
+    if report.changed:
+        _refresh_snapshots(url)
+    return report
+
+
+def _refresh_snapshots(url: str | None) -> None:
+    """Snapshots after a committed import, so the first page view reads arrays, not the table.
+
+    They are a cache: a failure here is logged and the first reader rebuilds them; the import, already
+    committed, still reports its rows as written.
+    """
+    try:
+        _store.refresh_snapshots(url=url)
+    except Exception as exc:  # noqa: BLE001 - any failure of a cache write, after the rows are safe
+        logs.error("leaderboard.snapshot_refresh_failed", exc)
 
 
 def import_files(paths: Iterable[Path], *, url: str | None = None, **options) -> UpsertReport:

@@ -9,6 +9,7 @@ a fork, the one atomic-write helper, the one artifact store (``blobs``: bytes ev
 
 from whestboard.store._atomic import create_exclusive, write_json, write_text, write_with
 from whestboard.store._blobs import (
+    BlobTooLarge,
     blob_exists,
     blob_keys,
     blob_meta,
@@ -19,6 +20,7 @@ from whestboard.store._blobs import (
     put_blob,
     put_blob_arrays,
     put_blob_folder,
+    remove_blob,
     shared_secret,
 )
 from whestboard.store._database import Base, engine, reset_engines, session
@@ -29,6 +31,7 @@ __all__ = [
     "blob_exists",
     "blob_keys",
     "blob_meta",
+    "BlobTooLarge",
     "create_exclusive",
     "DuplicateKey",
     "engine",
@@ -41,6 +44,7 @@ __all__ = [
     "put_blob",
     "put_blob_arrays",
     "put_blob_folder",
+    "remove_blob",
     "reset_engines",
     "sci",
     "session",

@@ -24,6 +24,7 @@ import shutil
 import tarfile
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -71,16 +72,17 @@ def _where(model, namespace: str, key: str):
 
 
 def put_blob(namespace: str, key: str, data: bytes, *, meta: dict[str, Any] | None = None,
-        replace: bool = True) -> bool:
+             replace: bool = True, url: str | None = None) -> bool:
     """Store ``data`` under (namespace, key) in one transaction; False when ``replace`` is off and a
-    blob is there already (or a racing writer stored it first)."""
+    blob is there already (or a racing writer stored it first). ``url``: another database than the
+    configured one (what the leaderboard's store functions take)."""
     data = bytes(data)
     if len(data) > MAX_BLOB_BYTES:
         raise BlobTooLarge(f"{namespace}/{key} is {len(data) / 2**20:.1f} MiB, over the store's "
                            f"{MAX_BLOB_BYTES >> 20} MiB per artifact")
     chunks = [data[i:i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES)] or [b""]
     try:
-        with session() as s:
+        with session(url) as s:
             if s.get(Blob, (namespace, key)) is not None:
                 if not replace:
                     return False
@@ -95,9 +97,9 @@ def put_blob(namespace: str, key: str, data: bytes, *, meta: dict[str, Any] | No
         return False
 
 
-def get_blob(namespace: str, key: str) -> bytes | None:
+def get_blob(namespace: str, key: str, *, url: str | None = None) -> bytes | None:
     """The stored bytes, or None when there are none (or they no longer match their size and sha256)."""
-    with session() as s:
+    with session(url) as s:
         blob = s.get(Blob, (namespace, key))
         if blob is None:
             return None
@@ -122,14 +124,14 @@ def blob_meta(namespace: str, key: str) -> dict[str, Any] | None:
                                           "sha256": blob.sha256, "created_at": blob.created_at}
 
 
-def blob_keys(namespace: str) -> list[str]:
+def blob_keys(namespace: str, *, url: str | None = None) -> list[str]:
     """Every key of a namespace, oldest first."""
-    with session() as s:
+    with session(url) as s:
         return list(s.scalars(select(Blob.key).where(Blob.namespace == namespace).order_by(Blob.created_at)))
 
 
-def remove(namespace: str, key: str) -> bool:
-    with session() as s:
+def remove_blob(namespace: str, key: str, *, url: str | None = None) -> bool:
+    with session(url) as s:
         s.execute(delete(BlobChunk).where(_where(BlobChunk, namespace, key)))
         return s.execute(delete(Blob).where(_where(Blob, namespace, key))).rowcount > 0
 
@@ -147,7 +149,7 @@ def prune_blobs(namespace: str, *, max_count: int | None = None, max_bytes: int 
         over = (max_count is not None and count > max_count) or (max_bytes is not None and total > max_bytes)
         if not over or created > time.time() - keep_newer_than_s:
             break
-        removed += remove(namespace, key)
+        removed += remove_blob(namespace, key)
         count, total = count - 1, total - size
     return removed
 
@@ -163,22 +165,22 @@ def namespace_size(namespace: str) -> tuple[int, int]:
 # --------------------------------------------------------------------------- arrays
 
 
-def put_blob_arrays(namespace: str, key: str, **arrays: Any) -> bool:
-    """Numpy arrays (and scalars) as one ``.npz`` blob: no pickles, read back by :func:`get_arrays`."""
+def put_blob_arrays(namespace: str, key: str, *, url: str | None = None, **arrays: Any) -> bool:
+    """Numpy arrays (and scalars) as one ``.npz`` blob: no pickles, read back by :func:`get_blob_arrays`."""
     buffer = io.BytesIO()
     np.savez(buffer, **{name: np.asarray(value) for name, value in arrays.items()})
-    return put_blob(namespace, key, buffer.getvalue())
+    return put_blob(namespace, key, buffer.getvalue(), url=url)
 
 
-def get_blob_arrays(namespace: str, key: str) -> dict[str, np.ndarray] | None:
+def get_blob_arrays(namespace: str, key: str, *, url: str | None = None) -> dict[str, np.ndarray] | None:
     """The arrays of an ``.npz`` blob, or None when there is none or it cannot be read."""
-    data = get_blob(namespace, key)
+    data = get_blob(namespace, key, url=url)
     if data is None:
         return None
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as archive:
             return {name: archive[name] for name in archive.files}
-    except (OSError, ValueError, EOFError):
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
         return None
 
 
