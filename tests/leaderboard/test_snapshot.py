@@ -97,7 +97,7 @@ def test_a_torn_snapshot_is_a_miss_and_is_written_again(field):
     target = _snapshot_key(field, name)
     put_blob(_snapshot.NAMESPACE, target, get_blob(_snapshot.NAMESPACE, target, url=field)[:100], url=field)
     assert _snapshot.read(field, name, _store.board_revision(url=field)) is None
-    _store._cached.clear()
+    _store._DERIVED.clear()
     _assert_identical(_store.round_scan(ROUND, url=field), _store._round_scan_rows(ROUND, field))
     _assert_identical(_snapshot.read(field, name, _store.board_revision(url=field)), _store._round_scan_rows(ROUND, field))
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 import re
 import sys
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
@@ -40,6 +39,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from whestboard import config
+from whestboard.cache import Region
 from whestboard.leaderboard import _snapshot
 from whestboard.store import Base, engine, session
 
@@ -1026,11 +1026,24 @@ def get_submission(submission_id: str, *, url: str | None = None) -> Submission 
 
 
 # ---------------------------------------------------------------------------
-# per-process cache of derived data, keyed by (url, revision)
+# derived data, once per store revision and process, in the one cache service
 # ---------------------------------------------------------------------------
 
-_cache_lock = threading.Lock()
-_cached: dict[tuple, object] = {}
+
+def _weight(value) -> int:
+    """What a derived value holds in memory: frames and arrays by their buffers, tuples by their parts."""
+    if isinstance(value, pd.DataFrame):
+        return int(value.memory_usage(index=True).sum())
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if isinstance(value, tuple):
+        return sum(_weight(part) for part in value)
+    return 0
+
+
+#: A key holds the store, its revision and the read's name, so a write is never served stale; the
+#: values of an older revision go as the region's entry and byte bounds evict them.
+_DERIVED = Region("leaderboard-derived", max_entries=64, share=0.5, size_of=_weight)
 
 
 def cached(name: str, compute, *, url: str | None = None):
@@ -1039,17 +1052,7 @@ def cached(name: str, compute, *, url: str | None = None):
     Pages call this so that a page view with 10,000 submissions costs one
     integer query, not a table scan, until an organizer changes something.
     """
-    key = (url or db_url(), board_revision(url=url), name)
-    with _cache_lock:
-        if key in _cached:
-            return _cached[key]
-    value = compute()
-    with _cache_lock:
-        stale = [k for k in _cached if k[0] == key[0] and k[2] == name and k[1] != key[1]]
-        for k in stale:
-            del _cached[k]
-        _cached[key] = value
-    return value
+    return _DERIVED.get_or_load((url or db_url(), board_revision(url=url), name), compute)
 
 
 def db_url() -> str:
