@@ -305,6 +305,19 @@ def _rekey(conn, table) -> None:
     conn.execute(text(f"DROP TABLE {old}"))
 
 
+def _look_up_by_key(s: Session) -> None:
+    """On PostgreSQL, this transaction's lookups of stored ids go through the tables' keys.
+
+    An import compares each chunk with what is stored, 500 ids per query, while it fills the tables in
+    the same transaction. The planner's statistics still describe the tables before the import (empty,
+    at a first import), so it scanned the whole table for every query: 40,005 new rows took 92 s there
+    against 8.5 s on SQLite, and the cost grows with the square of the import. ``SET LOCAL`` ends with
+    the transaction.
+    """
+    if s.get_bind().dialect.name == "postgresql":
+        s.execute(text("SET LOCAL enable_seqscan = off"))
+
+
 def _write(url: str | None, work):
     """``work(session)`` in one transaction; redone in a fresh one when a concurrent writer took a new key first.
 
@@ -316,6 +329,7 @@ def _write(url: str | None, work):
     for attempt in range(1, WRITE_ATTEMPTS + 1):
         try:
             with session(url) as s:
+                _look_up_by_key(s)
                 return work(s)
         except IntegrityError:
             if attempt == WRITE_ATTEMPTS:
