@@ -332,7 +332,7 @@ def cancel_requested(job_id: str, url: str | None = None) -> bool:
 
 
 def reap_jobs(stale_after: float = STALE_AFTER_S, *, backend: str | None = None, pid_check: bool = False,
-         url: str | None = None) -> int:
+              url: str | None = None) -> int:
     """Fail every running job nobody is working on, even if nobody polls it any more; how many."""
     now = time.time()
     q = select(Job).where(Job.status == "running")

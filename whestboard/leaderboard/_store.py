@@ -629,7 +629,7 @@ SUBMISSION_COLUMNS = list(SUBMISSION_FIELDS)
 
 
 def submissions_frame(*, round_tag: str | None = None, team: str | None = None, ids: Sequence[str] | None = None,
-          url: str | None = None) -> pd.DataFrame:
+                      url: str | None = None) -> pd.DataFrame:
     """Every submission (of one round, of one team, among ``ids``) as a DataFrame in the import schema's columns.
 
     Read a few thousand rows at a time: the frame holds the store's text once per distinct value

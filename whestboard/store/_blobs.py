@@ -137,7 +137,7 @@ def remove_blob(namespace: str, key: str, *, url: str | None = None) -> bool:
 
 
 def prune_blobs(namespace: str, *, max_count: int | None = None, max_bytes: int | None = None,
-          keep_newer_than_s: float = 0.0) -> int:
+                keep_newer_than_s: float = 0.0) -> int:
     """Delete a namespace's oldest blobs while it holds more than ``max_count`` or ``max_bytes``;
     blobs younger than ``keep_newer_than_s`` stay whatever the total. Returns how many went."""
     with session() as s:
@@ -210,7 +210,7 @@ def pack_folder(folder: Path) -> bytes:
 
 
 def put_blob_folder(namespace: str, key: str, folder: Path, *, meta: dict[str, Any] | None = None,
-               replace: bool = True) -> bool:
+                    replace: bool = True) -> bool:
     return put_blob(namespace, key, pack_folder(folder), meta=meta, replace=replace)
 
 
