@@ -3,7 +3,7 @@
 Owns: the submissions tables, reading graded submissions (CSV, Parquet, ``whest run --json``) with
 row-level problems, all or nothing, and writing them back (formula cells escaped), rankings with
 bootstrap intervals and paired tests, columnar snapshots of the narrow scans per store revision, the organizers' integrity views (splits, overfitting and
-residual-arbitrage flags, histories, ties), the organizer's token check, and the sweep that grades the
+residual-arbitrage flags, histories, ties), the organizer's token check, the final evaluation's record per round, and the sweep that grades the
 baseline family as submissions. May import: ``whestboard.scoring``, ``whestboard.data``,
 ``whestboard.rules``, ``whestboard.store``, ``whestboard.config``.
 """
@@ -36,6 +36,13 @@ from whestboard.leaderboard._files import (
     load_report_json,
     parse_time,
     seed_from_shipped,
+)
+from whestboard.leaderboard._final_record import (
+    DECIDERS,
+    FINAL_RECORDS,
+    BadFinalRecord,
+    load_final_record,
+    save_final_record,
 )
 from whestboard.leaderboard._integrity import (
     FLOPS_CV_GAP_LIMIT,
@@ -93,6 +100,11 @@ from whestboard.leaderboard._sweep import default_output, run_sweep, sweep_famil
 from whestboard.leaderboard._view import READ_ERRORS, WRITE_ERRORS, FlaggedTeam, board, flags_text
 
 __all__ = [
+    "BadFinalRecord",
+    "DECIDERS",
+    "FINAL_RECORDS",
+    "load_final_record",
+    "save_final_record",
     "all_points",
     "ALPHA",
     "Batch",
