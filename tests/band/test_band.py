@@ -205,3 +205,22 @@ def test_a_pass_without_variance_prefix_has_the_same_means():
     np.testing.assert_array_equal(with_prefix.layer_means, without.layer_means)
     assert without.variance_samples == 0 and np.isnan(without.layer_avg_variance).all()
     assert with_prefix.variance_samples == 16384 and np.isfinite(with_prefix.layer_avg_variance).all()
+
+
+def test_the_variance_prefix_equals_float64_sums_and_squares_of_its_rows():
+    """The prefix reuses chunk sums and one squares buffer: its figures are still exactly the float64
+    sums of the first samples' activations and their squares, over whole and partial chunks."""
+    width, depth, limit = 32, 2, 20_000  # chunk 16,384 at width 32: one whole chunk and part of a second
+    weights = build_weights(width, depth, 11)
+    with threadpool_limits(limits=1, user_api="blas"):
+        pass_ = checkpoint_means(list(weights), [40_000], band_rng(11), variance_samples=limit)
+        x = band_rng(11).standard_normal((limit, width), dtype=np.float32)
+    chunk = _pick_chunk_size(width)
+    expected = []
+    for w in weights:
+        rows = [np.maximum(x[s:s + chunk] @ w, 0.0) for s in range(0, limit, chunk)]
+        x = np.concatenate(rows)
+        mean = x.astype(np.float64).mean(axis=0)
+        expected.append(np.mean(np.square(x, dtype=np.float64).mean(axis=0) - mean**2))
+    assert pass_.variance_samples == limit
+    np.testing.assert_allclose(pass_.layer_avg_variance, expected, rtol=1e-9)

@@ -234,19 +234,31 @@ class CheckpointMeans:
 
 
 class _Prefix:
-    """Float64 sums and sums of squares over the first ``limit`` samples (all-layer noise floor)."""
+    """Float64 sums and sums of squares over the first ``limit`` samples (all-layer noise floor).
+
+    A chunk wholly inside the prefix reuses the chunk's float64 sum the pass computes anyway (the
+    same sequential row order, so the same bits), and squares into one float64 buffer kept for the
+    pass instead of a fresh array per layer and chunk.
+    """
 
     def __init__(self, depth: int, width: int, limit: int) -> None:
         self.limit = int(limit)
         self.lin = np.zeros((depth, width))
         self.sq = np.zeros((depth, width))
+        self._squares: np.ndarray | None = None
 
     def rows_in(self, start: int, n: int) -> int:
         return max(0, min(n, self.limit - start))
 
-    def add(self, layer: int, y: np.ndarray) -> None:
-        self.lin[layer] += np.add.reduce(y, axis=0, dtype=np.float64)
-        self.sq[layer] += np.add.reduce(np.square(y, dtype=np.float64), axis=0)
+    def add(self, layer: int, y: np.ndarray, chunk_sum: np.ndarray | None = None) -> None:
+        """Add the rows ``y``; ``chunk_sum``: their float64 column sums when already formed."""
+        if self._squares is None or self._squares.shape[0] < y.shape[0]:
+            self._squares = np.empty(y.shape, dtype=np.float64)
+        squares = self._squares[: y.shape[0]]
+        np.copyto(squares, y)
+        self.lin[layer] += np.add.reduce(squares, axis=0) if chunk_sum is None else chunk_sum
+        np.multiply(squares, squares, out=squares)
+        self.sq[layer] += np.add.reduce(squares, axis=0)
 
     def avg_variance(self) -> np.ndarray:
         if self.limit == 0:
@@ -291,11 +303,13 @@ def checkpoint_means(
             y = buffers[layer % 2][:n]
             np.matmul(x, w, out=y)
             np.maximum(y, 0.0, out=y)
-            sums[layer] = sums[layer] + np.add.reduce(y, axis=0, dtype=np.float64)
+            chunk_sum = np.add.reduce(y, axis=0, dtype=np.float64)
+            sums[layer] = sums[layer] + chunk_sum
             for j, rows in enumerate(inner):
                 partial[j, layer] = np.add.reduce(y[:rows], axis=0, dtype=np.float64)
-            if prefix.rows_in(start, n):
-                prefix.add(layer, y[: prefix.rows_in(start, n)])
+            in_prefix = prefix.rows_in(start, n)
+            if in_prefix:
+                prefix.add(layer, y[:in_prefix], chunk_sum if in_prefix == n else None)
             x = y
         for j, rows in enumerate(inner):
             means[recorded] = np.asarray((before + partial[j]) / (start + rows), dtype=np.float32)
