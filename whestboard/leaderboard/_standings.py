@@ -24,7 +24,9 @@ draws never lives in memory at once (``CHUNK_ELEMENTS`` bounds each chunk's arra
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +34,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from whestboard.cache import memoize
+from whestboard.leaderboard._final_record import load_final_record
 
 #: Resamples of the suite behind P(rank <= k) and the win matrix; their Monte Carlo error is at most
 #: 0.5 / sqrt(STANDINGS_DRAWS), about 0.011.
@@ -207,3 +212,34 @@ def shake_up(public: pd.DataFrame, standings: Sequence[Mapping[str, Any]]) -> pd
     final["public_rank_among_finalists"] = final["public_rank"].rank(method="min")
     final["moved"] = final["public_rank_among_finalists"] - final["final_rank"]
     return final.sort_values(["final_rank", "team"], kind="mergesort", ignore_index=True)[SHAKE_UP_COLUMNS]
+
+
+@dataclass(frozen=True)
+class StandingsViews:
+    """What the standings view draws from a round's final record beside the standings themselves."""
+
+    suite: SuiteScores
+    bootstrap: BootstrapStandings
+    fragility: Fragility
+
+
+def final_views(round_name: str) -> tuple[dict[str, Any], StandingsViews] | None:
+    """The round's final record and its bootstrap and fragility views; None when no final was run.
+
+    The views are computed once per record (keyed by a digest of its JSON) in this process.
+    """
+    record = load_final_record(round_name)
+    if record is None:
+        return None
+    digest = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+    return record, _views(round_name, digest)
+
+
+@memoize("final-standings-views", shared=False, max_entries=16)
+def _views(round_name: str, _digest: str) -> StandingsViews:
+    suite = suite_scores(load_final_record(round_name))
+    n = len(suite.mlp_ids)
+    boot = bootstrap_standings(suite.scores, suite.teams)
+    frag = fragility(suite.scores, suite.teams) if n > 1 else Fragility(suite.teams, [], np.zeros((0, 0, 0)),
+                                                                       [], [], n)
+    return StandingsViews(suite, boot, frag)
