@@ -31,6 +31,7 @@ from dash import ALL, Input, Output, State, callback, ctx, dcc, html, no_update
 from components.compare_panels import compare_url
 from components.figures import leaderboard as figs
 from components.figures import standings as standings_figs
+from components.figures.convergence import empty_figure
 from components.format import sci
 from components.url_state import address_store, keep_address_in_step, query_string
 from server.api import EXPORT_PATH, MLP_EXPORT_PATH
@@ -813,6 +814,9 @@ def _render_standings(tab: str | None, token: str | None, _revision, team: str |
 
 
 def _standings_figure(tab: str, shake, views, team: str | None):
+    if tab in ORGANIZER_STANDINGS and not views.suite.mlp_ids:
+        message = "no MLP of the base suite that every finalist has a score on: nothing to resample"
+        return empty_figure(message), f"The record holds {message}."
     if tab == "rank":
         return standings_figs.rank_probability_figure(views.bootstrap), _dropped_note(views)
     if tab == "wins":
@@ -839,7 +843,7 @@ def _standings_table(record: dict, shake) -> dbc.Table:
     header = html.Thead(html.Tr([html.Th(h) for h in ("#", "Team", "Score", "Final-layer MSE", "All-layer MSE",
                                                       "Effective compute", "MLPs", "Public rank", "Moved")]))
     rows = []
-    for row in sorted(record["standings"], key=lambda r: (r["rank"], str(r["team"]))):
+    for row in sorted(record["standings"], key=lambda r: r["rank"]):  # stable: shared ranks in the final's order
         team = str(row["team"])
         public_rank = moved["public_rank"].get(team, float("nan"))
         change = moved["moved"].get(team, float("nan"))

@@ -76,7 +76,7 @@ def shake_up_figure(shake: pd.DataFrame, *, team: str | None = None) -> go.Figur
         title += f"<br><sup>{missing} finalist(s) with no submission on the public board are not drawn</sup>"
     axis = dict(range=[n + 0.5, 0.5], dtick=1 if n <= 25 else None, zeroline=False)
     fig.update_xaxes(title="public rank among the finalists", **axis)
-    fig.update_yaxes(title="final rank", scaleanchor="x", **axis)
+    fig.update_yaxes(title="final rank", **axis)
     fig.update_layout(legend=dict(orientation="h", y=-0.15, x=0))
     return _layout(fig, title, height=520)
 

@@ -160,7 +160,7 @@ def test_shake_up_matches_a_brute_force_reranking_of_the_finalists():
         assert got.loc[team, "public_rank_among_finalists"] == among
         assert got.loc[team, "moved"] == among - final
     assert math.isnan(got.loc["new", "public_rank"]) and math.isnan(got.loc["new", "moved"])
-    assert list(got.index) == ["t", "p", "q", "new", "r"]  # by final rank, then name
+    assert list(got.index) == ["t", "q", "p", "new", "r"]  # by final rank, a shared one in the final's order
 
 
 def test_suite_scores_read_a_saved_record_in_final_rank_order_and_leave_out_incomplete_mlps(private_state):
@@ -176,7 +176,7 @@ def test_suite_scores_read_a_saved_record_in_final_rank_order_and_leave_out_inco
                       for t, r, m in zip(TEAMS, ranks, means, strict=True)],
         "tie_breaks": [], "per_mlp": {"mlp_ids": list(range(6)), "scores": per_team}})
     suite = suite_scores(load_final_record("v1-warmup"))
-    order = sorted(range(4), key=lambda i: (ranks[i], TEAMS[i]))
+    order = sorted(range(4), key=lambda i: ranks[i])  # stable: a shared rank keeps the record's order
     assert suite.teams == [TEAMS[i] for i in order]
     assert suite.mlp_ids == [0, 1, 3, 4, 5] and suite.n_dropped == 1
     np.testing.assert_array_equal(suite.scores, scores[order][:, [0, 1, 3, 4, 5]])

@@ -83,10 +83,11 @@ class Fragility:
 
 
 def suite_scores(record: Mapping[str, Any]) -> SuiteScores:
-    """The record's base-suite per-MLP scores as a matrix, teams ordered as its standings rank them."""
+    """The record's base-suite per-MLP scores as a matrix, teams ordered as its standings rank them (teams that
+    share a rank in the order the final listed them)."""
     per_mlp = record["per_mlp"]
     by_team = per_mlp["scores"]
-    ordered = [row["team"] for row in sorted(record["standings"], key=lambda r: (r["rank"], str(r["team"])))]
+    ordered = [row["team"] for row in sorted(record["standings"], key=lambda r: r["rank"])]  # stable: the final's order
     teams = [t for t in ordered if t in by_team] + sorted(t for t in by_team if t not in set(ordered))
     matrix = np.array([[np.nan if v is None else float(v) for v in by_team[t]] for t in teams], dtype=np.float64)
     matrix = matrix.reshape(len(teams), len(per_mlp["mlp_ids"]))
@@ -202,7 +203,8 @@ def shake_up(public: pd.DataFrame, standings: Sequence[Mapping[str, Any]]) -> pd
     ``standings``: the final record's rows. ``public_rank_among_finalists`` re-ranks the finalists by
     their public rank (competition ranking, ties share), so a team that neither rose nor fell lies on
     the diagonal; ``moved`` = that rank minus the final rank (positive: it rose). A finalist absent
-    from the public board has no public rank (NaN) and no movement.
+    from the public board has no public rank (NaN) and no movement. Rows follow the final rank (a shared
+    rank in the final's order).
     """
     final = pd.DataFrame([{"team": str(r["team"]), "final_rank": int(r["rank"])} for r in standings],
                          columns=["team", "final_rank"])
@@ -211,7 +213,7 @@ def shake_up(public: pd.DataFrame, standings: Sequence[Mapping[str, Any]]) -> pd
     final["public_rank"] = final["team"].map(board_rank).astype(float)
     final["public_rank_among_finalists"] = final["public_rank"].rank(method="min")
     final["moved"] = final["public_rank_among_finalists"] - final["final_rank"]
-    return final.sort_values(["final_rank", "team"], kind="mergesort", ignore_index=True)[SHAKE_UP_COLUMNS]
+    return final.sort_values("final_rank", kind="mergesort", ignore_index=True)[SHAKE_UP_COLUMNS]
 
 
 @dataclass(frozen=True)
