@@ -44,7 +44,7 @@ STANDINGS_DRAWS = 2000
 STANDINGS_SEED = 20261202
 #: How many MLPs are left out in the fragility view, as shares of the suite (at least one MLP each).
 FRAGILITY_SHARES = (0.05, 0.1, 0.2)
-#: Elements of the largest array a chunk of draws holds (draws x max(MLPs, teams) x teams); ~80 MB of float64.
+#: Elements of the largest array a chunk of draws holds (draws x MLPs, or draws x teams^2 for the win tally).
 CHUNK_ELEMENTS = 10_000_000
 
 
@@ -97,13 +97,32 @@ def suite_scores(record: Mapping[str, Any]) -> SuiteScores:
 
 
 def competition_ranks(means: np.ndarray) -> np.ndarray:
-    """Rank of each column in each row: 1 + how many columns have a strictly lower value (ties share)."""
+    """Rank of each column in each row: 1 + how many columns have a strictly lower value (ties share).
+
+    By sorting each row (teams log teams per row, not teams squared): in sorted order a value's rank is
+    one past the position where its run of equal values starts.
+    """
     means = np.asarray(means, dtype=np.float64)
-    return 1 + (means[:, None, :] < means[:, :, None]).sum(axis=2)
+    rows, n = means.shape
+    order = np.argsort(means, axis=1, kind="stable")
+    ordered = np.take_along_axis(means, order, axis=1)
+    starts = np.ones((rows, n), bool)
+    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    first = np.maximum.accumulate(np.where(starts, np.arange(n), 0), axis=1)
+    ranks = np.empty((rows, n), np.int64)
+    np.put_along_axis(ranks, order, first + 1, axis=1)
+    return ranks
 
 
-def _chunk(draws: int, n_mlps: int, n_teams: int) -> int:
-    return max(1, min(draws, CHUNK_ELEMENTS // max(1, max(n_mlps, n_teams) * n_teams)))
+def _rank_tally(ranks: np.ndarray, n_teams: int) -> np.ndarray:
+    """(teams, ranks) counts of how often each team got each rank over the rows of ``ranks``."""
+    flat = np.arange(n_teams)[None, :] * n_teams + (ranks - 1)
+    return np.bincount(flat.ravel(), minlength=n_teams * n_teams).reshape(n_teams, n_teams).astype(np.float64)
+
+
+def _chunk(draws: int, per_draw: int) -> int:
+    """Draws per chunk so that a chunk's largest array (``per_draw`` elements a draw) stays in CHUNK_ELEMENTS."""
+    return max(1, min(draws, CHUNK_ELEMENTS // max(1, per_draw)))
 
 
 def bootstrap_standings(scores: np.ndarray, teams: Sequence[str], *, draws: int = STANDINGS_DRAWS,
@@ -118,27 +137,23 @@ def bootstrap_standings(scores: np.ndarray, teams: Sequence[str], *, draws: int 
     rank_counts = np.zeros((n_teams, n_teams))
     wins = np.zeros((n_teams, n_teams))
     rng = np.random.default_rng(seed)
+    by_mlp = np.ascontiguousarray(scores.T)
     done = 0
     while done < draws and n:
-        size = min(_chunk(draws, n, n_teams), draws - done)
+        size = min(_chunk(draws, max(n, n_teams * n_teams)), draws - done)  # the win tally: teams^2 a draw
         picks = rng.integers(0, n, size=(size, n))
-        counts = np.zeros((size, n))
-        np.add.at(counts, (np.arange(size)[:, None], picks), 1.0)
-        means = counts @ scores.T / n  # (size, teams): every team on the same resampled MLPs
-        _accumulate(means, rank_counts, wins)
+        counts = np.bincount((np.arange(size)[:, None] * n + picks).ravel(),
+                             minlength=size * n).reshape(size, n).astype(np.float64)
+        means = counts @ by_mlp / n  # (size, teams): every team on the same resampled MLPs
+        ranks = competition_ranks(means)
+        rank_counts += _rank_tally(ranks, n_teams)
+        # i strictly above j exactly when its competition rank is lower (equal means share a rank)
+        wins += (ranks[:, :, None] < ranks[:, None, :]).sum(axis=0)
         done += size
     total = max(done, 1)
     rank_at_most = np.cumsum(rank_counts, axis=1) / total
     wins /= total
     return BootstrapStandings(list(teams), rank_at_most, wins, 1.0 - wins - wins.T - np.eye(n_teams), done, n)
-
-
-def _accumulate(means: np.ndarray, rank_counts: np.ndarray, wins: np.ndarray) -> None:
-    below = means[:, :, None] < means[:, None, :]  # (draws, i, j): i strictly lower (better) than j
-    wins += below.sum(axis=0)
-    ranks = 1 + below.sum(axis=1)  # per team: how many teams are strictly better, plus one
-    for team in range(means.shape[1]):
-        rank_counts[team] += np.bincount(ranks[:, team] - 1, minlength=means.shape[1])
 
 
 def left_out_counts(n_mlps: int, shares: Sequence[float] = FRAGILITY_SHARES) -> list[int]:
@@ -161,18 +176,17 @@ def fragility(scores: np.ndarray, teams: Sequence[str], left_out: Sequence[int] 
     sets, exact = [], []
     rng = np.random.default_rng(seed)
     total = scores.sum(axis=1)
+    by_mlp = np.ascontiguousarray(scores.T)
     for e, k in enumerate(ks):
         if not 0 < k < n:
             raise ValueError(f"leave out between 1 and {n - 1} of the suite's {n} MLPs, not {k}")
         enumerate_all = math.comb(n, k) <= draws
         masks = _all_subsets(n, k) if enumerate_all else _random_subsets(rng, n, k, draws)
         counts = np.zeros((n_teams, n_teams))
-        for start in range(0, len(masks), _chunk(len(masks), n, n_teams)):
-            out = masks[start:start + _chunk(len(masks), n, n_teams)]
-            means = (total[None, :] - out @ scores.T) / (n - k)  # the rest's mean per team
-            ranks = competition_ranks(means)
-            for team in range(n_teams):
-                counts[team] += np.bincount(ranks[:, team] - 1, minlength=n_teams)
+        step = _chunk(len(masks), max(n, n_teams))
+        for start in range(0, len(masks), step):
+            means = (total[None, :] - masks[start:start + step] @ by_mlp) / (n - k)  # the rest's mean per team
+            counts += _rank_tally(competition_ranks(means), n_teams)
         shares[e] = counts / len(masks)
         sets.append(len(masks))
         exact.append(enumerate_all)
