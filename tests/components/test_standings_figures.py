@@ -11,10 +11,24 @@ from whestbench.budget import ROUNDS, mc_at_bm
 
 from components.figures import leaderboard as figs
 from components.figures import standings as sfigs
-from tests.components.test_submissions_figures import REF, _points
+from tests.components.test_submissions_figures import REF
 from whestboard.leaderboard import bootstrap_standings, fragility, shake_up
 
 TEAMS = ["a", "b", "c", "d", "e"]
+
+
+def _points(n: int = 120) -> pd.DataFrame:
+    """Graded submissions spread over three decades of FLOPs below the budget, scores around 1e-5."""
+    rng = np.random.default_rng(0)
+    budget = ROUNDS["v1-warmup"].flop_budget
+    flops = budget * 10 ** rng.uniform(-3, 0, n)
+    score = 1e-5 * 10 ** rng.normal(0, 0.5, n)
+    return pd.DataFrame({
+        "submission_id": [f"s{i}" for i in range(n)], "team": [f"t{i % 7}" for i in range(n)],
+        "round": "v1-warmup", "status": "graded", "submitted_at": pd.Timestamp("2026-05-01", tz="UTC"),
+        "mean_flops_used": flops, "mean_effective_compute": flops * 1.1, "adjusted_score": score,
+        "final_layer_mse": score * 10, "mean_multiplier": 0.1, "n_failed_mlps": 0,
+    })
 
 
 def _scores() -> np.ndarray:
