@@ -30,6 +30,8 @@ from dash import ALL, Input, Output, State, callback, ctx, dcc, html, no_update
 
 from components.compare_panels import compare_url
 from components.figures import leaderboard as figs
+from components.figures import standings as standings_figs
+from components.figures.convergence import empty_figure
 from components.format import sci
 from components.url_state import address_store, keep_address_in_step, query_string
 from server.api import EXPORT_PATH, MLP_EXPORT_PATH
@@ -60,6 +62,7 @@ from whestboard.leaderboard import (
     delete_submission,
     edit_submission,
     failure_breakdown,
+    final_views,
     flags_text,
     import_uploads,
     in_window,
@@ -74,6 +77,7 @@ from whestboard.leaderboard import (
     round_field,
     round_reference,
     rounds_present,
+    shake_up,
     submission_count,
     submissions_frame,
     team_history,
@@ -112,6 +116,7 @@ def _mc_reference(round_tag: str) -> figs.McReference:
         noise_floor=ref.noise_floor if ref else None,
         dataset_key=ref.dataset_key if ref else None,
         band=_band(round_tag),
+        mc_at_b=rnd.mc_at_bm(ref.mean_avg_variance) if ref and ref.mean_avg_variance > 0 else None,
     )
 
 
@@ -136,9 +141,11 @@ SPLIT_CHOICES = [{"label": "public", "value": "public"}, {"label": "private (org
 COLOUR_CHOICES = [{"label": "colour: flag", "value": "flag"}, {"label": "colour: F / C", "value": "share"}]
 
 
-def _query(round_tag: str, team: str | None, y: str, x: str, split: str = "public") -> str:
+def _query(round_tag: str, team: str | None, y: str, x: str, split: str = "public",
+           standings: str | None = None) -> str:
     params = {"round": round_tag, "team": team or None, "y": None if y == "score" else y,
-              "x": None if x == "flops" else x, "split": None if split == "public" else split}
+              "x": None if x == "flops" else x, "split": None if split == "public" else split,
+              "standings": None if standings in (None, STANDINGS_DEFAULT) else standings}
     return query_string(params)
 
 
@@ -148,7 +155,7 @@ def _query(round_tag: str, team: str | None, y: str, x: str, split: str = "publi
 
 
 def layout(round: str | None = None, team: str | None = None, y: str | None = None,  # noqa: A002
-           x: str | None = None, split: str | None = None, **_query) -> html.Div:
+           x: str | None = None, split: str | None = None, standings: str | None = None, **_query) -> html.Div:
     problem = None
     if round and round not in ALL_ROUNDS:
         problem = f"There is no round called {round!r}; showing {_default_round()}. Known rounds: {', '.join(ALL_ROUNDS)}."
@@ -186,6 +193,7 @@ def layout(round: str | None = None, team: str | None = None, y: str | None = No
             html.Div(id="lb-split-note"),
             _ranking_grid(),
             _integrity_section(),
+            _standings_section(standings if standings in STANDINGS_TABS else STANDINGS_DEFAULT),
             html.H4("Timeline", className="mt-4"),
             html.P(MCB_NOTE + " Rounds are shaded from their first to their last submission; baseline submissions "
                    "are placed at the time the sweep graded them.", className="text-muted small"),
@@ -709,14 +717,162 @@ def _open_team_from_ranking(cell: dict | None):
 
 @callback(Output("lb-address", "data"), Output({"type": "lb-round-link", "round": ALL}, "href"),
           Input("lb-team", "value"), Input("lb-y", "value"), Input("lb-x", "value"), Input("lb-split", "value"),
+          Input("lb-standings-tab", "active_tab"),
           State("lb-round", "data"), State({"type": "lb-round-link", "round": ALL}, "id"))
-def _address(team, y, x, split, round_tag, link_ids):
-    """The address (on a change the user made) and the round links follow the team, axes and split in place."""
-    links = [PATH + _query(link["round"], team, y, x, split) for link in link_ids]
-    return (no_update if ctx.triggered_id is None else _query(round_tag, team, y, x, split)), links
+def _address(team, y, x, split, standings, round_tag, link_ids):
+    """The address (on a change the user made) and the round links follow the team, axes, split and the
+    standings view in place."""
+    links = [PATH + _query(link["round"], team, y, x, split, standings) for link in link_ids]
+    return (no_update if ctx.triggered_id is None else _query(round_tag, team, y, x, split, standings)), links
 
 
 keep_address_in_step("lb-address")
+
+
+# ---------------------------------------------------------------------------
+# the final standings (one round's final record: what the final decided and how solid it is)
+# ---------------------------------------------------------------------------
+
+#: The views of the standings section, as ``standings=`` in the address; the first is the default.
+STANDINGS_TABS = {
+    "shakeup": "Shake-up",
+    "rank": "P(rank ≤ k) (organizer)",
+    "wins": "Win probability (organizer)",
+    "fragility": "Fragility (organizer)",
+}
+STANDINGS_DEFAULT = "shakeup"
+#: Views drawn from the private suite's per-MLP scores: built only for a request carrying the token.
+ORGANIZER_STANDINGS = ("rank", "wins", "fragility")
+DECIDED_BY = {
+    "extra_mlps": "separated by the extra MLPs",
+    "all_layer_mse": "still close after the extra MLPs; ordered by all-layer MSE",
+    "effective_compute": "still close; all-layer MSE equal, ordered by effective compute",
+    "shared": "no criterion separated them: they share the rank",
+}
+NO_FINAL = (
+    "No final evaluation has been recorded for {round}. An organizer runs one with "
+    "`python -m whestboard final --round {round} --submission TEAM=PATH [--submission TEAM=PATH ...] "
+    "--suite-seed S --n-mlps N` (or from the /final page, with the organizer token); its standings appear here."
+)
+STANDINGS_NOTE = (
+    "The final reruns each team's nominated submission on a fresh private suite; close finishes are "
+    "resolved by extra private MLPs, then all-layer MSE, then effective compute. Public: the final "
+    "standings, the tie-break record and the shake-up against the public board (published standings are "
+    "public in the challenge). Organizer only: the bootstrap and fragility views, drawn from the private "
+    "suite's per-MLP scores, and the suite's seed."
+)
+
+
+def _standings_section(tab: str) -> html.Div:
+    """Final rank with the tie-break record, and one of the four views (the address keeps which)."""
+    return html.Div([
+        html.H4("Final standings", className="mt-4"),
+        html.P(STANDINGS_NOTE, className="text-muted small"),
+        html.Div(id="lb-final-summary"),
+        dbc.Tabs([dbc.Tab(label=label, tab_id=key) for key, label in STANDINGS_TABS.items()],
+                 id="lb-standings-tab", active_tab=tab, className="mt-2"),
+        html.Div(id="lb-final-note", className="small text-muted mt-1"),
+        dcc.Graph(id="lb-final-figure", config=GRAPH_CONFIG, style={"height": "540px"}),
+    ], id="lb-final")
+
+
+@callback(
+    Output("lb-final-summary", "children"),
+    Output("lb-final-figure", "figure"),
+    Output("lb-final-figure", "style"),
+    Output("lb-final-note", "children"),
+    Input("lb-standings-tab", "active_tab"),
+    Input("lb-token", "value"),
+    Input("lb-revision", "data"),
+    Input("lb-team", "value"),
+    State("lb-round", "data"),
+)
+def _render_standings(tab: str | None, token: str | None, _revision, team: str | None, round_tag: str):
+    """The record's standings for everyone; the per-MLP views only after the server checked the token."""
+    tab = tab if tab in STANDINGS_TABS else STANDINGS_DEFAULT
+    hidden = {"display": "none"}
+    try:
+        found = final_views(round_tag)
+        public = board(round_tag, PUBLIC, organizer=False).table if found else None
+    except READ_ERRORS as exc:
+        return dbc.Alert(f"The final record cannot be read: {type(exc).__name__}: {exc}", color="danger"), \
+            {}, hidden, None
+    if found is None:
+        return dbc.Alert(NO_FINAL.format(round=round_tag), color="secondary", className="small",
+                         id="lb-final-missing"), {}, hidden, None
+    record, views = found
+    organizer = is_organizer(token)
+    shake = shake_up(public, record["standings"])
+    summary = html.Div([_standings_table(record, shake), _tie_break_list(record["tie_breaks"]),
+                        _suite_line(record, organizer)])
+    if tab in ORGANIZER_STANDINGS and not organizer:
+        note = ("Shown with the organizer token (under “Organizer” below): it is drawn from the private "
+                "suite's per-MLP scores.")
+        return summary, {}, hidden, html.Span(note, id="lb-final-refused")
+    figure, note = _standings_figure(tab, shake, views, team)
+    return summary, figure, {"height": f"{figure.layout.height or 540}px"}, note
+
+
+def _standings_figure(tab: str, shake, views, team: str | None):
+    if tab in ORGANIZER_STANDINGS and not views.suite.mlp_ids:
+        message = "no MLP of the base suite that every finalist has a score on: nothing to resample"
+        return empty_figure(message), f"The record holds {message}."
+    if tab == "rank":
+        return standings_figs.rank_probability_figure(views.bootstrap), _dropped_note(views)
+    if tab == "wins":
+        return standings_figs.win_matrix_figure(views.bootstrap), _dropped_note(views)
+    if tab == "fragility":
+        if not views.fragility.left_out:
+            return standings_figs.fragility_figure(views.fragility), "A suite of one MLP leaves none to leave out."
+        return standings_figs.fragility_figure(views.fragility), _dropped_note(views)
+    return standings_figs.shake_up_figure(shake, team=team), \
+        "x: the rank on the public board among the finalists; y: the final rank; on the dashed line nothing moved."
+
+
+def _dropped_note(views) -> str:
+    suite = views.suite
+    text = (f"Resampled: the {len(suite.mlp_ids)} MLPs of the base suite every finalist has a score on; ties in a "
+            "draw share the better rank.")
+    if suite.n_dropped:
+        text += f" {suite.n_dropped} MLP(s) some finalist has no score on are left out."
+    return text
+
+
+def _standings_table(record: dict, shake) -> dbc.Table:
+    moved = shake.set_index("team")
+    header = html.Thead(html.Tr([html.Th(h) for h in ("#", "Team", "Score", "Final-layer MSE", "All-layer MSE",
+                                                      "Effective compute", "MLPs", "Public rank", "Moved")]))
+    rows = []
+    for row in sorted(record["standings"], key=lambda r: r["rank"]):  # stable: shared ranks in the final's order
+        team = str(row["team"])
+        public_rank = moved["public_rank"].get(team, float("nan"))
+        change = moved["moved"].get(team, float("nan"))
+        rows.append(html.Tr([
+            html.Td(row["rank"]), html.Td(team), html.Td(sci(row.get("score"), 4)),
+            html.Td(sci(row.get("final_layer_mse"), 4)), html.Td(sci(row.get("all_layer_mse"), 4)),
+            html.Td(sci(row.get("effective_compute"), 4)), html.Td(row.get("n_mlps")),
+            html.Td("—" if public_rank != public_rank else int(public_rank)),
+            html.Td("—" if change != change else f"{int(change):+d}"),
+        ]))
+    return dbc.Table([header, html.Tbody(rows)], size="sm", striped=True, className="small mb-2",
+                     id="lb-final-standings")
+
+
+def _tie_break_list(tie_breaks: list[dict]) -> html.Div:
+    if not tie_breaks:
+        return html.Div("No two neighbours were statistically close: no tie-break was needed.",
+                        className="small", id="lb-final-ties")
+    items = [html.Li(f"{', '.join(map(str, tie['teams']))}: paired test p = {sci(tie.get('p_value'))}; "
+                     f"{tie['extra_mlps']} extra private MLP(s); {DECIDED_BY[tie['decided_by']]}.")
+             for tie in tie_breaks]
+    return html.Div([html.Div("Close finishes and how they were resolved:", className="small fw-semibold"),
+                     html.Ul(items, className="small mb-1")], id="lb-final-ties")
+
+
+def _suite_line(record: dict, organizer: bool) -> html.Div:
+    text = f"Final of {record['round']} on a private suite of {record['n_mlps']} MLPs"
+    text += f" (suite seed {record['suite_seed']})." if organizer else "."
+    return html.Div(text, className="small text-muted", id="lb-final-suite")
 
 
 # ---------------------------------------------------------------------------

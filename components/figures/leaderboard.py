@@ -67,6 +67,8 @@ class McReference:
     noise_floor: float | None
     dataset_key: str | None
     band: pd.DataFrame | None = None  # columns flops, and any of p10 p25 p50 p75 p90 mean (final-layer MSE)
+    #: MC@B_m (whestbench's ``mc_at_bm`` of ``mean_avg_variance``): the equal-score lines are multiples of it
+    mc_at_b: float | None = None
 
 
 # ---------------------------------------------------------------------------
@@ -178,7 +180,7 @@ def scatter_figure(
     x = graded[prep.x_col].to_numpy(np.float64)
     y = graded[prep.y_col].to_numpy(np.float64)
     fig = go.Figure()
-    _add_reference(fig, ref, frame, y_metric)
+    _add_reference(fig, ref, frame, y_metric, x_metric)
     lx, ly = log_coords(x, y, frame)
     side = edge_sides(lx, ly, frame)
     custom = hover_columns(graded)
@@ -307,7 +309,7 @@ def density_scatter_figure(prep: Prepared, details: pd.DataFrame, view: FieldVie
     """
     graded, frame = prep.graded, prep.frame
     fig = go.Figure()
-    _add_reference(fig, ref, frame, y_metric)
+    _add_reference(fig, ref, frame, y_metric, x_metric)
     by_id = details.set_index("submission_id")
     fig.add_trace(_density_trace(view))
     for name, positions, marker, mode in (
@@ -427,11 +429,12 @@ def _edge_annotation(edge: str, count: int) -> dict:
                 bordercolor="#888", borderwidth=1, font=dict(size=11), name=f"edge-{edge}", **spots[edge])
 
 
-def _add_reference(fig: go.Figure, ref: McReference, frame: Frame, y_metric: str) -> None:
-    """Monte Carlo band (or its analytic mean), noise floor, budget and 10% markers."""
+def _add_reference(fig: go.Figure, ref: McReference, frame: Frame, y_metric: str, x_metric: str = "flops") -> None:
+    """Monte Carlo band (or its analytic mean), lines of equal score, noise floor, budget and 10% markers."""
     xs = np.logspace(frame.x[0] - 0.5, frame.x[1] + 0.5, 120)
     if ref.band is not None and not ref.band.empty:
         _add_band(fig, ref, y_metric)
+    _add_equal_score_lines(fig, ref, frame, y_metric, x_metric)
     if ref.mean_avg_variance:
         fig.add_trace(go.Scatter(
             x=_round_sig(xs), y=_round_sig(mc_curve(ref, xs, y_metric)), mode="lines",
@@ -449,6 +452,59 @@ def _add_reference(fig: go.Figure, ref: McReference, frame: Frame, y_metric: str
         fig.add_annotation(x=float(np.log10(value)), y=1.0, xref="x", yref="paper", text=text, showarrow=False,
                            xanchor="right", yanchor="top", textangle=-90, font=dict(size=11, color="#333"),
                            bgcolor="rgba(255,255,255,0.7)", name=f"marker-{text.split()[0]}")
+
+
+#: The most equal-score lines drawn (every power of ten of "x better than sampling" the frame crosses).
+EQUAL_SCORE_LINES = 8
+EQUAL_SCORE = "rgba(148, 103, 189, 0.55)"
+
+
+def equal_score_multiples(ref: McReference, frame: Frame, y_metric: str) -> list[float]:
+    """The powers of ten m (m x better than sampling: score = MC@B / m) whose line crosses the frame.
+
+    On the score axis the line is flat at MC@B / m; on the MSE axis it is MC@B / (m max(0.1, x / B)),
+    which falls from MC@B / (0.1 m) at the charging floor, so the range of y it covers is widened by that.
+    """
+    if not ref.mc_at_b or ref.mc_at_b <= 0:
+        return []
+    top = np.log10(ref.mc_at_b) + (1.0 if y_metric == "mse" else 0.0)  # log10 of the line's highest y for m = 1
+    bottom = np.log10(ref.mc_at_b) - (max(0.0, frame.x[1] - np.log10(ref.budget)) if y_metric == "mse" else 0.0)
+    # line m spans y in [bottom - log m, top - log m]: keep it when that meets the frame's y range
+    lowest, highest = int(np.floor(bottom - frame.y[1])), int(np.ceil(top - frame.y[0]))
+    exponents = [j for j in range(max(lowest, -3), highest + 1)
+                 if bottom - j <= frame.y[1] and top - j >= frame.y[0]]
+    return [10.0 ** j for j in exponents[:EQUAL_SCORE_LINES]]
+
+
+def equal_score_y(ref: McReference, xs: np.ndarray, multiple: float, y_metric: str) -> np.ndarray:
+    """The value on the y axis of a submission ``multiple`` x better than sampling that spent ``xs``."""
+    score = ref.mc_at_b / multiple
+    if y_metric == "score":
+        return np.full(np.shape(xs), score)
+    return score / np.maximum(0.1, np.asarray(xs, np.float64) / ref.budget)
+
+
+def _add_equal_score_lines(fig: go.Figure, ref: McReference, frame: Frame, y_metric: str, x_metric: str) -> None:
+    """Lines of equal score, as "m x better than sampling" (MC@B / score), in one trace, labelled at the right."""
+    multiples = equal_score_multiples(ref, frame, y_metric)
+    if not multiples:
+        return
+    xs = np.logspace(frame.x[0] - 0.5, frame.x[1] + 0.5, 60)
+    line_x, line_y = [], []
+    for m in multiples:
+        line_x += [*_round_sig(xs).tolist(), None]
+        line_y += [*_round_sig(equal_score_y(ref, xs, m, y_metric)).tolist(), None]
+    basis = "" if y_metric == "score" or x_metric == "compute" else " (taking C = F)"
+    fig.add_trace(go.Scatter(x=line_x, y=line_y, mode="lines", hoverinfo="skip",
+                             name=f"equal score: 1x, 10x, … better than sampling (MC@B / score){basis}",
+                             line=dict(color=EQUAL_SCORE, width=1, dash="dashdot")))
+    right = 10.0 ** (frame.x[1] - 0.02 * (frame.x[1] - frame.x[0]))
+    for m in multiples:
+        y = float(equal_score_y(ref, np.array([right]), m, y_metric)[0])
+        if frame.y[0] <= np.log10(y) <= frame.y[1]:
+            fig.add_annotation(x=float(np.log10(right)), y=float(np.log10(y)), xref="x", yref="y", showarrow=False,
+                               text=f"{m:g}x", xanchor="right", yanchor="bottom", name=f"equal-score-{m:g}",
+                               font=dict(size=10, color="rgba(118, 73, 159, 0.9)"))
 
 
 def _add_band(fig: go.Figure, ref: McReference, y_metric: str) -> None:

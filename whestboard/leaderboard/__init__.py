@@ -3,7 +3,7 @@
 Owns: the submissions tables, reading graded submissions (CSV, Parquet, ``whest run --json``) with
 row-level problems, all or nothing, and writing them back (formula cells escaped), rankings with
 bootstrap intervals and paired tests, columnar snapshots of the narrow scans per store revision, the organizers' integrity views (splits, overfitting and
-residual-arbitrage flags, histories, ties), the organizer's token check, the final evaluation's record per round, and the sweep that grades the
+residual-arbitrage flags, histories, ties), the organizer's token check, the final evaluation's record per round and how solid its standings are (bootstrap, leave-k-out, shake-up), and the sweep that grades the
 baseline family as submissions. May import: ``whestboard.scoring``, ``whestboard.data``,
 ``whestboard.rules``, ``whestboard.store``, ``whestboard.config``.
 """
@@ -73,6 +73,22 @@ from whestboard.leaderboard._ranking import (
     sign_flip_p_value,
     with_mc_reference,
 )
+from whestboard.leaderboard._standings import (
+    FRAGILITY_SHARES,
+    STANDINGS_DRAWS,
+    STANDINGS_SEED,
+    BootstrapStandings,
+    Fragility,
+    StandingsViews,
+    SuiteScores,
+    bootstrap_standings,
+    competition_ranks,
+    final_views,
+    fragility,
+    left_out_counts,
+    shake_up,
+    suite_scores,
+)
 from whestboard.leaderboard._store import (
     PUBLIC,
     SPLITS,
@@ -111,6 +127,20 @@ __all__ = [
     "bearer_token",
     "best_candidates",
     "best_per_team",
+    "BootstrapStandings",
+    "bootstrap_standings",
+    "competition_ranks",
+    "final_views",
+    "fragility",
+    "Fragility",
+    "FRAGILITY_SHARES",
+    "left_out_counts",
+    "shake_up",
+    "STANDINGS_DRAWS",
+    "STANDINGS_SEED",
+    "StandingsViews",
+    "suite_scores",
+    "SuiteScores",
     "board",
     "board_revision",
     "BOOTSTRAP_DRAWS",

@@ -402,7 +402,8 @@ def integrity_board(round_tag: str, split: str = PUBLIC, *, url: str | None = No
         table = split_ranking(subs, summary, mlps, split)
         table = table.merge(residual_share(best, mlps), how="left", on="submission_id")
         table = table.merge(meter_tampering(mlps), how="left", on="submission_id")
-        reference = _ranking.with_mc_reference(best, _ranking.mlp_variance_of(mlps))
+        # the split's own MLPs: the score ranked is their mean, so MC@B is of their variance
+        reference = _ranking.with_mc_reference(best, _ranking.mlp_variance_of(mlps), mlps_first=True)
         table["vs_mc"] = table["submission_id"].map(reference.set_index("submission_id")["vs_mc"]).astype(float)
         failures = failure_breakdown(mlps)
         table["failures"] = table["submission_id"].map(lambda sid: breakdown_text(failures.get(sid, {})))

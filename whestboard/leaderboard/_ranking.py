@@ -280,19 +280,24 @@ def verdicts_against_leader(matrix: np.ndarray) -> list[tuple[int, float, str]]:
 # ---------------------------------------------------------------------------
 
 
-def mc_reference(submissions: pd.DataFrame, mlp_variance: pd.Series, fallback: dict[str, float]) -> pd.DataFrame:
+def mc_reference(submissions: pd.DataFrame, mlp_variance: pd.Series, fallback: dict[str, float], *,
+                 mlps_first: bool = False) -> pd.DataFrame:
     """MC@B for each submission, from the variance of the MLPs it was scored on.
 
     Preference: the submission's own ``mean_avg_variance``; else
     ``mlp_variance[submission_id]``, the mean of its per-MLP ``avg_variance``
     (given only when every one is known); else ``fallback[round]``, the mean
-    avg_variance of the round's embedded dataset. Returns columns ``mc_at_b``
-    and ``mc_basis`` ("own MLPs", "round dataset" or "unknown").
+    avg_variance of the round's embedded dataset. ``mlps_first``: the per-MLP mean
+    comes before the submission's own, for a ranking of one split, whose scores are
+    the means over exactly those MLPs (whestbench's ``mc_at_bm`` must be given the
+    variance of the MLPs the score is compared on; the submission's own figure may
+    cover all its MLPs). Returns columns ``mc_at_b`` and ``mc_basis`` ("own MLPs",
+    "round dataset" or "unknown").
     """
 
     ids = submissions["submission_id"]
     own = pd.to_numeric(submissions["mean_avg_variance"], errors="coerce").to_numpy(np.float64).copy()
-    listed = (ids.isin(mlp_variance.index) & np.isnan(own)).to_numpy()
+    listed = (ids.isin(mlp_variance.index) & (True if mlps_first else np.isnan(own))).to_numpy()
     own[listed] = ids[listed].map(mlp_variance).to_numpy(np.float64)
     round_codes, tags = pd.factorize(submissions["round"])
     fallback_of = np.array([fallback.get(tag, np.nan) for tag in tags] + [np.nan], np.float64)
@@ -361,12 +366,15 @@ def _fallback_variances() -> dict[str, float]:
     return out
 
 
-def with_mc_reference(submissions: pd.DataFrame, mlp_variance: pd.Series) -> pd.DataFrame:
-    """Submissions plus ``mc_at_b``, ``mc_basis`` and ``vs_mc`` (MC@B / score: "x better than sampling")."""
+def with_mc_reference(submissions: pd.DataFrame, mlp_variance: pd.Series, *, mlps_first: bool = False) -> pd.DataFrame:
+    """Submissions plus ``mc_at_b``, ``mc_basis`` and ``vs_mc`` (MC@B / score: "x better than sampling").
+
+    ``mlps_first``: see ``mc_reference`` (a split's ranking, with that split's per-MLP variances).
+    """
     out = submissions.copy()
     if out.empty:
         return out.assign(mc_at_b=pd.Series(dtype=float), mc_basis=pd.Series(dtype=str), vs_mc=pd.Series(dtype=float))
-    ref = mc_reference(out, mlp_variance, _fallback_variances())
+    ref = mc_reference(out, mlp_variance, _fallback_variances(), mlps_first=mlps_first)
     out["mc_at_b"] = ref["mc_at_b"].to_numpy(np.float64)  # mc_reference keeps the submissions' order
     out["mc_basis"] = ref["mc_basis"].to_numpy()
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -396,7 +404,7 @@ def round_ranking(round_tag: str, *, url: str | None = None) -> pd.DataFrame:
         best = best_per_team(subs)
         mlps = _store.mlp_frame(best["submission_id"].tolist(), splits=(_store.PUBLIC,), url=url)
         table = rank_round(subs, mlps)
-        ref = with_mc_reference(best, mlp_variance_of(mlps))
+        ref = with_mc_reference(best, mlp_variance_of(mlps), mlps_first=True)
         table["vs_mc"] = table["submission_id"].map(ref.set_index("submission_id")["vs_mc"]).astype(float)
         return table
 
