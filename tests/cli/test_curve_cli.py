@@ -161,7 +161,8 @@ def test_budget_ladders_are_read_or_refused_with_a_sentence(capsys, official):
     b = 2**41
     ladder = parse_budget_ladder("0.001B:1B:4", b)
     assert ladder[0] == round(0.001 * b) and ladder[-1] == b
-    assert ladder == pytest.approx([b * 10 ** (k - 3) for k in range(4)], abs=0.5)  # whole FLOPs
+    steps = [hi / lo for lo, hi in zip(ladder, ladder[1:], strict=False)]
+    assert steps == pytest.approx([10.0] * 3, rel=1e-9)  # evenly spaced in log; whole FLOPs, so not exactly 10
     assert parse_budget_ladder("1B, 0.1B,1B", b) == [round(0.1 * b), b]
     for bad, says in [("", "no budgets"), ("1:2", "LO:HI:N"), ("1e9:1e10:x", "whole number"),
                       ("1e9:1e10:99", "1 to 32"), ("5000B", "above the most")]:
