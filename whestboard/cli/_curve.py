@@ -14,7 +14,13 @@ import argparse
 import json
 import sys
 
-from whestboard.cli._score import _fail, _note_missing_files, _open_dataset, _participant, sci
+from whestboard.cli._score import (
+    fail_before_scoring,
+    note_missing_files,
+    open_dataset_arg,
+    participant_handle,
+    sci,
+)
 from whestboard.rules import environment_for, whest_error
 from whestboard.sandbox import SourceSyntaxError, whest_error_of
 from whestboard.scoring import (
@@ -71,7 +77,7 @@ def _print_human(curve, round_tag: str, resumed: list[int]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    dataset = _open_dataset(args.dataset)
+    dataset = open_dataset_arg(args.dataset)
     round_tag = args.round or dataset.info.round_tag
     base = rulebook_for(round_tag)
     budgets = parse_budget_ladder(args.budgets, base.round_budget)
@@ -79,9 +85,9 @@ def run(args: argparse.Namespace) -> int:
     if is_file_spec(args.estimator):
         extras["grader_environment"] = environment_for(base.round_tag).as_dict()
     try:
-        handle, extras["shipped"], extras["grader_environment"] = _participant(args.estimator, base.round_tag)
+        handle, extras["shipped"], extras["grader_environment"] = participant_handle(args.estimator, base.round_tag)
     except SourceSyntaxError as exc:
-        return _fail(args, whest_error(exc.syntax_error, "run"), extras)
+        return fail_before_scoring(args, whest_error(exc.syntax_error, "run"), extras)
     note = (extras["shipped"] or {}).get("note")
     if note:
         print(f"note: {args.estimator}: {note}", file=sys.stderr)
@@ -94,10 +100,10 @@ def run(args: argparse.Namespace) -> int:
         error = whest_error_of(exc.__cause__) if extras["shipped"] is not None else None
         if error is None:
             raise
-        _note_missing_files(args, extras, getattr(exc.__cause__, "missing_files", None))
-        return _fail(args, error, extras)
+        note_missing_files(args, extras, getattr(exc.__cause__, "missing_files", None))
+        return fail_before_scoring(args, error, extras)
     for point in curve.points:
-        _note_missing_files(args, extras, point.outcome.report.get("missing_files"))
+        note_missing_files(args, extras, point.outcome.report.get("missing_files"))
     if args.json:
         print(json.dumps(_payload(curve, extras, round_tag, resumed), indent=2))
     else:

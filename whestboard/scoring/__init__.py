@@ -23,6 +23,8 @@ from whestboard.scoring._curve import (
     run_curve,
     sampling_crossing,
     stored_budgets,
+    stored_points,
+    stored_reports,
 )
 from whestboard.scoring._estimators import (
     ALIASES,
@@ -92,6 +94,8 @@ __all__ = [
     "run_curve",
     "sampling_crossing",
     "stored_budgets",
+    "stored_points",
+    "stored_reports",
     "ALIASES",
     "builtin_choices",
     "BUILTIN_KINDS",

@@ -170,6 +170,28 @@ def stored_budgets(requests: list[RunRequest]) -> list[int]:
     return [int(r.rulebook.flop_budget) for r in requests if _run_records.find_cached(cache_key(r)) is not None]
 
 
+def stored_points(requests: list[RunRequest]) -> list[dict]:
+    """Summaries of the points already in the run records, in budget order (what a page draws before a sweep)."""
+    found = []
+    for request in requests:
+        run_id = _run_records.find_cached(cache_key(request))
+        report = _run_records.get_run(run_id) if run_id else None
+        if report is not None:
+            found.append(point_summary(report))
+    return found
+
+
+def stored_reports(requests: list[RunRequest]) -> dict[int, dict]:
+    """Budget -> the stored run report, for the points already in the run records."""
+    found = {}
+    for request in requests:
+        run_id = _run_records.find_cached(cache_key(request))
+        report = _run_records.get_run(run_id) if run_id else None
+        if report is not None:
+            found[int(request.rulebook.flop_budget)] = report
+    return found
+
+
 def curve_cost(requests: list[RunRequest]) -> float:
     """The most work the sweep's missing points may do: their MLPs times each budget."""
     stored = set(stored_budgets(requests))
@@ -222,14 +244,13 @@ def sampling_crossing(summaries: list[dict]) -> dict | None:
         per_sample, var = s.get("mc_flops_per_sample"), s.get("mean_avg_variance")
         if not flops or not mse or not per_sample or not var or flops <= 0 or mse <= 0:
             continue
-        rows.append((float(flops), float(mse), math.log(mse / (var * per_sample / flops))))
+        rows.append((float(flops), float(mse), math.log(mse / (var * per_sample / flops)), float(s["budget"]),
+                     float(var)))
     rows.sort()
-    for (f0, m0, g0), (f1, m1, g1) in zip(rows, rows[1:], strict=False):
-        if g0 == 0:
-            return {"flops": f0, "mse": m0, "better_after": g1 < 0}
-        if g0 * g1 < 0 and f1 > f0:
-            t = g0 / (g0 - g1)
-            flops = math.exp(math.log(f0) + t * (math.log(f1) - math.log(f0)))
-            mse = math.exp(math.log(m0) + t * (math.log(m1) - math.log(m0)))
-            return {"flops": flops, "mse": mse, "better_after": g1 < 0}
+    for (f0, m0, g0, b0, v0), (f1, m1, g1, b1, v1) in zip(rows, rows[1:], strict=False):
+        if g0 == 0 or (g0 * g1 < 0 and f1 > f0):
+            t = 0.0 if g0 == 0 else g0 / (g0 - g1)
+            at = {name: math.exp(math.log(a) + t * (math.log(b) - math.log(a)))
+                  for name, a, b in (("flops", f0, f1), ("mse", m0, m1), ("budget", b0, b1), ("variance", v0, v1))}
+            return {**at, "mse_over_variance": at["mse"] / at["variance"], "better_after": g1 < 0}
     return None

@@ -1,0 +1,124 @@
+"""Budget curves on /convergence in headless Chromium: choose an estimator, sweep, read the crossing, MSE/Var.
+
+The page's own server, with a private state folder; the points it sweeps are read back from that folder's
+run records by the core (``stored_points``, ``sampling_crossing``), the oracle for what the page says.
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from tests.browser_helpers import wait_for_dash
+from tests.conftest import checked_page, serve_app
+
+pytestmark = pytest.mark.browser
+ROUND = "v1-warmup"
+LADDER = "0.01B:0.4B:3"
+MLPS = "0:2"
+SPEC = "mc:0.5B"
+GRAPH = "#curve-graph .js-plotly-plot"
+
+
+@pytest.fixture(scope="module")
+def curve_server(tmp_path_factory):
+    state = tmp_path_factory.mktemp("curve-state")
+    with serve_app(state, timeout=240) as base:
+        yield base, state
+
+
+@pytest.fixture()
+def cpage(browser, curve_server):
+    base, _ = curve_server
+    with checked_page(browser, base, timeout_ms=120_000, viewport={"width": 1400, "height": 1200}) as pg:
+        yield pg
+
+
+def _stored(state) -> list[dict]:
+    """The points the page's sweep recorded, read with the core from the server's state folder."""
+    from whestboard.data import get_dataset
+    from whestboard.scoring import (
+        curve_requests,
+        parse_budget_ladder,
+        resolve_estimator,
+        rulebook_for,
+        stored_points,
+    )
+    from whestboard.store import reset_engines
+
+    old = os.environ.get("WHESTBOARD_STATE_DIR")
+    os.environ["WHESTBOARD_STATE_DIR"] = str(state)
+    reset_engines()
+    try:
+        ds = get_dataset(ROUND)
+        ladder = parse_budget_ladder(LADDER, rulebook_for(ROUND).round_budget)
+        return stored_points(curve_requests(ds, MLPS, resolve_estimator(SPEC), ROUND, ladder))
+    finally:
+        if old is None:
+            os.environ.pop("WHESTBOARD_STATE_DIR", None)
+        else:
+            os.environ["WHESTBOARD_STATE_DIR"] = old
+        reset_engines()
+
+
+def _figure(page) -> dict:
+    page.wait_for_selector(GRAPH)
+    return page.evaluate(f"""() => {{
+        const gd = document.querySelector('{GRAPH}');
+        return {{names: gd.data.map(t => t.name), y: gd.layout.yaxis.title.text, meta: gd.layout.meta,
+                 curve: gd.data.filter(t => t.meta && t.meta.curve).map(t => ({{x: t.x, y: t.y}})),
+                 shapes: (gd.layout.shapes || []).map(s => s.name)}};
+    }}""")
+
+
+def test_choose_sweep_read_the_crossing_and_switch_to_mse_over_variance(cpage, curve_server):
+    from whestboard.scoring import sampling_crossing
+
+    _, state = curve_server
+    cpage.goto(f"{cpage.base_url}/convergence?round={ROUND}&budgets={LADDER}&mlps={MLPS}")
+    wait_for_dash(cpage)
+    assert "noise-floor" in _figure(cpage)["shapes"]
+
+    cpage.click("#curve-estimators")
+    cpage.get_by_text("Monte Carlo, 0.5B of each budget", exact=True).click()
+    cpage.keyboard.press("Escape")
+    cpage.wait_for_selector("#curve-missing")  # three points not scored yet
+    assert "3 point(s) not scored yet" in cpage.inner_text("#curve-missing")
+
+    cpage.click("#curve-sweep")
+    cpage.wait_for_selector("#curve-done", timeout=300_000)
+    cpage.wait_for_function(f"() => {{ const gd = document.querySelector('{GRAPH}');"
+                            f" return gd && gd.data.some(t => t.meta && t.meta.curve && t.x.length === 3); }}")
+    wait_for_dash(cpage)
+
+    points = _stored(state)
+    assert [p["budget"] for p in points] == sorted(p["budget"] for p in points) and len(points) == 3
+    fig = _figure(cpage)
+    assert fig["curve"][0]["y"] == pytest.approx([p["final_layer_mse"]["mean"] for p in points], rel=1e-12)
+    assert fig["curve"][0]["x"] == pytest.approx([p["flops_used"]["mean"] for p in points], rel=1e-12)
+
+    crossing = sampling_crossing(points)
+    said = cpage.inner_text("#curve-notes .curve-crossing")
+    if crossing is None:
+        assert "does not cross sampling" in said
+    else:
+        assert "crosses sampling at" in said and ("better" if crossing["better_after"] else "worse") in said
+        assert f"{SPEC} crosses sampling" in fig["names"]
+    assert not cpage.query_selector("#curve-missing")
+
+    cpage.get_by_label("MSE / Var").check()
+    cpage.wait_for_function(f"() => document.querySelector('{GRAPH}').layout.meta.y === 'var'")
+    fig = _figure(cpage)
+    assert "MSE / avg_variance" in fig["y"] and "sampling: MSE/Var = 1/m" in fig["names"]
+    assert fig["curve"][0]["y"] == pytest.approx([p["mse_over_variance"]["mean"] for p in points], rel=1e-12)
+    cpage.wait_for_function("() => location.search.includes('y=var')")
+    query = parse_qs(urlparse(cpage.url).query)
+    assert query["curves"] == [SPEC] and query["y"] == ["var"] and query["budgets"] == [LADDER]
+    assert query["mlps"] == [MLPS]
+
+    cpage.reload()  # every choice came back from the address, points from the run records
+    wait_for_dash(cpage)
+    cpage.wait_for_function(f"() => {{ const gd = document.querySelector('{GRAPH}');"
+                            f" return gd && gd.layout.meta.y === 'var' && gd.data.some(t => t.meta && t.meta.curve); }}")
