@@ -122,3 +122,24 @@ def test_choose_sweep_read_the_crossing_and_switch_to_mse_over_variance(cpage, c
     wait_for_dash(cpage)
     cpage.wait_for_function(f"() => {{ const gd = document.querySelector('{GRAPH}');"
                             f" return gd && gd.layout.meta.y === 'var' && gd.data.some(t => t.meta && t.meta.curve); }}")
+
+
+def test_the_lab_sweeps_the_budget_beside_run_and_a_fixed_cost_estimator_is_a_vertical_line(cpage):
+    cpage.goto(f"{cpage.base_url}/lab?round={ROUND}&mlps={MLPS}&estimator=mean&budgets={LADDER}")
+    wait_for_dash(cpage)
+    assert cpage.is_visible("#lab-run") and cpage.is_visible("#lab-sweep")
+    cpage.click("#lab-sweep")
+    cpage.wait_for_selector("#lab-sweep-panel", timeout=300_000)
+    graph = "#lab-curve-graph .js-plotly-plot"
+    cpage.wait_for_selector(graph)
+    curve = cpage.evaluate(f"""() => {{
+        const gd = document.querySelector('{graph}');
+        const t = gd.data.find(t => t.meta && t.meta.curve);
+        return {{x: t.x, name: t.name, fixed: t.meta.fixed_cost, texts: gd.data.map(d => d.text || [])}};
+    }}""")
+    assert len(curve["x"]) == 3 and len(set(curve["x"])) == 1  # identical FLOPs at every budget
+    assert curve["fixed"] and "fixed cost: does not use more budget" in curve["name"]
+    assert any("fixed cost: does not use more budget" in text for texts in curve["texts"] for text in texts)
+    assert "fixed cost" in cpage.inner_text("#curve-notes")
+    link = cpage.get_attribute("#lab-curve-link", "href")
+    assert "curves=mean" in link and "mlps=0%3A2" in link
