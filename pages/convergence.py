@@ -33,9 +33,9 @@ from whestboard.band import (
 from whestboard.cache import memoize
 from whestboard.data import get_dataset
 from whestboard.scoring import (
-    builtin_choices,
     curve_cost,
     curve_requests,
+    curve_spec_choices,
     fixed_cost,
     parse_budget_ladder,
     resolve_estimator,
@@ -87,18 +87,11 @@ def _baseline_panel(missing: list[str]) -> html.Div:
 
 
 DEFAULT_LADDER = "0.01B:1B:5"
-CURVE_SPECS = ("mc:1B", "mc:0.5B", "mc:0.1B")
-
-
-def curve_choices() -> list[dict]:
-    """The menu's estimators, Monte Carlo as budget fractions (it adapts to each budget of the ladder)."""
-    out = [{"label": c["label"], "value": c["value"]} for c in builtin_choices() if c["value"] != "mc"]
-    return out + [{"label": f"Monte Carlo, {s[3:]} of each budget", "value": s} for s in CURVE_SPECS]
 
 
 def _curve_controls(curves: list[str], budgets: str, mlps: str, x_axis: str, y_axis: str) -> dbc.Card:
-    offered = {c["value"] for c in curve_choices()}
-    options = curve_choices() + [{"label": s, "value": s} for s in curves if s not in offered]
+    offered = {c["value"] for c in curve_spec_choices()}
+    options = curve_spec_choices() + [{"label": s, "value": s} for s in curves if s not in offered]
     return dbc.Card(dbc.CardBody([
         html.H5("Budget curves: what more FLOPs buy", className="mb-2"),
         html.P("Each estimator scored at a ladder of budgets, every point exactly as `python -m whestboard score "

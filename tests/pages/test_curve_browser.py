@@ -7,6 +7,7 @@ run records by the core (``stored_points``, ``sampling_crossing``), the oracle f
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -36,6 +37,24 @@ def cpage(browser, curve_server):
         yield pg
 
 
+@contextmanager
+def _in_state(state):
+    """This process reads the server's state folder for the block (the core is the oracle)."""
+    from whestboard.store import reset_engines
+
+    old = os.environ.get("WHESTBOARD_STATE_DIR")
+    os.environ["WHESTBOARD_STATE_DIR"] = str(state)
+    reset_engines()
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("WHESTBOARD_STATE_DIR", None)
+        else:
+            os.environ["WHESTBOARD_STATE_DIR"] = old
+        reset_engines()
+
+
 def _stored(state) -> list[dict]:
     """The points the page's sweep recorded, read with the core from the server's state folder."""
     from whestboard.data import get_dataset
@@ -46,21 +65,11 @@ def _stored(state) -> list[dict]:
         rulebook_for,
         stored_points,
     )
-    from whestboard.store import reset_engines
 
-    old = os.environ.get("WHESTBOARD_STATE_DIR")
-    os.environ["WHESTBOARD_STATE_DIR"] = str(state)
-    reset_engines()
-    try:
+    with _in_state(state):
         ds = get_dataset(ROUND)
         ladder = parse_budget_ladder(LADDER, rulebook_for(ROUND).round_budget)
         return stored_points(curve_requests(ds, MLPS, resolve_estimator(SPEC), ROUND, ladder))
-    finally:
-        if old is None:
-            os.environ.pop("WHESTBOARD_STATE_DIR", None)
-        else:
-            os.environ["WHESTBOARD_STATE_DIR"] = old
-        reset_engines()
 
 
 def _figure(page) -> dict:
@@ -143,3 +152,39 @@ def test_the_lab_sweeps_the_budget_beside_run_and_a_fixed_cost_estimator_is_a_ve
     assert "fixed cost" in cpage.inner_text("#curve-notes")
     link = cpage.get_attribute("#lab-curve-link", "href")
     assert "curves=mean" in link and "mlps=0%3A2" in link
+
+
+def test_compare_draws_two_curves_and_their_paired_difference_per_budget(cpage, curve_server):
+    import numpy as np
+
+    from whestboard.data import get_dataset
+    from whestboard.scoring import (
+        curve_requests,
+        parse_budget_ladder,
+        resolve_estimator,
+        rulebook_for,
+        stored_reports,
+    )
+    _, state = curve_server
+    cpage.goto(f"{cpage.base_url}/compare?cdataset={ROUND}&ca={SPEC}&cb=cov&cbudgets={LADDER}&cmlps={MLPS}")
+    wait_for_dash(cpage)
+    cpage.wait_for_selector("#compare-curve-missing")  # covariance propagation is not scored at these budgets yet
+    cpage.click("#compare-curve-sweep")
+    cpage.wait_for_selector("#compare-curve-done", timeout=300_000)
+    cpage.wait_for_function("() => { const gd = document.querySelector('#compare-curve-diff .js-plotly-plot');"
+                            " return gd && gd.layout.meta.budgets.length === 3; }")
+    shown = cpage.evaluate("() => { const gd = document.querySelector('#compare-curve-diff .js-plotly-plot');"
+                           " return {x: gd.data[0].x, y: gd.data[0].y}; }")
+    with _in_state(state):
+        ds = get_dataset(ROUND)
+        ladder = parse_budget_ladder(LADDER, rulebook_for(ROUND).round_budget)
+        a, b = (stored_reports(curve_requests(ds, MLPS, resolve_estimator(s), ROUND, ladder)) for s in (SPEC, "cov"))
+    expected = []
+    for budget in ladder:  # the oracle: per-MLP scores straight from the two runs, differenced MLP by MLP
+        sa = {e["mlp_index"]: e["adjusted_final_layer_score"] for e in a[budget]["results"]["per_mlp"]}
+        sb = {e["mlp_index"]: e["adjusted_final_layer_score"] for e in b[budget]["results"]["per_mlp"]}
+        expected.append(float(np.mean([sa[m] - sb[m] for m in sorted(sa)])))
+    assert shown["x"] == ladder
+    assert shown["y"] == pytest.approx(expected, rel=1e-12)
+    assert len(cpage.query_selector_all("#compare-curve-table tbody tr")) == 3
+    cpage.wait_for_function("() => location.search.includes('cb=cov')")

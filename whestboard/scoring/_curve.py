@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from whestboard.scoring import _run_records
+from whestboard.scoring._estimators import builtin_choices
 from whestboard.scoring._handle import EstimatorHandle
 from whestboard.scoring._inputs import RunError, parse_budget, quoted
 from whestboard.scoring._rulebook import rulebook_for
@@ -37,6 +38,16 @@ BUDGETS_HELP = ("LO:HI:N (N budgets evenly spaced in log from LO to HI, e.g. 0.0
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
         2.045, 2.042)
+
+
+#: Monte Carlo as a budget fraction adapts to each budget of a ladder (``mc:N`` would be a fixed cost).
+CURVE_MC_SPECS = ("mc:1B", "mc:0.5B", "mc:0.1B")
+
+
+def curve_spec_choices() -> list[dict]:
+    """What a page offers to sweep: the lab's menu, with Monte Carlo as budget fractions."""
+    out = [{"label": c["label"], "value": c["value"]} for c in builtin_choices() if c["value"] != "mc"]
+    return out + [{"label": f"Monte Carlo, {s[3:]} of each budget", "value": s} for s in CURVE_MC_SPECS]
 
 
 def parse_budget_ladder(text: str, round_budget: int) -> list[int]:
