@@ -573,11 +573,25 @@ def curve_figure(view: ConvergenceView, curves: list[dict], *, x_axis: str = "fl
     return go.Figure(data=traces, layout=dict(
         shapes=shapes, annotations=notes, height=560, hovermode="closest",
         xaxis=dict(type="log", title=dict(text=CURVE_X[x_axis]), exponentformat="power"),
-        yaxis=dict(type="log", title=dict(text=CURVE_Y[y_axis]), exponentformat="power"),
+        yaxis=dict(type="log", title=dict(text=CURVE_Y[y_axis]), exponentformat="power",
+                   range=_curve_y_range(drawn, shapes)),
         margin=dict(l=70, r=20, t=40, b=60), legend=dict(orientation="h", yanchor="top", y=-0.14, x=0),
         meta={"x": x_axis, "y": y_axis, "curves": [c["label"] for c in curves], "budget": view.budget},
         title=dict(text=f"Budget curves · {_title(view)}", x=0.01, font=dict(size=14)),
     ))
+
+
+def _curve_y_range(drawn: list[dict], shapes: list[dict]) -> list[float] | None:
+    """Log range over the curves (their intervals included) and the noise floor: the shaded region below the
+    floor must not stretch the axis down to where nothing is."""
+    ys = [y for t in drawn for y in (t.get("y") or []) if isinstance(y, (int, float)) and y > 0]
+    for t in drawn:
+        err = t.get("error_y") or {}
+        ys += [y + e for y, e in zip(t.get("y") or [], err.get("array") or [], strict=False) if y + e > 0]
+    ys += [s["y1"] for s in shapes if s.get("name") == "noise-floor"]
+    if not ys:
+        return None
+    return [math.log10(min(ys)) - 0.5, math.log10(max(ys)) + 0.5]
 
 
 def curve_table(curves: list[dict]) -> html.Div:

@@ -244,24 +244,29 @@ def run_curve(requests: list[RunRequest], *, label: str = "", use_cache: bool = 
 
 
 def sampling_crossing(summaries: list[dict]) -> dict | None:
-    """Where the curve's raw MSE meets Monte Carlo's sigma^2/N at the same FLOPs (log-log interpolation).
+    """Where the curve's raw MSE crosses Monte Carlo's sigma^2/N at the same FLOPs (log-log interpolation).
 
-    Sampling at F FLOPs per MLP reaches mean(avg_variance) / (F / mc_flops_per_sample). Returns the FLOPs and
-    MSE of the first sign change of log(MSE / sampling), and which side wins past it; None if it never crosses.
+    Sampling at F FLOPs per MLP reaches mean(avg_variance) / (F / mc_flops_per_sample). Only a resolved
+    crossing counts: between two neighbouring points whose 95% intervals over MLPs both exclude sampling's
+    value, one above it and one below. A curve that stays within its interval of sampling (Monte Carlo
+    itself) does not cross it, whatever its noise does. Returns the FLOPs, budget and MSE of the first such
+    crossing and which side wins past it; None if there is none.
     """
     rows = []
     for s in summaries:
-        flops, mse = s["flops_used"]["mean"], s["final_layer_mse"]["mean"]
-        per_sample, var = s.get("mc_flops_per_sample"), s.get("mean_avg_variance")
-        if not flops or not mse or not per_sample or not var or flops <= 0 or mse <= 0:
+        mse = s["final_layer_mse"]
+        flops, per_sample, var = s["flops_used"]["mean"], s.get("mc_flops_per_sample"), s.get("mean_avg_variance")
+        if not flops or not mse["mean"] or not per_sample or not var or flops <= 0 or mse["mean"] <= 0:
             continue
-        rows.append((float(flops), float(mse), math.log(mse / (var * per_sample / flops)), float(s["budget"]),
+        sampling = var * per_sample / flops
+        side = 1 if mse["low"] > sampling else (-1 if mse["high"] < sampling else 0)  # 0: not resolved
+        rows.append((float(flops), float(mse["mean"]), math.log(mse["mean"] / sampling), side, float(s["budget"]),
                      float(var)))
     rows.sort()
-    for (f0, m0, g0, b0, v0), (f1, m1, g1, b1, v1) in zip(rows, rows[1:], strict=False):
-        if g0 == 0 or (g0 * g1 < 0 and f1 > f0):
-            t = 0.0 if g0 == 0 else g0 / (g0 - g1)
+    for (f0, m0, g0, s0, b0, v0), (f1, m1, g1, s1, b1, v1) in zip(rows, rows[1:], strict=False):
+        if s0 * s1 < 0 and f1 > f0:
+            t = g0 / (g0 - g1)
             at = {name: math.exp(math.log(a) + t * (math.log(b) - math.log(a)))
                   for name, a, b in (("flops", f0, f1), ("mse", m0, m1), ("budget", b0, b1), ("variance", v0, v1))}
-            return {**at, "mse_over_variance": at["mse"] / at["variance"], "better_after": g1 < 0}
+            return {**at, "mse_over_variance": at["mse"] / at["variance"], "better_after": s1 < 0}
     return None
