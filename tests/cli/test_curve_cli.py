@@ -55,8 +55,22 @@ DETERMINISTIC = ("mlp_index", "flops_used", "final_layer_mse", "all_layers_mse",
                  "adjusted_final_layer_score", "effective_compute", "score_multiplier", "failed")
 
 
-@pytest.mark.parametrize("estimator", ["mc:0.5B", "cov"])
-def test_each_point_is_what_score_prints_at_its_budget(capsys, official, estimator):
+FILE_ESTIMATOR = """
+from whestbench.estimators import MeanPropagationEstimator
+
+
+class Estimator(MeanPropagationEstimator):
+    pass
+"""
+
+
+@pytest.mark.parametrize("estimator", ["mc:0.5B", "cov", "file"])
+def test_each_point_is_what_score_prints_at_its_budget(capsys, official, estimator, tmp_path):
+    if estimator == "file":  # a participant's file: every point runs in the sandbox, as score runs it
+        path = tmp_path / "submission" / "estimator.py"  # alone in its folder (the state folder is in tmp_path)
+        path.parent.mkdir()
+        path.write_text(FILE_ESTIMATOR)
+        estimator = str(path)
     swept = curve(capsys, official, estimator)
     assert [p["budget"] for p in swept["points"]] == [100_000, 1_000_000, 10_000_000]
     for point in swept["points"]:
@@ -64,6 +78,9 @@ def test_each_point_is_what_score_prints_at_its_budget(capsys, official, estimat
         assert stored["whestboard"]["cached"] and not point["report"]["whestboard"]["cached"]
         mine = json.loads(json.dumps(point["report"]))
         mine["whestboard"]["cached"] = True
+        differing = sorted(k for k in set(mine["whestboard"]) | set(stored["whestboard"])
+                           if mine["whestboard"].get(k) != stored["whestboard"].get(k))
+        assert not differing, [(k, mine["whestboard"].get(k), stored["whestboard"].get(k)) for k in differing]
         assert mine == stored  # the same record, field for field
         fresh = score(capsys, official, estimator, point["budget"], "--no-cache")
         assert not fresh["whestboard"]["cached"]

@@ -102,10 +102,8 @@ def run(args: argparse.Namespace) -> int:
             raise
         note_missing_files(args, extras, getattr(exc.__cause__, "missing_files", None))
         return fail_before_scoring(args, error, extras)
-    for point in curve.points:
-        note_missing_files(args, extras, point.outcome.report.get("missing_files"))
     if args.json:
-        print(json.dumps(_payload(curve, extras, round_tag, resumed), indent=2))
+        print(json.dumps(_payload(args, curve, extras, round_tag, resumed), indent=2))
     else:
         _print_human(curve, base.round_tag, resumed)
     raised = sum(1 for p in curve.points for e in p.outcome.report["results"]["per_mlp"] if e.get("error"))
@@ -115,11 +113,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _payload(curve, extras: dict, round_tag: str, resumed: list[int]) -> dict:
+def _payload(args: argparse.Namespace, curve, extras: dict, round_tag: str, resumed: list[int]) -> dict:
+    """Each point's report as ``score --json --budget B`` prints it (its own missing files noted), plus the curve's."""
     points = []
     for point in curve.points:
+        own = dict(extras)
+        note_missing_files(args, own, point.outcome.report.get("missing_files"))
         report = whest_shaped(point.outcome.report, cached=point.outcome.cached)
-        report["whestboard"].update(extras)
+        report["whestboard"].update(own)
         points.append({"budget": point.budget, "report": report, "summary": point.summary})
     return {
         "estimator": curve.label,
