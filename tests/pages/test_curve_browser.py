@@ -55,7 +55,7 @@ def _in_state(state):
         reset_engines()
 
 
-def _stored(state) -> list[dict]:
+def _stored(state, spec: str = SPEC) -> list[dict]:
     """The points the page's sweep recorded, read with the core from the server's state folder."""
     from whestboard.data import get_dataset
     from whestboard.scoring import (
@@ -69,7 +69,7 @@ def _stored(state) -> list[dict]:
     with _in_state(state):
         ds = get_dataset(ROUND)
         ladder = parse_budget_ladder(LADDER, rulebook_for(ROUND).round_budget)
-        return stored_points(curve_requests(ds, MLPS, resolve_estimator(SPEC), ROUND, ladder))
+        return stored_points(curve_requests(ds, MLPS, resolve_estimator(spec), ROUND, ladder))
 
 
 def _figure(page) -> dict:
@@ -90,16 +90,17 @@ def test_choose_sweep_read_the_crossing_and_switch_to_mse_over_variance(cpage, c
     wait_for_dash(cpage)
     assert "noise-floor" in _figure(cpage)["shapes"]
 
-    cpage.click("#curve-estimators")
-    cpage.get_by_text("Monte Carlo, 0.5B of each budget", exact=True).click()
-    cpage.keyboard.press("Escape")
-    cpage.wait_for_selector("#curve-missing")  # three points not scored yet
-    assert "3 point(s) not scored yet" in cpage.inner_text("#curve-missing")
+    for option in ("Monte Carlo, 0.5B of each budget", "Covariance propagation (whestbench)"):
+        cpage.click("#curve-estimators")
+        cpage.get_by_text(option, exact=True).click()
+        cpage.keyboard.press("Escape")
+    cpage.wait_for_selector("#curve-missing")  # three points of each not scored yet
+    assert "6 point(s) not scored yet" in cpage.inner_text("#curve-missing")
 
     cpage.click("#curve-sweep")
     cpage.wait_for_selector("#curve-done", timeout=300_000)
     cpage.wait_for_function(f"() => {{ const gd = document.querySelector('{GRAPH}');"
-                            f" return gd && gd.data.some(t => t.meta && t.meta.curve && t.x.length === 3); }}")
+                            f" return gd && gd.data.filter(t => t.meta && t.meta.curve && t.x.length === 3).length === 2; }}")
     wait_for_dash(cpage)
 
     points = _stored(state)
@@ -108,13 +109,16 @@ def test_choose_sweep_read_the_crossing_and_switch_to_mse_over_variance(cpage, c
     assert fig["curve"][0]["y"] == pytest.approx([p["final_layer_mse"]["mean"] for p in points], rel=1e-12)
     assert fig["curve"][0]["x"] == pytest.approx([p["flops_used"]["mean"] for p in points], rel=1e-12)
 
-    crossing = sampling_crossing(points)
-    said = cpage.inner_text("#curve-notes .curve-crossing")
-    if crossing is None:
-        assert "does not cross sampling" in said
-    else:
-        assert "crosses sampling at" in said and ("better" if crossing["better_after"] else "worse") in said
-        assert f"{SPEC} crosses sampling" in fig["names"]
+    said = cpage.locator("#curve-notes .curve-crossing").all_inner_texts()
+    for spec in (SPEC, "cov"):  # what the page says of each curve is what the core finds in the run records
+        crossing = sampling_crossing(_stored(state, spec))
+        line = next(text for text in said if text.startswith(spec))
+        if crossing is None:
+            assert "does not cross sampling" in line
+            assert f"{spec} crosses sampling" not in fig["names"]
+        else:
+            assert "crosses sampling at" in line and ("better" if crossing["better_after"] else "worse") in line
+            assert f"{spec} crosses sampling" in fig["names"]
     assert not cpage.query_selector("#curve-missing")
 
     cpage.get_by_label("MSE / Var").check()
@@ -124,7 +128,7 @@ def test_choose_sweep_read_the_crossing_and_switch_to_mse_over_variance(cpage, c
     assert fig["curve"][0]["y"] == pytest.approx([p["mse_over_variance"]["mean"] for p in points], rel=1e-12)
     cpage.wait_for_function("() => location.search.includes('y=var')")
     query = parse_qs(urlparse(cpage.url).query)
-    assert query["curves"] == [SPEC] and query["y"] == ["var"] and query["budgets"] == [LADDER]
+    assert query["curves"] == [f"{SPEC}|cov"] and query["y"] == ["var"] and query["budgets"] == [LADDER]
     assert query["mlps"] == [MLPS]
 
     cpage.reload()  # every choice came back from the address, points from the run records
@@ -166,9 +170,9 @@ def test_compare_draws_two_curves_and_their_paired_difference_per_budget(cpage, 
         stored_reports,
     )
     _, state = curve_server
-    cpage.goto(f"{cpage.base_url}/compare?cdataset={ROUND}&ca={SPEC}&cb=cov&cbudgets={LADDER}&cmlps={MLPS}")
+    cpage.goto(f"{cpage.base_url}/compare?cdataset={ROUND}&ca={SPEC}&cb=combined&cbudgets={LADDER}&cmlps={MLPS}")
     wait_for_dash(cpage)
-    cpage.wait_for_selector("#compare-curve-missing")  # covariance propagation is not scored at these budgets yet
+    cpage.wait_for_selector("#compare-curve-missing")  # the combined baseline is not scored at these budgets yet
     cpage.click("#compare-curve-sweep")
     cpage.wait_for_selector("#compare-curve-done", timeout=300_000)
     cpage.wait_for_function("() => { const gd = document.querySelector('#compare-curve-diff .js-plotly-plot');"
@@ -178,7 +182,7 @@ def test_compare_draws_two_curves_and_their_paired_difference_per_budget(cpage, 
     with _in_state(state):
         ds = get_dataset(ROUND)
         ladder = parse_budget_ladder(LADDER, rulebook_for(ROUND).round_budget)
-        a, b = (stored_reports(curve_requests(ds, MLPS, resolve_estimator(s), ROUND, ladder)) for s in (SPEC, "cov"))
+        a, b = (stored_reports(curve_requests(ds, MLPS, resolve_estimator(s), ROUND, ladder)) for s in (SPEC, "combined"))
     expected = []
     for budget in ladder:  # the oracle: per-MLP scores straight from the two runs, differenced MLP by MLP
         sa = {e["mlp_index"]: e["adjusted_final_layer_score"] for e in a[budget]["results"]["per_mlp"]}
@@ -187,4 +191,4 @@ def test_compare_draws_two_curves_and_their_paired_difference_per_budget(cpage, 
     assert shown["x"] == ladder
     assert shown["y"] == pytest.approx(expected, rel=1e-12)
     assert len(cpage.query_selector_all("#compare-curve-table tbody tr")) == 3
-    cpage.wait_for_function("() => location.search.includes('cb=cov')")
+    cpage.wait_for_function("() => location.search.includes('cb=combined')")
