@@ -3,6 +3,10 @@
 ``/compare?a=<id>&b=<id>``; the lists offer lab runs, this tab's uploads, baselines and imported submissions
 with per-MLP results, B's list only what shares MLPs with A. Every number comes from
 ``whestboard.compare`` (the same dict ``python -m whestboard compare --json`` prints).
+
+Below, two budget curves (``ca=SPEC&cb=SPEC&cdataset=KEY&cbudgets=LO:HI:N&cmlps=SEL&cmetric=score|mse``):
+both estimators at one ladder of budgets on the same MLPs (each point a run in the run records), and A - B
+paired over MLPs at each budget (``compare.paired_curves``); "Sweep both" scores missing points in a job.
 """
 
 from __future__ import annotations
@@ -13,8 +17,11 @@ from dash import Input, Output, State, callback, dcc, html, no_update
 
 from components import compare_panels as panels
 from components.figures import compare as figs
+from components.figures import convergence as curve_figs
 from components.shell import SESSION_UPLOADS_ID
 from components.url_state import address_store, keep_address_in_step, query_string
+from server.background import priced
+from whestboard.band import cached_convergence_view
 from whestboard.cache import memoize
 from whestboard.compare import (
     CompareError,
@@ -24,8 +31,23 @@ from whestboard.compare import (
     candidates,
     dataset_of,
     heatmap_of,
+    paired_curves,
     stores_revision,
     verdict,
+)
+from whestboard.data import get_dataset, served_datasets
+from whestboard.scoring import (
+    curve_cost,
+    curve_requests,
+    curve_spec_choices,
+    fixed_cost,
+    parse_budget_ladder,
+    resolve_estimator,
+    rulebook_for,
+    run_curve,
+    sampling_crossing,
+    stored_points,
+    stored_reports,
 )
 
 dash.register_page(__name__, path="/compare", name="Compare", order=6, title="Compare · Whestboard")
@@ -80,7 +102,55 @@ def _one_id(value) -> str | None:
     return str(value)[:MAX_ID_CHARS] if value else None
 
 
-def layout(a: str | None = None, b: str | None = None, **_query) -> html.Div:
+CURVE_LADDER = "0.01B:1B:5"
+
+
+def _curve_section(dataset: str | None, ca: str | None, cb: str | None, budgets: str | None, mlps: str | None,
+                   metric: str | None) -> dbc.Card:
+    keys = list(served_datasets())
+    specs = curve_spec_choices()
+    known = {o["value"] for o in specs}
+    extra = [{"label": v, "value": v} for v in (ca, cb) if v and v not in known]
+    return dbc.Card(dbc.CardBody([
+        html.H5("Two budget curves, paired per budget"),
+        html.P("Both estimators at each budget of the ladder on the same MLPs, every point exactly as `score "
+               "--budget B` scores it; below, A − B at each budget paired over those MLPs.",
+               className="small text-muted"),
+        dbc.Row([
+            dbc.Col([dbc.Label("Dataset", html_for="compare-curve-dataset", className="small fw-semibold"),
+                     dcc.Dropdown(id="compare-curve-dataset", options=[{"label": k, "value": k} for k in keys],
+                                  value=dataset if dataset in keys else (keys[0] if keys else None),
+                                  clearable=False)], md=2),
+            dbc.Col([dbc.Label("A", html_for="compare-curve-a", className="small fw-semibold"),
+                     dcc.Dropdown(id="compare-curve-a", options=specs + extra, value=ca or "mc:1B",
+                                  clearable=False)], md=2),
+            dbc.Col([dbc.Label("B", html_for="compare-curve-b", className="small fw-semibold"),
+                     dcc.Dropdown(id="compare-curve-b", options=specs + extra, value=cb or "cov",
+                                  clearable=False)], md=2),
+            dbc.Col([dbc.Label("Budgets", html_for="compare-curve-budgets", className="small fw-semibold"),
+                     dbc.Input(id="compare-curve-budgets", value=budgets or CURVE_LADDER, size="sm", debounce=True)],
+                    md=2),
+            dbc.Col([dbc.Label("MLPs", html_for="compare-curve-mlps", className="small fw-semibold"),
+                     dbc.Input(id="compare-curve-mlps", value=mlps or "", size="sm", debounce=True,
+                               placeholder="all")], md=1),
+            dbc.Col([dbc.RadioItems(id="compare-curve-metric", value=metric if metric in ("score", "mse") else "score",
+                                    className="small", options=[{"label": "score", "value": "score"},
+                                                                {"label": "raw MSE", "value": "mse"}])], md=1),
+            dbc.Col([dbc.Button("Sweep both", id="compare-curve-sweep", color="primary", size="sm", className="me-1"),
+                     dbc.Button("Cancel", id="compare-curve-cancel", color="secondary", outline=True, size="sm",
+                                disabled=True)], md=2, className="align-self-end"),
+        ], className="g-2"),
+        html.Div([dbc.Progress(id="compare-curve-progress", value=0, label="", striped=True, animated=True,
+                               style={"height": "1.2rem"}, className="mt-2")], id="compare-curve-wrap", style=HIDDEN),
+        dcc.Store(id="compare-curve-refresh", data=0),
+        html.Div(id="compare-curve-status", className="small mt-2"),
+        dcc.Loading(html.Div(id="compare-curve-body"), type="default", delay_show=300),
+    ]), className="mt-4")
+
+
+def layout(a: str | None = None, b: str | None = None, cdataset: str | None = None, ca: str | None = None,
+           cb: str | None = None, cbudgets: str | None = None, cmlps: str | None = None, cmetric: str | None = None,
+           **_query) -> html.Div:
     """The dropdowns start with their options: a value from the address outside its options would be dropped."""
     a, b = _one_id(a), _one_id(b)
     return html.Div([
@@ -106,6 +176,7 @@ def layout(a: str | None = None, b: str | None = None, **_query) -> html.Div:
                 dcc.Graph(id="compare-heatmap"),
             ], id="compare-heatmap-wrap", style=HIDDEN),
         ], id="compare-anatomy-wrap", style=HIDDEN),
+        _curve_section(cdataset, ca, cb, cbudgets, cmlps, cmetric),
     ])
 
 
@@ -208,10 +279,123 @@ def _heatmap(mlp, a, b):
 
 
 @callback(Output("compare-address", "data"), Input("compare-a", "value"), Input("compare-b", "value"),
-          prevent_initial_call=True)
-def _address(a, b):
-    """The address follows A and B in place (``components.url_state``)."""
-    return query_string({"a": a, "b": b})
+          Input("compare-curve-dataset", "value"), Input("compare-curve-a", "value"), Input("compare-curve-b", "value"),
+          Input("compare-curve-budgets", "value"), Input("compare-curve-mlps", "value"),
+          Input("compare-curve-metric", "value"), prevent_initial_call=True)
+def _address(a, b, cdataset, ca, cb, cbudgets, cmlps, cmetric):
+    """The address follows A and B, and the curves' choices, in place (``components.url_state``)."""
+    return query_string({"a": a, "b": b, "cdataset": cdataset, "ca": ca, "cb": cb,
+                         "cbudgets": None if cbudgets == CURVE_LADDER else cbudgets, "cmlps": cmlps,
+                         "cmetric": None if cmetric == "score" else cmetric})
 
 
 keep_address_in_step("compare-address")
+
+
+# ---------------------------------------------------------------------------
+# two budget curves
+# ---------------------------------------------------------------------------
+
+
+def _curve_pair(dataset_key, ca, cb, budgets, mlps) -> list:
+    """(spec, requests) for A and B on the same MLPs and ladder; the core's parsers name a field to fix."""
+    ds = get_dataset(dataset_key)
+    tag = ds.info.round_tag
+    ladder = parse_budget_ladder(budgets or CURVE_LADDER, rulebook_for(tag).round_budget)
+    return [(spec, curve_requests(ds, mlps or "", resolve_estimator(spec), tag, ladder, source="lab"))
+            for spec in (ca, cb)]
+
+
+@callback(
+    Output("compare-curve-body", "children"),
+    Input("compare-curve-dataset", "value"),
+    Input("compare-curve-a", "value"),
+    Input("compare-curve-b", "value"),
+    Input("compare-curve-budgets", "value"),
+    Input("compare-curve-mlps", "value"),
+    Input("compare-curve-metric", "value"),
+    Input("compare-curve-refresh", "data"),
+)
+def _curves(dataset_key, ca, cb, budgets, mlps, metric, _refresh):
+    """The two curves (stored points) over the band, and A − B paired per budget."""
+    if not dataset_key or not ca or not cb:
+        return None
+    metric = metric if metric in ("score", "mse") else "score"
+    try:
+        pair = _curve_pair(dataset_key, ca, cb, budgets, mlps)
+        view, _ = cached_convergence_view(get_dataset(dataset_key))
+    except (ValueError, KeyError, FileNotFoundError) as exc:
+        return dbc.Alert(exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc), color="warning",
+                         className="py-2 small", id="compare-curve-error")
+    curves, reports, missing = [], [], 0
+    for spec, requests in pair:
+        points = stored_points(requests)
+        missing += len(requests) - len(points)
+        curves.append({"label": f"{'AB'[len(curves)]}: {spec}", "points": points,
+                       "crossing": sampling_crossing(points), "fixed_cost": fixed_cost(points)})
+        reports.append(stored_reports(requests))
+    rows = paired_curves(reports[0], reports[1], metric=metric)
+    return html.Div([
+        html.P(f"{missing} point(s) not scored yet: press Sweep both.", className="small text-muted",
+               id="compare-curve-missing") if missing else None,
+        dbc.Row([dbc.Col(dcc.Graph(id="compare-curve-graph",
+                                   figure=curve_figs.curve_figure(view, curves, y_axis=metric)), md=7),
+                 dbc.Col(dcc.Graph(id="compare-curve-diff", figure=figs.curve_difference_figure(rows, metric)), md=5)]),
+        _difference_table(rows),
+    ])
+
+
+def _difference_table(rows: list[dict]) -> dbc.Table:
+    head = html.Thead(html.Tr([html.Th(h) for h in ("B", "shared MLPs", "A − B [95%]", "A lower / B lower", "p",
+                                                    "verdict")]))
+    body = []
+    for r in rows:
+        if r.get("missing"):
+            body.append(html.Tr([html.Td(f"{r['budget']:.4g}"), html.Td(f"no {r['missing']} point", colSpan=5)]))
+            continue
+        body.append(html.Tr([html.Td(f"{r['budget']:.4g}"), html.Td(r["n"]),
+                             html.Td(f"{r['mean_difference']:.3g} [{r['ci_low']:.3g}, {r['ci_high']:.3g}]"),
+                             html.Td(f"{r['wins']} / {r['losses']}"), html.Td(f"{r['p_value']:.3g}"),
+                             html.Td(r["verdict"])]))
+    return dbc.Table([head, html.Tbody(body)], size="sm", striped=True, className="small", id="compare-curve-table")
+
+
+def _sweep_cost(_n, dataset_key, ca, cb, budgets, mlps) -> float:
+    return sum(curve_cost(requests) for _, requests in _curve_pair(dataset_key, ca, cb, budgets, mlps))
+
+
+@callback(
+    Output("compare-curve-refresh", "data"),
+    Output("compare-curve-status", "children"),
+    Input("compare-curve-sweep", "n_clicks"),
+    State("compare-curve-dataset", "value"),
+    State("compare-curve-a", "value"),
+    State("compare-curve-b", "value"),
+    State("compare-curve-budgets", "value"),
+    State("compare-curve-mlps", "value"),
+    background=True,
+    running=[(Output("compare-curve-sweep", "disabled"), True, False),
+             (Output("compare-curve-cancel", "disabled"), False, True),
+             (Output("compare-curve-wrap", "style"), SHOWN, HIDDEN)],
+    progress=[Output("compare-curve-progress", "value"), Output("compare-curve-progress", "label")],
+    cancel=[Input("compare-curve-cancel", "n_clicks")],
+    interval=500,
+    prevent_initial_call=True,
+)
+@priced("This budget sweep", _sweep_cost)
+def _sweep(set_progress, n_clicks, dataset_key, ca, cb, budgets, mlps):
+    """Score the missing points of both curves, one run each, in a job process."""
+    if not n_clicks:
+        return no_update, no_update
+    set_progress((0, "starting…"))
+    try:
+        pair = _curve_pair(dataset_key, ca, cb, budgets, mlps)
+        for side, (spec, requests) in enumerate(pair):
+            def progress(index, n_points, done, n_mlps, _side=side, _spec=spec):
+                set_progress((100 * (_side + (index + done / max(n_mlps, 1)) / n_points) / 2,
+                              f"{_spec}: point {index + 1}/{n_points}, {done}/{n_mlps} MLPs"))
+            run_curve(requests, on_progress=progress)
+    except Exception as exc:  # the page shows a sentence, never a traceback
+        message = str(exc) if isinstance(exc, (ValueError, KeyError, FileNotFoundError)) else f"{type(exc).__name__}: {exc}"
+        return n_clicks, dbc.Alert(f"The sweep could not finish: {message}", color="danger", className="py-2")
+    return n_clicks, html.Span("Both curves swept.", id="compare-curve-done")

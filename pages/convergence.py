@@ -5,6 +5,10 @@ One round (and dataset) at a time, chosen in the URL like every page
 ``highlight=team:NAME`` / ``highlight=estimator:LABEL``. Changing the view or
 the highlight rewrites the address in place (no page reload), so any picture
 can be shared. Missing white-box baselines are computed in a background job.
+
+Below it, budget curves (``curves=mc:1B|cov&budgets=0.01B:1B:5&mlps=0:4&x=ratio&y=var``): each chosen
+estimator at a ladder of budgets, every point a run kept in the run records (so the ``curve`` command and
+this page share points); "Sweep the budget" scores the missing points in a background job with progress.
 """
 
 from __future__ import annotations
@@ -28,6 +32,18 @@ from whestboard.band import (
 )
 from whestboard.cache import memoize
 from whestboard.data import get_dataset
+from whestboard.scoring import (
+    curve_cost,
+    curve_requests,
+    curve_spec_choices,
+    fixed_cost,
+    parse_budget_ladder,
+    resolve_estimator,
+    rulebook_for,
+    run_curve,
+    sampling_crossing,
+    stored_points,
+)
 
 dash.register_page(__name__, path="/convergence", name="Convergence", order=2, title="Convergence · Whestboard")
 
@@ -70,8 +86,49 @@ def _baseline_panel(missing: list[str]) -> html.Div:
     ], id="convergence-baseline-panel", style=SHOWN if missing else HIDDEN)
 
 
+DEFAULT_LADDER = "0.01B:1B:5"
+
+
+def _curve_controls(curves: list[str], budgets: str, mlps: str, x_axis: str, y_axis: str) -> dbc.Card:
+    offered = {c["value"] for c in curve_spec_choices()}
+    options = curve_spec_choices() + [{"label": s, "value": s} for s in curves if s not in offered]
+    return dbc.Card(dbc.CardBody([
+        html.H5("Budget curves: what more FLOPs buy", className="mb-2"),
+        html.P("Each estimator scored at a ladder of budgets, every point exactly as `python -m whestboard score "
+               "--budget B` scores it (the round's rulebook, only B changed), drawn over the Monte Carlo band. "
+               "Points below the reference noise floor are open circles: they cannot be resolved.",
+               className="small text-muted"),
+        dbc.Row([
+            dbc.Col([dbc.Label("Estimators", html_for="curve-estimators", className="small fw-semibold"),
+                     dcc.Dropdown(id="curve-estimators", options=options, value=curves, multi=True,
+                                  placeholder="choose estimators")], md=4),
+            dbc.Col([dbc.Label("Budgets", html_for="curve-budgets", className="small fw-semibold"),
+                     dbc.Input(id="curve-budgets", value=budgets, size="sm", debounce=True),
+                     dbc.FormText("LO:HI:N or B1,B2,…")], md=2),
+            dbc.Col([dbc.Label("MLPs", html_for="curve-mlps", className="small fw-semibold"),
+                     dbc.Input(id="curve-mlps", value=mlps, size="sm", debounce=True, placeholder="all"),
+                     dbc.FormText("0:8, 3 or 0,2,5")], md=2),
+            dbc.Col([dbc.Label("x", className="small fw-semibold"),
+                     dbc.RadioItems(id="curve-x", value=x_axis, className="small",
+                                    options=[{"label": "FLOPs", "value": "flops"},
+                                             {"label": "FLOPs / B", "value": "ratio"}])], md=1),
+            dbc.Col([dbc.Label("y", className="small fw-semibold"),
+                     dbc.RadioItems(id="curve-y", value=y_axis, className="small",
+                                    options=[{"label": "raw MSE", "value": "mse"}, {"label": "score", "value": "score"},
+                                             {"label": "MSE / Var", "value": "var"}])], md=1),
+            dbc.Col([dbc.Button("Sweep the budget", id="curve-sweep", color="primary", size="sm", className="me-2"),
+                     dbc.Button("Cancel", id="curve-cancel", color="secondary", outline=True, size="sm",
+                                disabled=True)], md=2, className="align-self-end"),
+        ], className="g-3"),
+        html.Div([dbc.Progress(id="curve-progress", value=0, label="", striped=True, animated=True,
+                               style={"height": "1.2rem"}, className="mt-2")], id="curve-progress-wrap", style=HIDDEN),
+        html.Div(id="curve-status", className="small mt-2"),
+    ]), className="mb-3")
+
+
 def layout(dataset: str | None = None, round: str | None = None, highlight: str | None = None,  # noqa: A002
-           view: str | None = None, **_query) -> html.Div:
+           view: str | None = None, curves: str | None = None, budgets: str | None = None, mlps: str | None = None,
+           x: str | None = None, y: str | None = None, **_query) -> html.Div:
     selection = resolve_selection(dataset=dataset, round=round)
     title = html.H2("Monte Carlo convergence")
     if not selection.ok:
@@ -101,6 +158,12 @@ def layout(dataset: str | None = None, round: str | None = None, highlight: str 
                     type="default", delay_show=300),
         dbc.Card(dbc.CardBody(figs.readout_panel_placeholder(), id="convergence-readout"), className="mb-3"),
         html.P(METHOD, className="small text-muted"),
+        _curve_controls([c for c in (curves or "").split("|") if c], budgets or DEFAULT_LADDER, mlps or "",
+                        x if x in ("flops", "ratio") else "flops", y if y in ("mse", "score", "var") else "mse"),
+        dcc.Store(id="curve-refresh", data=0),
+        dcc.Loading(dcc.Graph(id="curve-graph", config=GRAPH_CONFIG, style={"height": "560px"}),
+                    type="default", delay_show=300),
+        html.Div(id="curve-readout"),
     ])
 
 
@@ -163,13 +226,21 @@ clientside_callback(
     Output("convergence-address", "data"),
     Input("convergence-metric", "value"),
     Input("convergence-highlight", "value"),
+    Input("curve-estimators", "value"),
+    Input("curve-budgets", "value"),
+    Input("curve-mlps", "value"),
+    Input("curve-x", "value"),
+    Input("curve-y", "value"),
     State("convergence-dataset", "data"),
     State("convergence-round", "data"),
     prevent_initial_call=True,
 )
-def _sync_url(metric: str, highlight: str | None, dataset_key: str, round_tag: str | None):
+def _sync_url(metric: str, highlight: str | None, curves, budgets, mlps, x_axis, y_axis, dataset_key: str,
+              round_tag: str | None):
     params = {"round": round_tag, "dataset": dataset_key, "view": "all" if metric == "all" else None,
-              "highlight": highlight}
+              "highlight": highlight, "curves": "|".join(curves or []) or None,
+              "budgets": None if budgets == DEFAULT_LADDER else budgets, "mlps": mlps,
+              "x": None if x_axis == "flops" else x_axis, "y": None if y_axis == "mse" else y_axis}
     return query_string(params)
 
 
@@ -225,3 +296,96 @@ def _compute_baselines(set_progress, n_clicks, dataset_key: str):
         return no_update, SHOWN, dbc.Alert(f"Could not compute the baselines: {exc}", color="danger",
                                            className="py-2 small")
     return n_clicks, HIDDEN, None
+
+
+# ---------------------------------------------------------------------------
+# budget curves
+# ---------------------------------------------------------------------------
+
+
+def _curve_requests(dataset_key: str, specs: list[str] | None, budgets: str | None, mlps: str | None) -> list:
+    """(spec, requests) per chosen estimator; the core's parsers raise a sentence naming the field to fix."""
+    ds = get_dataset(dataset_key)
+    tag = ds.info.round_tag
+    ladder = parse_budget_ladder(budgets or DEFAULT_LADDER, rulebook_for(tag).round_budget)
+    return [(spec, curve_requests(ds, mlps or "", resolve_estimator(spec), tag, ladder, source="lab"))
+            for spec in (specs or [])]
+
+
+def _sweep_cost(_n, dataset_key, specs, budgets, mlps) -> float:
+    """The missing points' work: their MLPs times each budget (stored points cost nothing)."""
+    return sum(curve_cost(requests) for _, requests in _curve_requests(dataset_key, specs, budgets, mlps))
+
+
+@callback(
+    Output("curve-graph", "figure"),
+    Output("curve-readout", "children"),
+    Input("curve-estimators", "value"),
+    Input("curve-budgets", "value"),
+    Input("curve-mlps", "value"),
+    Input("curve-x", "value"),
+    Input("curve-y", "value"),
+    Input("curve-refresh", "data"),
+    State("convergence-dataset", "data"),
+)
+def _render_curves(specs, budgets, mlps, x_axis, y_axis, _refresh, dataset_key):
+    """Draw the stored points of every chosen curve; say how many are missing (Sweep scores them)."""
+    try:
+        view, _ = cached_convergence_view(get_dataset(dataset_key))
+        chosen = _curve_requests(dataset_key, specs, budgets, mlps)
+    except (ValueError, KeyError, FileNotFoundError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        return figs.empty_figure(message), dbc.Alert(message, color="warning", className="py-2 small",
+                                                     id="curve-error")
+    curves, missing = [], 0
+    for spec, requests in chosen:
+        points = stored_points(requests)
+        missing += len(requests) - len(points)
+        curves.append({"label": spec, "points": points, "crossing": sampling_crossing(points),
+                       "fixed_cost": fixed_cost(points)})
+    figure = figs.curve_figure(view, curves, x_axis=x_axis or "flops", y_axis=y_axis or "mse")
+    note = (html.P(f"{missing} point(s) not scored yet: press Sweep the budget to score them (stored points are "
+                   "kept; an interrupted sweep resumes where it stopped).", className="small text-muted",
+                   id="curve-missing") if missing else None)
+    return figure, [note, figs.curve_table(curves)]
+
+
+@callback(
+    Output("curve-refresh", "data"),
+    Output("curve-status", "children"),
+    Input("curve-sweep", "n_clicks"),
+    State("convergence-dataset", "data"),
+    State("curve-estimators", "value"),
+    State("curve-budgets", "value"),
+    State("curve-mlps", "value"),
+    background=True,
+    running=[(Output("curve-sweep", "disabled"), True, False), (Output("curve-cancel", "disabled"), False, True),
+             (Output("curve-progress-wrap", "style"), SHOWN, HIDDEN)],
+    progress=[Output("curve-progress", "value"), Output("curve-progress", "label")],
+    cancel=[Input("curve-cancel", "n_clicks")],
+    interval=500,
+    prevent_initial_call=True,
+)
+@priced("This budget sweep", _sweep_cost)
+def _sweep(set_progress, n_clicks, dataset_key, specs, budgets, mlps):
+    """Score every missing point of every chosen curve, one run each, in a job process."""
+    if not n_clicks:
+        return no_update, no_update
+    if not specs:
+        return no_update, dbc.Alert("Choose at least one estimator to sweep.", color="warning", className="py-2")
+    set_progress((0, "starting…"))
+    try:
+        chosen = _curve_requests(dataset_key, specs, budgets, mlps)
+        total = sum(len(requests) for _, requests in chosen)
+        done = 0
+        for spec, requests in chosen:
+            def progress(index, n_points, mlps_done, n_mlps, _spec=spec, _base=done):
+                share = 100 * (_base + index + mlps_done / max(n_mlps, 1)) / max(total, 1)
+                set_progress((share, f"{_spec}: point {index + 1}/{n_points}, {mlps_done}/{n_mlps} MLPs"))
+            run_curve(requests, on_progress=progress)
+            done += len(requests)
+    except Exception as exc:  # the page shows a sentence, never a traceback
+        message = str(exc) if isinstance(exc, (ValueError, KeyError, FileNotFoundError)) else f"{type(exc).__name__}: {exc}"
+        return n_clicks, dbc.Alert(f"The sweep could not finish: {message}", color="danger", className="py-2",
+                                   id="curve-error")
+    return n_clicks, html.Span(f"Swept {total} point(s).", id="curve-done")

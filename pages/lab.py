@@ -4,6 +4,11 @@ Run is a Dash background callback (the app's DiskcacheManager): the estimator
 runs in a job process, so the page keeps serving; per-MLP results stream in
 through ``set_progress`` and Cancel kills the job. An identical run is answered
 from the cache service / run store before any job starts, so a repeat is instant.
+
+"Sweep the budget", beside Run, scores the same estimator on the same MLPs at a ladder of budgets
+(``budgets=LO:HI:N``), each point a run kept in the run records exactly as ``score --budget B`` keeps it,
+and draws the curve over the Monte Carlo band; stored points are not scored again. The form's choices live
+in the address (``components.url_state``).
 """
 
 from __future__ import annotations
@@ -13,9 +18,12 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 
 from components.compare_panels import compare_url
+from components.figures import convergence as curve_figs
 from components.figures import lab as figs
 from components.selectors import not_found_panel, resolve_selection, selector_row
+from components.url_state import address_store, href, keep_address_in_step, query_string
 from server.background import priced
+from whestboard.band import cached_convergence_view
 from whestboard.cache import Region
 from whestboard.data import get_dataset
 from whestboard.jobs import check_cost
@@ -25,23 +33,31 @@ from whestboard.scoring import (
     RunRequest,
     builtin_choices,
     cache_key,
+    curve_cost,
+    curve_requests,
     find_cached,
+    fixed_cost,
     get_run,
     get_run_predictions,
     layer_comparison,
     parse_budget,
+    parse_budget_ladder,
     quoted,
     resolve_estimator,
     rulebook_for,
     run_and_record,
+    run_curve,
+    sampling_crossing,
+    stored_points,
 )
 
 dash.register_page(__name__, path="/lab", name="Lab", order=3, title="Estimator lab · Whestboard")
 
 HIDDEN, SHOWN = {"display": "none"}, {"display": "block"}
+DEFAULT_LADDER = "0.01B:1B:5"
 
 
-def _controls(ds, mlps: str, estimator: str, mc: str, budget: str) -> dbc.Card:
+def _controls(ds, mlps: str, estimator: str, mc: str, budget: str, budgets: str) -> dbc.Card:
     rnd_budget = rulebook_for(ds.info.round_tag).round_budget
     first = ds.indices[0] if ds.indices else 0
     return dbc.Card(dbc.CardBody([
@@ -66,11 +82,23 @@ def _controls(ds, mlps: str, estimator: str, mc: str, budget: str) -> dbc.Card:
                 dbc.Button("Cancel", id="lab-cancel", color="secondary", outline=True, size="sm", disabled=True),
             ], md=2, className="align-self-end"),
         ], className="g-3"),
+        dbc.Row([
+            dbc.Col([dbc.Label("Budgets to sweep", html_for="lab-budgets", className="small fw-semibold"),
+                     dbc.Input(id="lab-budgets", value=budgets or DEFAULT_LADDER, size="sm"),
+                     dbc.FormText("LO:HI:N (log-spaced) or B1,B2,…; each point is a run at that budget")], md=4),
+            dbc.Col([
+                dbc.Button("Sweep the budget", id="lab-sweep", color="primary", outline=True, size="sm",
+                           className="me-2"),
+                dbc.Button("Cancel sweep", id="lab-sweep-cancel", color="secondary", outline=True, size="sm",
+                           disabled=True),
+            ], md=4, className="align-self-end"),
+        ], className="g-3 mt-1"),
     ]), className="mb-3")
 
 
 def layout(dataset: str | None = None, round: str | None = None, mlps: str | None = None,  # noqa: A002
-           estimator: str | None = None, mc: str | None = None, budget: str | None = None, **_query) -> html.Div:
+           estimator: str | None = None, mc: str | None = None, budget: str | None = None,
+           budgets: str | None = None, **_query) -> html.Div:
     selection = resolve_selection(dataset=dataset, round=round)
     title = html.H2("Estimator lab")
     if not selection.ok:
@@ -82,8 +110,10 @@ def layout(dataset: str | None = None, round: str | None = None, mlps: str | Non
                "round's full rulebook, scored by whestbench's evaluate_estimator, with the grader's fallback for any "
                "failure. " + figs.NOISE_HELP, className="text-muted"),
         selector_row(selection, target_path="/lab"),
-        _controls(ds, mlps or "", estimator or "", mc or "", budget or ""),
+        _controls(ds, mlps or "", estimator or "", mc or "", budget or "", budgets or ""),
         dcc.Store(id="lab-dataset", data=selection.dataset_key),
+        dcc.Store(id="lab-round", data=selection.round_tag),
+        address_store("lab-address"),
         dcc.Store(id="lab-job"),
         dcc.Store(id="lab-job-result"),
         dcc.Store(id="lab-plan-result"),
@@ -96,6 +126,9 @@ def layout(dataset: str | None = None, round: str | None = None, mlps: str | Non
             html.Div(id="lab-status", className="small text-muted mb-2"),
             html.Div(id="lab-live"),
         ], id="lab-progress-wrap", style=HIDDEN),
+        html.Div([dbc.Progress(id="lab-sweep-progress", value=0, label="", striped=True, animated=True,
+                               className="mb-2", style={"height": "1.4rem"})], id="lab-sweep-wrap", style=HIDDEN),
+        html.Div(id="lab-sweep-results"),
         dcc.Loading(html.Div(id="lab-results"), type="default", delay_show=300),
         html.Div([
             html.H5("One layer, every neuron", className="mt-4"),
@@ -297,3 +330,85 @@ def _layer(layer, run_id):
     comparison = layer_comparison(report, get_run_predictions(run_id),
                                        get_dataset(report["dataset"]["key"]), int(layer))
     return figs.signed_error_heatmap(comparison), figs.predicted_vs_true(comparison)
+
+
+@callback(
+    Output("lab-address", "data"),
+    Input("lab-mlps", "value"),
+    Input("lab-estimator", "value"),
+    Input("lab-mc", "value"),
+    Input("lab-budget", "value"),
+    Input("lab-budgets", "value"),
+    State("lab-dataset", "data"),
+    State("lab-round", "data"),
+    prevent_initial_call=True,
+)
+def _sync_url(mlps, estimator, mc, budget, budgets, dataset_key, round_tag):
+    return query_string({"round": round_tag, "dataset": dataset_key, "mlps": mlps, "estimator": estimator,
+                         "mc": mc if estimator == "mc" else None, "budget": budget,
+                         "budgets": None if budgets == DEFAULT_LADDER else budgets})
+
+
+keep_address_in_step("lab-address")
+
+
+def _sweep_requests(dataset_key, mlps, estimator, mc, budgets) -> tuple[str, list]:
+    """The lab's estimator on the lab's MLPs at each budget of the ladder (the round's rulebook, only B changed)."""
+    spec = _spec(estimator, mc)
+    if not isinstance(dataset_key, str):
+        raise RunError(f"dataset {quoted(dataset_key)} is not a dataset key: pick one above")
+    ds = get_dataset(dataset_key)
+    tag = ds.info.round_tag
+    ladder = parse_budget_ladder(budgets or DEFAULT_LADDER, rulebook_for(tag).round_budget)
+    return spec, curve_requests(ds, mlps, resolve_estimator(spec), tag, ladder, source="lab")
+
+
+def _sweep_cost(_n, dataset_key, mlps, estimator, mc, budgets) -> float:
+    return curve_cost(_sweep_requests(dataset_key, mlps, estimator, mc, budgets)[1])
+
+
+@callback(
+    Output("lab-sweep-results", "children"),
+    Input("lab-sweep", "n_clicks"),
+    State("lab-dataset", "data"),
+    State("lab-mlps", "value"),
+    State("lab-estimator", "value"),
+    State("lab-mc", "value"),
+    State("lab-budgets", "value"),
+    background=True,
+    running=[(Output("lab-sweep", "disabled"), True, False), (Output("lab-sweep-cancel", "disabled"), False, True),
+             (Output("lab-sweep-wrap", "style"), SHOWN, HIDDEN)],
+    progress=[Output("lab-sweep-progress", "value"), Output("lab-sweep-progress", "label")],
+    cancel=[Input("lab-sweep-cancel", "n_clicks")],
+    interval=500,
+    prevent_initial_call=True,
+)
+@priced("This budget sweep", _sweep_cost)
+def _sweep(set_progress, n_clicks, dataset_key, mlps, estimator, mc, budgets):
+    """Every missing point of the curve, one run each, in a job process; then the curve over the band."""
+    if not n_clicks:
+        return no_update
+    set_progress((0, "starting…"))
+    try:
+        spec, requests = _sweep_requests(dataset_key, mlps, estimator, mc, budgets)
+
+        def progress(index, n_points, done, n_mlps):
+            set_progress((100 * (index + done / max(n_mlps, 1)) / n_points,
+                          f"point {index + 1} of {n_points}: {done}/{n_mlps} MLPs"))
+
+        run_curve(requests, on_progress=progress)
+        points = stored_points(requests)
+        view, _ = cached_convergence_view(get_dataset(dataset_key))
+    except Exception as exc:  # the page shows a sentence, never a traceback
+        message = str(exc) if isinstance(exc, (ValueError, KeyError, FileNotFoundError)) else f"{type(exc).__name__}: {exc}"
+        return dbc.Alert(["The sweep could not finish: ", message], color="danger", id="lab-sweep-error")
+    curve = {"label": spec, "points": points, "crossing": sampling_crossing(points), "fixed_cost": fixed_cost(points)}
+    link = href("/convergence", {"round": view.round_tag, "dataset": dataset_key, "curves": spec,
+                                 "budgets": budgets or DEFAULT_LADDER, "mlps": mlps})
+    return html.Div([
+        html.H5("Budget curve", className="mt-3"),
+        dcc.Graph(id="lab-curve-graph", figure=curve_figs.curve_figure(view, [curve])),
+        curve_figs.curve_table([curve]),
+        dcc.Link("Draw it on the convergence page (with other estimators, in MSE/Var or score)", href=link,
+                 id="lab-curve-link", className="small"),
+    ], id="lab-sweep-panel")

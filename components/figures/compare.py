@@ -206,3 +206,38 @@ def heatmap_figure(heat: ErrorHeatmap) -> go.Figure:
     fig.update_yaxes(title="layer", dtick=1, autorange="reversed")
     fig.update_layout(**LAYOUT, title=f"MLP {heat.mlp_index}: {heat.quantity} per neuron")
     return fig
+
+
+def curve_difference_figure(rows: list[dict], metric: str = "score") -> go.Figure:
+    """A minus B at each budget, paired over their shared MLPs: the mean difference and its 95% interval.
+
+    The x axis is the budget (log); y is linear, through zero (below zero A is lower, i.e. better). A budget
+    where the interval excludes zero is filled; one it does not is open; a budget one side lacks is named.
+    """
+    shown = [r for r in rows if not r.get("missing") and r["n"] and math.isfinite(r["mean_difference"])]
+    word = METRICS.get(metric, METRICS["score"])[1]
+    fig = go.Figure(layout={**LAYOUT, "title": {"text": f"A − B per budget ({word}, paired over shared MLPs)",
+                                                "font": {"size": 14}},
+                            "xaxis": {"type": "log", "title": {"text": "budget B per MLP (FLOPs)"},
+                                      "exponentformat": "power"},
+                            "yaxis": {"title": {"text": f"mean paired difference of {word}"}, "zeroline": True,
+                                      "exponentformat": "power"},
+                            "meta": {"metric": metric, "budgets": [r["budget"] for r in shown]}})
+    fig.add_hline(y=0, line={"color": LINE_COLOR, "dash": "dash", "width": 1})
+    if shown:
+        fig.add_trace(go.Scatter(
+            x=[r["budget"] for r in shown], y=[r["mean_difference"] for r in shown], mode="lines+markers",
+            name="A − B (95% bootstrap interval)", line={"color": DIFF_COLOR},
+            marker={"size": 10, "color": DIFF_COLOR,
+                    "symbol": ["circle" if r["resolved"] else "circle-open" for r in shown]},
+            error_y={"type": "data", "symmetric": False, "array": [r["ci_high"] - r["mean_difference"] for r in shown],
+                     "arrayminus": [r["mean_difference"] - r["ci_low"] for r in shown]},
+            customdata=[[r["n"], r["verdict"], r["p_value"], r["wins"], r["losses"]] for r in shown],
+            hovertemplate=("B = %{x:.4g}<br>A − B %{y:.4g}<br>%{customdata[0]} shared MLPs · %{customdata[1]}<br>"
+                           "p = %{customdata[2]:.3g} · A lower on %{customdata[3]}, B lower on %{customdata[4]}"
+                           "<extra></extra>")))
+    missing = [r for r in rows if r.get("missing")]
+    for r in missing:
+        fig.add_annotation(x=math.log10(r["budget"]), y=0, text=f"no {r['missing']} point", showarrow=False,
+                           yshift=14, font={"size": 11, "color": LINE_COLOR})
+    return fig

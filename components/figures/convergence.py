@@ -394,3 +394,234 @@ def empty_figure(message: str) -> go.Figure:
 
 def status_alerts(view: ConvergenceView) -> list:
     return [dbc.Alert(note, color="info", className="py-2 small mb-2") for note in view.notes]
+
+
+# ---------------------------------------------------------------------------
+# budget curves: one estimator at a ladder of budgets, over the band
+# ---------------------------------------------------------------------------
+
+CURVE_COLORS = ("rgb(214, 39, 40)", "rgb(148, 103, 189)", "rgb(140, 86, 75)", "rgb(227, 119, 194)",
+                "rgb(23, 190, 207)", "rgb(188, 189, 34)")
+CURVE_X = {"flops": "FLOPs per MLP (F, as metered)", "ratio": "FLOPs / B (share of each point's budget)"}
+CURVE_Y = {"mse": "final-layer MSE vs the reference", "score": "score: MSE x max(0.1, C/B)",
+           "var": "MSE / avg_variance (ARC's view)"}
+FIXED_NOTE = "fixed cost: does not use more budget"
+BELOW_FLOOR_NOTE = "below the reference noise floor: not resolved"
+
+
+def _curve_xy(point: dict, x_axis: str, y_axis: str) -> tuple[float, float, float, float]:
+    """(x, y, y_low, y_high) of one curve point in the chosen axes."""
+    flops = float(point["flops_used"]["mean"] or 0.0)
+    x = flops / point["budget"] if x_axis == "ratio" else flops
+    stat = {"mse": point["final_layer_mse"], "score": point["score"], "var": point["mse_over_variance"]}[y_axis]
+    return x, float(stat["mean"] or math.nan), float(stat["low"] or math.nan), float(stat["high"] or math.nan)
+
+
+def _sampling_y(point: dict, y_axis: str) -> float:
+    """Monte Carlo at the point's own FLOPs: sigma^2/N (raw and score: the multiplier is 1 at all of B), 1/m."""
+    flops = float(point["flops_used"]["mean"] or 0.0)
+    per_sample, var = point.get("mc_flops_per_sample"), point.get("mean_avg_variance")
+    if flops <= 0 or not per_sample or not var:
+        return math.nan
+    m = flops / per_sample
+    if y_axis == "var":
+        return 1.0 / m
+    if y_axis == "score":
+        return var / m * max(0.1, flops / point["budget"])
+    return var / m
+
+
+def curve_traces(label: str, points: list[dict], *, x_axis: str = "flops", y_axis: str = "mse",
+                 color: str = CURVE_COLORS[0], crossing: dict | None = None, fixed: bool = False) -> list[dict]:
+    """One curve as plain trace dicts: points with 95% intervals over MLPs, sampling at the same FLOPs, the crossing.
+
+    Points below the reference noise floor are open markers and say so; a fixed-cost estimator (identical
+    FLOPs at every budget) is a vertical line, and its name says it does not use more budget.
+    """
+    rows = [(p, *_curve_xy(p, x_axis, y_axis)) for p in points]
+    rows = [r for r in rows if r[1] > 0 and r[2] > 0]
+    if not rows:
+        return []
+    name = f"{label} ({FIXED_NOTE})" if fixed else label
+    custom = [[label, p["budget"], p["n_mlps"], p["n_failed_mlps"], p["final_layer_mse"]["mean"],
+               p["score"]["mean"], p["flops_used"]["mean"], p["effective_compute"]["mean"],
+               BELOW_FLOOR_NOTE if p["below_noise_floor"] else "", p.get("run_id") or ""] for p, *_ in rows]
+    traces = [{
+        "type": "scatter", "x": [r[1] for r in rows], "y": [r[2] for r in rows], "mode": "lines+markers",
+        "name": name, "legendgroup": label, "meta": {"curve": label, "fixed_cost": fixed},
+        "line": {"color": color, "width": 2, "dash": "solid"},
+        "marker": {"size": 9, "color": color, "line": {"color": "black", "width": 1},
+                   "symbol": ["circle-open" if p["below_noise_floor"] else "circle" for p, *_ in rows]},
+        "error_y": {"type": "data", "symmetric": False, "thickness": 1.2, "width": 4, "color": color,
+                    "array": [max(r[4] - r[2], 0) for r in rows], "arrayminus": [max(r[2] - r[3], 0) for r in rows]},
+        "customdata": custom,
+        "hovertemplate": ("<b>%{customdata[0]}</b> at B = %{customdata[1]:.4g}<br>%{customdata[2]} MLPs · "
+                          "%{customdata[3]} failed<br>MSE %{customdata[4]:.4g} · score %{customdata[5]:.4g}<br>"
+                          "F %{customdata[6]:.4g} · C %{customdata[7]:.4g} FLOPs<br>y %{y:.4g} (95% interval over "
+                          "MLPs drawn)<br><i>%{customdata[8]}</i><extra></extra>"),
+    }]
+    sampling = [(r[1], _sampling_y(r[0], y_axis)) for r in rows]
+    traces.append({"type": "scatter", "x": [s[0] for s in sampling], "y": [s[1] for s in sampling],
+                   "mode": "lines", "name": f"sampling at {label}'s FLOPs", "legendgroup": label, "showlegend": False,
+                   "line": {"color": color, "width": 1, "dash": "dot"}, "hoverinfo": "skip"})
+    if fixed:
+        traces.append({"type": "scatter", "x": [rows[0][1]], "y": [max(r[2] for r in rows)], "mode": "text",
+                       "text": [FIXED_NOTE], "textposition": "top center", "showlegend": False,
+                       "textfont": {"color": color, "size": 11}, "hoverinfo": "skip", "name": "fixed-cost note"})
+    if crossing and y_axis in ("mse", "var"):
+        x = crossing["flops"] / crossing["budget"] if x_axis == "ratio" else crossing["flops"]
+        y = crossing["mse_over_variance"] if y_axis == "var" else crossing["mse"]
+        side = "better" if crossing["better_after"] else "worse"
+        traces.append({"type": "scatter", "x": [x], "y": [y], "mode": "markers+text", "name": f"{label} crosses sampling",
+                       "legendgroup": label, "text": [f"crosses sampling at {sci(crossing['flops'])} FLOPs"],
+                       "textposition": "bottom right", "textfont": {"size": 11, "color": color},
+                       "marker": {"symbol": "star", "size": 16, "color": color, "line": {"color": "black", "width": 1}},
+                       "meta": {"crossing": crossing},
+                       "hovertemplate": (f"<b>{label} crosses sampling</b><br>{sci(crossing['flops'])} FLOPs, MSE "
+                                         f"{sci(crossing['mse'])}<br>{side} than sampling past it<extra></extra>")})
+    return traces
+
+
+def _band_in_curve_axes(view: ConvergenceView, x_axis: str, y_axis: str) -> list[dict]:
+    """The Monte Carlo band (10–90% and median of the band's MLPs) in the curve's axes, at the round's B."""
+    table = view.band.get("final")
+    if table is None or table.empty or y_axis == "score":
+        return []
+    x = table["flops"].to_numpy(np.float64) / (view.budget if x_axis == "ratio" else 1.0)
+    scale = 1.0 / view.sigma2["final"] if y_axis == "var" and view.sigma2.get("final") else 1.0
+    to = lambda col: list(_clean(table[col].to_numpy(np.float64) * scale))  # noqa: E731 - one column
+    return [
+        {"type": "scatter", "x": list(x), "y": to("p90"), "mode": "lines", "line": {"width": 0}, "hoverinfo": "skip",
+         "showlegend": False, "name": "band 90%"},
+        {"type": "scatter", "x": list(x), "y": to("p10"), "mode": "lines", "line": {"width": 0}, "fill": "tonexty",
+         "fillcolor": BAND_OUTER, "hoverinfo": "skip", "name": f"Monte Carlo band, 10–90% of {view.band_n_mlps} MLPs"},
+        {"type": "scatter", "x": list(x), "y": to("p50"), "mode": "lines", "line": {"color": BAND_LINE, "width": 1.5},
+         "name": "Monte Carlo band, median" + (" / mean σ²" if y_axis == "var" else ""), "hoverinfo": "skip"},
+    ]
+
+
+def _curve_reference(view: ConvergenceView, x_axis: str, y_axis: str, xs: list[float]) -> list[dict]:
+    """Sampling's own line over the frame: sigma^2/N (or 1/m) at the round's B, with the noise floor."""
+    lo, hi = (min(xs) / 10, max(xs) * 10) if xs else (1e-4, 10.0)
+    line_x = np.geomspace(lo, hi, 24)
+    flops = line_x * (view.budget if x_axis == "ratio" else 1.0)
+    m = flops / view.flops_per_sample
+    traces = []
+    if y_axis == "var":
+        traces.append({"type": "scatter", "x": list(line_x), "y": list(1.0 / m), "mode": "lines",
+                       "name": "sampling: MSE/Var = 1/m", "line": {"color": ANALYTIC, "dash": "dash", "width": 1.5},
+                       "hovertemplate": "1/m at %{x:.3g}: %{y:.3g}<extra></extra>"})
+    elif view.sigma2.get("final"):
+        sigma2 = view.sigma2["final"]
+        y = sigma2 / m * (np.maximum(0.1, flops / view.budget) if y_axis == "score" else 1.0)
+        name = "sampling: mean σ²/N" + (" x max(0.1, F/B) at the round's B" if y_axis == "score" else "")
+        traces.append({"type": "scatter", "x": list(line_x), "y": list(y), "mode": "lines", "name": name,
+                       "line": {"color": ANALYTIC, "dash": "dash", "width": 1.5},
+                       "hovertemplate": "sampling at %{x:.3g}: %{y:.3g}<extra></extra>"})
+    return traces
+
+
+def _curve_floor(view: ConvergenceView, y_axis: str) -> tuple[list[dict], list[dict]]:
+    floor = view.noise_floor.get("final")
+    if not floor:
+        return [], []
+    if y_axis == "var":
+        floor, text = 1.0 / view.reference_samples, f"reference noise floor 1/N_ref = {sci(1.0 / view.reference_samples)}"
+    elif y_axis == "score":
+        floor, text = 0.1 * floor, f"reference noise floor x 0.1 (the lowest multiplier) = {sci(0.1 * floor)}"
+    else:
+        text = f"reference noise floor σ²/N_ref = {sci(floor)} (N_ref = {view.reference_samples:,})"
+    shapes = [dict(type="rect", name="below-noise-floor", xref="paper", yref="y", x0=0, x1=1, y0=floor * 1e-6,
+                   y1=floor, fillcolor="rgba(0,0,0,0.06)", line=dict(width=0), layer="below"),
+              dict(type="line", name="noise-floor", xref="paper", yref="y", x0=0, x1=1, y0=floor, y1=floor,
+                   line=dict(color="rgb(90, 90, 90)", width=1.2, dash="dashdot"), layer="above")]
+    notes = [dict(x=1, y=math.log10(floor), xref="paper", yref="y", showarrow=False, xanchor="right",
+                  yanchor="bottom", font=dict(size=11, color="rgb(70,70,70)"), text=text, name="label-noise-floor")]
+    return shapes, notes
+
+
+def curve_figure(view: ConvergenceView, curves: list[dict], *, x_axis: str = "flops", y_axis: str = "mse") -> go.Figure:
+    """Budget curves over the band. ``curves``: ``{"label", "points" (summaries), "crossing", "fixed_cost"}``.
+
+    x = FLOPs or FLOPs/B, y = raw MSE, score or MSE/avg_variance; sampling's line (sigma^2/N or 1/m), the
+    reference's noise floor and the budget markers stay drawn: the band is the reference.
+    """
+    x_axis = x_axis if x_axis in CURVE_X else "flops"
+    y_axis = y_axis if y_axis in CURVE_Y else "mse"
+    traces: list[dict] = _band_in_curve_axes(view, x_axis, y_axis)
+    drawn: list[dict] = []
+    for i, curve in enumerate(curves):
+        drawn += curve_traces(curve["label"], curve["points"], x_axis=x_axis, y_axis=y_axis,
+                              color=CURVE_COLORS[i % len(CURVE_COLORS)], crossing=curve.get("crossing"),
+                              fixed=bool(curve.get("fixed_cost")))
+    xs = [x for t in drawn for x in t["x"] if x and x > 0]
+    xs = xs or [view.charging_floor / (view.budget if x_axis == "ratio" else 1.0),
+                view.budget / (view.budget if x_axis == "ratio" else 1.0)]
+    traces += _curve_reference(view, x_axis, y_axis, xs) + drawn
+    shapes, notes = _curve_floor(view, y_axis)
+    for name, x, dash, text in (("budget", view.budget, "dash", "round's B"),
+                                ("charging-floor", view.charging_floor, "dot", "10% of B")):
+        xv = x / view.budget if x_axis == "ratio" else x
+        shapes.append(dict(type="line", name=name, xref="x", yref="paper", x0=xv, x1=xv, y0=0, y1=1,
+                           line=dict(color="rgb(120, 40, 140)", width=1.2, dash=dash), layer="above"))
+        notes.append(dict(x=math.log10(xv), y=1, xref="x", yref="paper", text=text, showarrow=False, textangle=-90,
+                          xanchor="right", yanchor="top", font=dict(size=11, color="rgb(120, 40, 140)"),
+                          name=f"label-{name}"))
+    if not curves:
+        notes.append(dict(x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False, name="no-curve",
+                          text="choose an estimator and sweep the budget to draw its curve"))
+    return go.Figure(data=traces, layout=dict(
+        shapes=shapes, annotations=notes, height=560, hovermode="closest",
+        xaxis=dict(type="log", title=dict(text=CURVE_X[x_axis]), exponentformat="power"),
+        yaxis=dict(type="log", title=dict(text=CURVE_Y[y_axis]), exponentformat="power",
+                   range=_curve_y_range(drawn, shapes)),
+        margin=dict(l=70, r=20, t=40, b=60), legend=dict(orientation="h", yanchor="top", y=-0.14, x=0),
+        meta={"x": x_axis, "y": y_axis, "curves": [c["label"] for c in curves], "budget": view.budget},
+        title=dict(text=f"Budget curves · {_title(view)}", x=0.01, font=dict(size=14)),
+    ))
+
+
+def _curve_y_range(drawn: list[dict], shapes: list[dict]) -> list[float] | None:
+    """Log range over the curves (their intervals included) and the noise floor: the shaded region below the
+    floor must not stretch the axis down to where nothing is."""
+    ys = [y for t in drawn for y in (t.get("y") or []) if isinstance(y, (int, float)) and y > 0]
+    for t in drawn:
+        err = t.get("error_y") or {}
+        ys += [y + e for y, e in zip(t.get("y") or [], err.get("array") or [], strict=False) if y + e > 0]
+    ys += [s["y1"] for s in shapes if s.get("name") == "noise-floor"]
+    if not ys:
+        return None
+    return [math.log10(min(ys)) - 0.5, math.log10(max(ys)) + 0.5]
+
+
+def curve_table(curves: list[dict]) -> html.Div:
+    """Every point of every curve, numbers beside the picture: means with 95% intervals, failures, floor."""
+    header = html.Thead(html.Tr([html.Th(h) for h in ("estimator", "B", "F (mean)", "C (mean)", "final MSE [95%]",
+                                                      "score [95%]", "MSE/Var", "failed", "")]))
+    rows = []
+    for curve in curves:
+        for p in curve["points"]:
+            mse, score = p["final_layer_mse"], p["score"]
+            rows.append(html.Tr([
+                html.Td(curve["label"]), html.Td(sci(p["budget"])), html.Td(sci(p["flops_used"]["mean"])),
+                html.Td(sci(p["effective_compute"]["mean"])),
+                html.Td(f"{sci(mse['mean'])} [{sci(mse['low'])}, {sci(mse['high'])}]"),
+                html.Td(f"{sci(score['mean'])} [{sci(score['low'])}, {sci(score['high'])}]"),
+                html.Td(sci(p["mse_over_variance"]["mean"])), html.Td(p["n_failed_mlps"]),
+                html.Td(BELOW_FLOOR_NOTE if p["below_noise_floor"] else ""),
+            ]))
+    notes = []
+    for curve in curves:
+        if curve.get("fixed_cost"):
+            notes.append(html.Li(f"{curve['label']}: {FIXED_NOTE} (identical FLOPs on every MLP at every budget)."))
+        c = curve.get("crossing")
+        if c:
+            notes.append(html.Li(f"{curve['label']} crosses sampling at {sci(c['flops'])} FLOPs (MSE {sci(c['mse'])}, "
+                                 f"B ≈ {sci(c['budget'])}): {'better' if c['better_after'] else 'worse'} than "
+                                 "sampling past it.", className="curve-crossing"))
+        elif curve["points"]:
+            notes.append(html.Li(f"{curve['label']} does not cross sampling on this ladder.",
+                                 className="curve-crossing"))
+    return html.Div([html.Ul(notes, className="small mb-2", id="curve-notes"),
+                     dbc.Table([header, html.Tbody(rows)], size="sm", striped=True, className="small",
+                               id="curve-table")])

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("whestboard.cli._submissions", "export every submission in the import schema (CSV)"),
     "sweep": ("whestboard.cli._sweep", "grade the baseline estimators on the embedded data as submissions"),
     "score": ("whestboard.cli._score", "score an estimator on a dataset's MLPs exactly as the grader would"),
+    "curve": ("whestboard.cli._curve", "score an estimator at a ladder of budgets, each point exactly as score does"),
     "compare": ("whestboard.cli._compare", "compare two runs or submissions paired on their shared MLPs (noise-aware)"),
     "check": ("whestboard.cli._check", "contract-check an estimator file in the sandbox (metered, stricter than whest validate)"),
 }

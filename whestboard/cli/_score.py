@@ -51,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print a whest-run-shaped JSON report on stdout")
 
 
-def _open_dataset(arg: str):
+def open_dataset_arg(arg: str):
 
     path = Path(arg).expanduser()
     if path.is_dir():
@@ -117,7 +117,7 @@ def _print_human(outcome) -> None:
     print(f"run {report['run_id'] or '(not recorded)'}")
 
 
-def _participant(spec: str, round_tag: str):
+def participant_handle(spec: str, round_tag: str):
     """``(handle, what ships, the grader rule that applies)``; built-ins and Monte Carlo have no files."""
     if not is_file_spec(spec):
         return resolve_estimator(spec), None, None
@@ -125,7 +125,7 @@ def _participant(spec: str, round_tag: str):
     return handle, shipped_spec(spec), environment_for(round_tag).as_dict()
 
 
-def _note_missing_files(args: argparse.Namespace, extras: dict, missing: list[str] | None) -> None:
+def note_missing_files(args: argparse.Namespace, extras: dict, missing: list[str] | None) -> None:
     """After running: name the submission files the estimator tried to open and did not get."""
     if extras.get("shipped") is None or missing is None:
         return
@@ -135,7 +135,7 @@ def _note_missing_files(args: argparse.Namespace, extras: dict, missing: list[st
         print(f"note: {args.estimator}: {extras['shipped']['missing_note']}", file=sys.stderr)
 
 
-def _fail(args: argparse.Namespace, error: dict, extras: dict) -> int:
+def fail_before_scoring(args: argparse.Namespace, error: dict, extras: dict) -> int:
     """A failure before any MLP was scored: whest run's JSON shape and exit status, or one line and a hint."""
     if args.json:
         print(json.dumps(failure_report(error, extras), indent=2))
@@ -147,7 +147,7 @@ def _fail(args: argparse.Namespace, error: dict, extras: dict) -> int:
 
 def run(args: argparse.Namespace) -> int:
 
-    dataset = _open_dataset(args.dataset)
+    dataset = open_dataset_arg(args.dataset)
     round_tag = args.round or dataset.info.round_tag
     rulebook = rulebook_for(round_tag)
     rulebook = rulebook_for(round_tag, parse_budget(args.budget, rulebook.round_budget))
@@ -155,9 +155,9 @@ def run(args: argparse.Namespace) -> int:
     if is_file_spec(args.estimator):
         extras["grader_environment"] = environment_for(rulebook.round_tag).as_dict()
     try:
-        handle, extras["shipped"], extras["grader_environment"] = _participant(args.estimator, rulebook.round_tag)
+        handle, extras["shipped"], extras["grader_environment"] = participant_handle(args.estimator, rulebook.round_tag)
     except SourceSyntaxError as exc:
-        return _fail(args, whest_error(exc.syntax_error, "run"), extras)
+        return fail_before_scoring(args, whest_error(exc.syntax_error, "run"), extras)
     note = (extras["shipped"] or {}).get("note")
     if note:
         print(f"note: {args.estimator}: {note}", file=sys.stderr)
@@ -169,9 +169,9 @@ def run(args: argparse.Namespace) -> int:
         error = whest_error_of(exc.__cause__) if extras["shipped"] is not None else None
         if error is None:
             raise
-        _note_missing_files(args, extras, getattr(exc.__cause__, "missing_files", None))
-        return _fail(args, error, extras)
-    _note_missing_files(args, extras, outcome.report.get("missing_files"))
+        note_missing_files(args, extras, getattr(exc.__cause__, "missing_files", None))
+        return fail_before_scoring(args, error, extras)
+    note_missing_files(args, extras, outcome.report.get("missing_files"))
     if args.json:
         payload = whest_shaped(outcome.report, cached=outcome.cached)
         payload["whestboard"].update(extras)

@@ -3,7 +3,7 @@
 Owns: the paired statistics (mean paired differences of scores and final-layer MSEs with bootstrap
 intervals, the geometric-mean ratio, wins and losses, the sign-flip test, MLPs needed), the split of the
 MSE interval into reference noise and MLP-to-MLP spread, the error anatomy (per layer, by neuron type,
-by |true mean|, worst neurons, one MLP's heatmap), and loading the sides compared (runs, submissions
+by |true mean|, worst neurons, one MLP's heatmap), two budget curves paired budget by budget, and loading the sides compared (runs, submissions
 with per-MLP results, baselines, ``score --json`` reports). May import: ``whestboard.leaderboard``,
 ``whestboard.band``, ``whestboard.scoring``, ``whestboard.data``, ``whestboard.rules``, ``whestboard.store``,
 ``whestboard.config``.
@@ -19,6 +19,7 @@ from whestboard.compare._anatomy import (
     squared_errors,
 )
 from whestboard.compare._comparison import anatomy_inputs, anatomy_of, dataset_of, heatmap_of, verdict
+from whestboard.compare._curves import CURVE_METRICS, paired_curves
 from whestboard.compare._paired import paired_stat, too_few_sentence
 from whestboard.compare._sides import (
     ID_HELP,
@@ -41,6 +42,7 @@ __all__ = [
     "class_shares",
     "CLASSES",
     "CompareError",
+    "CURVE_METRICS",
     "dataset_of",
     "error_by_truth",
     "error_heatmap",
@@ -49,6 +51,7 @@ __all__ = [
     "ID_HELP",
     "load_report_file",
     "load_side",
+    "paired_curves",
     "paired_stat",
     "resolve_side",
     "Side",

@@ -5,10 +5,28 @@ Owns: reading what a user asks a run for (MLP selections, budgets), the rulebook
 sandbox), runs (one ``whestbench.scoring.evaluate_estimator`` call per MLP, aggregated as the grader
 aggregates), the ``whest run --json``-shaped report, the run store and its cache, and the upload job
 (contract check, sandboxed run, baselines on the same MLPs), and the playground's every-estimator
-scoring of one generated MLP. May import: ``whestboard.sandbox``,
+scoring of one generated MLP, and budget curves (one estimator at a ladder of budgets, each point a run). May import: ``whestboard.sandbox``,
 ``whestboard.data``, ``whestboard.jobs``, ``whestboard.rules``, ``whestboard.store``, ``whestboard.config``.
 """
 
+from whestboard.scoring._curve import (
+    BUDGETS_HELP,
+    MAX_CURVE_POINTS,
+    Curve,
+    CurvePoint,
+    curve_cost,
+    curve_requests,
+    curve_spec_choices,
+    fixed_cost,
+    mean_interval,
+    parse_budget_ladder,
+    point_summary,
+    run_curve,
+    sampling_crossing,
+    stored_budgets,
+    stored_points,
+    stored_reports,
+)
 from whestboard.scoring._estimators import (
     ALIASES,
     BUILTIN_KINDS,
@@ -64,6 +82,22 @@ from whestboard.scoring._uploads import (
 )
 
 __all__ = [
+    "BUDGETS_HELP",
+    "Curve",
+    "curve_cost",
+    "curve_requests",
+    "curve_spec_choices",
+    "CurvePoint",
+    "fixed_cost",
+    "MAX_CURVE_POINTS",
+    "mean_interval",
+    "parse_budget_ladder",
+    "point_summary",
+    "run_curve",
+    "sampling_crossing",
+    "stored_budgets",
+    "stored_points",
+    "stored_reports",
     "ALIASES",
     "builtin_choices",
     "BUILTIN_KINDS",
