@@ -44,6 +44,10 @@ from whestboard.leaderboard import _snapshot
 from whestboard.store import Base, engine, session
 
 STATUSES = ("graded", "failed")
+#: What a version (or seed protocol) reads when the file a submission came from did not say: shown as
+#: such, never guessed. ``whestbench_version`` is a required column of the first schema, so an unknown
+#: one is stored as this word; the later columns store None.
+UNKNOWN = "unknown"
 #: Which suite a per-MLP result belongs to: the public board's MLPs, the withheld ones, or the fresh
 #: private rerun of a nominated submission (what prizes come from).
 SPLITS = ("public", "private", "rerun")
@@ -82,6 +86,12 @@ class SubmissionRow(Base):
     estimator: Mapped[str | None] = mapped_column(String(500), nullable=True)
     source: Mapped[str | None] = mapped_column(String(64), nullable=True)
     nominated: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Added after the first release (nullable, so the bootstrap adds them to an older table): the seed
+    # protocol of the suite it was scored on, and the run record of this app it was made from (when it
+    # was scored here: what holds its package, so it can be re-scored), with the submission it re-scores.
+    seed_protocol: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    run_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    rescore_of: Mapped[str | None] = mapped_column(String(200), nullable=True)
 
 
 class SubmissionMLPRow(Base):
@@ -143,6 +153,9 @@ class Submission:
     estimator: str | None = None
     source: str | None = None
     nominated: bool = False
+    seed_protocol: str | None = None  # whestbench's seed protocol version of its suite ("3.0"); None: unknown
+    run_id: str | None = None  # the run record it was scored as here; None: imported from a file
+    rescore_of: str | None = None  # the submission this one re-scores under newer versions
 
 
 @dataclass(frozen=True, slots=True)
@@ -687,7 +700,7 @@ def _submissions_query(round_tag: str | None):
 
 
 _REPEATED_TEXT = ("team", "round", "status", "whestbench_version", "flopscope_version", "dataset", "estimator",
-                  "source")
+                  "source", "seed_protocol")
 
 
 def _submission_frame(rows: Sequence) -> pd.DataFrame:
