@@ -3,8 +3,10 @@
 Owns: the submissions tables, reading graded submissions (CSV, Parquet, ``whest run --json``) with
 row-level problems, all or nothing, and writing them back (formula cells escaped), rankings with
 bootstrap intervals and paired tests, columnar snapshots of the narrow scans per store revision, the organizers' integrity views (splits, overfitting and
-residual-arbitrage flags, histories, ties), the organizer's token check, the final evaluation's record per round, and the sweep that grades the
-baseline family as submissions. May import: ``whestboard.scoring``, ``whestboard.data``,
+residual-arbitrage flags, histories, ties), the organizer's token check, the final evaluation's record per round, the sweep that grades the
+baseline family as submissions, what priced each score (versions, seed protocol; the board's warning
+when they differ) and re-scoring a stored package under the installed versions (a queued upload job).
+May import: ``whestboard.scoring``, ``whestboard.data``, ``whestboard.jobs``,
 ``whestboard.rules``, ``whestboard.store``, ``whestboard.config``.
 """
 
@@ -73,10 +75,12 @@ from whestboard.leaderboard._ranking import (
     sign_flip_p_value,
     with_mc_reference,
 )
+from whestboard.leaderboard._rescore import QueuedRescore, queue_rescore, rescore_target, settle_rescore
 from whestboard.leaderboard._store import (
     PUBLIC,
     SPLITS,
     STATUSES,
+    UNKNOWN,
     MLPResult,
     Submission,
     SubmissionMLPRow,
@@ -97,7 +101,17 @@ from whestboard.leaderboard._store import (
     upsert,
 )
 from whestboard.leaderboard._sweep import default_output, run_sweep, sweep_family
-from whestboard.leaderboard._view import READ_ERRORS, WRITE_ERRORS, FlaggedTeam, board, flags_text
+from whestboard.leaderboard._view import (
+    READ_ERRORS,
+    WRITE_ERRORS,
+    BoardView,
+    FlaggedTeam,
+    PricedWith,
+    board,
+    flags_text,
+    priced_with,
+    versions_text,
+)
 
 __all__ = [
     "BadFinalRecord",
@@ -113,6 +127,7 @@ __all__ = [
     "best_per_team",
     "board",
     "board_revision",
+    "BoardView",
     "BOOTSTRAP_DRAWS",
     "bootstrap_interval",
     "breakdown_text",
@@ -154,10 +169,15 @@ __all__ = [
     "OVERFIT_ALPHA",
     "parse_time",
     "per_mlp_share",
+    "priced_with",
+    "PricedWith",
     "PUBLIC",
+    "queue_rescore",
+    "QueuedRescore",
     "READ_ERRORS",
     "reference_fingerprint",
     "require_organizer",
+    "rescore_target",
     "RESIDUAL_SHARE_LIMIT",
     "round_counts",
     "round_field",
@@ -166,6 +186,7 @@ __all__ = [
     "run_sweep",
     "SEED",
     "seed_from_shipped",
+    "settle_rescore",
     "sign_flip_p_value",
     "SPLITS",
     "STATUSES",
@@ -179,8 +200,10 @@ __all__ = [
     "team_history",
     "TIE_POWER",
     "timeline_field",
+    "UNKNOWN",
     "Upload",
     "upsert",
+    "versions_text",
     "viewer_board",
     "with_mc_reference",
     "WRITE_ERRORS",
