@@ -75,7 +75,15 @@ from whestboard.leaderboard._ranking import (
     sign_flip_p_value,
     with_mc_reference,
 )
-from whestboard.leaderboard._rescore import QueuedRescore, queue_rescore, rescore_target, settle_rescore
+from whestboard.leaderboard._rescore import (
+    RESCORE_ERRORS,
+    QueuedRescore,
+    RescoreProgress,
+    queue_rescore,
+    rescore_progress,
+    rescore_target,
+    settle_rescore,
+)
 from whestboard.leaderboard._store import (
     PUBLIC,
     SPLITS,
@@ -177,7 +185,10 @@ __all__ = [
     "READ_ERRORS",
     "reference_fingerprint",
     "require_organizer",
+    "RESCORE_ERRORS",
+    "rescore_progress",
     "rescore_target",
+    "RescoreProgress",
     "RESIDUAL_SHARE_LIMIT",
     "round_counts",
     "round_field",

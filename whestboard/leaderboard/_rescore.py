@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from whestboard.jobs import check_cost, ensure_executor, queue_job, queued_job
+from whestboard.jobs import QueueFull, check_cost, ensure_executor, queue_job, queued_job
 from whestboard.leaderboard import _files, _store
 from whestboard.scoring import RunError, get_run, job_cost, rescore_spec, run_upload_job
 
 #: Who the queue counts an organizer's re-scores against (its per-client bound applies).
 ORGANIZER_CLIENT = "organizer"
+#: What refuses a re-score, each with a sentence saying why (no package, no such run, a full queue, a budget).
+RESCORE_ERRORS = (ValueError, KeyError, RunError, QueueFull)
 #: A re-scored submission's id: the old id and the new run's.
 RESCORE_MARK = "~rescored-"
 
@@ -92,3 +94,31 @@ def rescored_submission(old: _store.Submission, report: dict) -> tuple[_store.Su
                   mean_avg_variance=(report.get("mc_reference") or {}).get("mean_avg_variance"),
                   estimator=old.estimator, source="rescore", run_id=report["run_id"], rescore_of=old.submission_id)
     return sub, mlps
+
+
+@dataclass(frozen=True)
+class RescoreProgress:
+    finished: bool
+    ok: bool
+    text: str
+
+
+def rescore_progress(job_id: str, *, url: str | None = None) -> RescoreProgress:
+    """Where a queued re-score stands, in a sentence; once finished, its new submission is written."""
+    job = queued_job(job_id)
+    if job is None:
+        return RescoreProgress(True, False, f"Job {job_id} is not known to this server.")
+    if not job.finished:
+        where = f"{job.position} in the queue" if job.position else (job.progress or {}).get("message", job.status)
+        return RescoreProgress(False, False, f"Re-scoring under the installed versions: {where}.")
+    result = job.result or {}
+    if not result.get("ok"):
+        return RescoreProgress(True, False, f"The re-score {job.status}: {job.error or result.get('error')}.")
+    new_run = result["run_id"]
+    versions = (get_run(new_run) or {}).get("versions") or {}
+    priced = f"whestbench {versions.get('whestbench_version')} · flopscope {versions.get('flopscope_version')}"
+    text = f"Re-scored run {job.spec.get('rescore_of')} as run {new_run} ({priced}); the old run is kept."
+    new_sub = settle_rescore(job_id, url=url)
+    if new_sub:
+        text += f" Its submission {job.spec.get('rescore_submission')} is kept beside the new one, {new_sub}."
+    return RescoreProgress(True, True, text)
