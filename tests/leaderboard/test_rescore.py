@@ -1,4 +1,4 @@
-"""Re-scoring a stored package under the installed versions: a new run or submission, the old one kept."""
+"""Re-scoring a submission's stored package under the installed versions: a new submission, the old one kept."""
 
 from __future__ import annotations
 
@@ -14,18 +14,8 @@ from tests.leaderboard.submissions_helpers import submission_row, write_csvs
 from whestboard.data import get_dataset
 from whestboard.jobs import ensure_executor, queued_job
 from whestboard.leaderboard import _files, _rescore, _store
-from whestboard.rules import library_versions
 from whestboard.sandbox import ingest_upload
-from whestboard.scoring import (
-    RunError,
-    _runs,
-    _uploads,
-    get_run,
-    list_runs,
-    resolve_estimator,
-    rulebook_for,
-    run_upload_job,
-)
+from whestboard.scoring import get_run, job_spec, run_upload_job
 
 sqlite_store = helpers.sqlite_store
 pytestmark = pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning")
@@ -37,48 +27,20 @@ from whestbench.estimators import MeanPropagationEstimator
 class Estimator(MeanPropagationEstimator):
     """Mean propagation, written as a participant's file."""
 '''
+#: What the submission says priced it: a store from an older release (tests/scoring/test_rescore_runs.py
+#: makes such a run itself).
 OLDER = {"whestbench_version": "0.16.0", "flopscope_version": "0.12.0"}
 
 
-def _ctx(spec: dict):
-    return SimpleNamespace(job=SimpleNamespace(spec=spec), report=lambda **_: None, should_cancel=lambda: False)
-
-
 @pytest.fixture()
-def old_run(sqlite_store, monkeypatch) -> str:
-    """An upload scored on two MLPs by an app whose versions were older (what a store from last release holds)."""
+def old_run(sqlite_store) -> str:
+    """An upload scored on two MLPs through the upload job."""
     upload = ingest_upload(ESTIMATOR, "estimator.py")
-    spec = _uploads.job_spec(upload.sha256, "v1-warmup", "0:2", team="alpha")
-    with monkeypatch.context() as patched:
-        patched.setattr(_runs, "library_versions", lambda: {**library_versions(), **OLDER})
-        result = _uploads.run_upload_job(_ctx(spec))
+    ctx = SimpleNamespace(job=SimpleNamespace(spec=job_spec(upload.sha256, "v1-warmup", "0:2", team="alpha")),
+                          report=lambda **_: None, should_cancel=lambda: False)
+    result = run_upload_job(ctx)
     assert result["ok"], result.get("error")
     return result["run_id"]
-
-
-def test_a_run_is_rescored_as_a_new_run_under_the_installed_versions_and_the_old_is_kept(old_run):
-    spec = _uploads.rescore_spec(old_run)
-    assert spec["rescore_of"] == old_run and spec["mlps"] == "0,1" and spec["team"] == "alpha"
-    result = run_upload_job(_ctx(spec))
-    assert result["ok"] and not result["cached"] and result["run_id"] != old_run
-    runs = {r["run_id"]: r for r in list_runs()}
-    old, new = runs[old_run], runs[result["run_id"]]
-    assert (old["whestbench_version"], old["flopscope_version"]) == tuple(OLDER.values())
-    assert (new["whestbench_version"], new["flopscope_version"]) == (version("whestbench"), version("flopscope"))
-    assert new["rescore_of"] == old_run and old["rescore_of"] is None
-    assert new["seed_protocol"] == old["seed_protocol"] == get_dataset("v1-warmup").info.seed_protocol
-    assert new["mlp_indices"] == old["mlp_indices"] and new["code_sha256"] == old["code_sha256"]
-    # the same package on the same MLPs, scored by the libraries both runs actually used: the same numbers
-    assert new["adjusted_score"] == old["adjusted_score"]
-
-
-def test_a_run_without_a_stored_package_cannot_be_rescored(sqlite_store):
-    request = _runs.RunRequest(get_dataset("v1-warmup"), "0", resolve_estimator("mean"), rulebook_for(None))
-    builtin = _runs.run_and_record(request).run_id
-    with pytest.raises(RunError, match="whose package is not kept in the artifact store, so it cannot be re-scored"):
-        _uploads.rescore_spec(builtin)
-    with pytest.raises(RunError, match="no run 'nope'"):
-        _uploads.rescore_spec("nope")
 
 
 def test_a_submission_imported_from_a_file_says_it_has_no_package(sqlite_store, tmp_path):
@@ -94,7 +56,7 @@ def test_a_submission_is_rescored_through_the_queue_and_both_stay_with_their_ver
     sub, mlps, problems = _files.parse_run_report(report, "old run", team="alpha", submission_id="alpha-1",
                                                   round_tag="v1-warmup")
     assert not problems
-    _store.upsert([replace(sub, run_id=old_run, source="upload")], mlps)
+    _store.upsert([replace(sub, run_id=old_run, source="upload", **OLDER)], mlps)
     assert _store.get_submission("alpha-1").whestbench_version == OLDER["whestbench_version"]
     executor = ensure_executor(run_upload_job)
     try:
