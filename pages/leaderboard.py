@@ -81,6 +81,7 @@ from whestboard.leaderboard import (
     submissions_frame,
     team_history,
     timeline_field,
+    versions_warning,
     viewer_board,
     with_mc_reference,
 )
@@ -851,10 +852,9 @@ def _versions_warning_slot() -> html.Div:
 def _render_versions_warning(_revision, split: str | None, token: str | None, round_tag: str):
     """The board's warning when it ranks scores priced by different versions (the view decides; shown here)."""
     try:
-        view = board(round_tag, split or "public", organizer=is_organizer(token))
+        return _versions_warning(versions_warning(round_tag, split or "public", organizer=is_organizer(token)))
     except READ_ERRORS:
         return None  # the board's own callback says the store cannot be read
-    return _versions_warning(view.mixed_versions)
 
 
 def _versions_warning(text: str | None) -> dbc.Alert | None:

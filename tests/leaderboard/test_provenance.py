@@ -86,6 +86,7 @@ def test_the_board_warns_exactly_when_ranked_scores_were_priced_by_different_ver
     expected = pd.Series([_view.versions_text(w, f) for w, f in versions]).value_counts()
     assert {p.label: p.n_submissions for p in view.priced} == expected.to_dict()
     assert (view.mixed_versions is not None) is warned
+    assert _view.versions_warning("v1-warmup", "public", organizer=False) == view.mixed_versions
     if warned:
         for label, n in expected.items():
             assert f"{label}: {n} submission{'' if n == 1 else 's'}" in view.mixed_versions

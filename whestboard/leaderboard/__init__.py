@@ -119,6 +119,7 @@ from whestboard.leaderboard._view import (
     flags_text,
     priced_with,
     versions_text,
+    versions_warning,
 )
 
 __all__ = [
@@ -215,6 +216,7 @@ __all__ = [
     "Upload",
     "upsert",
     "versions_text",
+    "versions_warning",
     "viewer_board",
     "with_mc_reference",
     "WRITE_ERRORS",

@@ -148,6 +148,16 @@ def priced_with(table: pd.DataFrame) -> tuple[PricedWith, ...]:
     return tuple(PricedWith(r.whestbench, r.flopscope, int(r.n)) for r in counts.itertuples(index=False))
 
 
+def versions_warning(round_tag: str, split: str, *, organizer: bool, url: str | None = None) -> str | None:
+    """``board(...).mixed_versions`` without building the ranking rows: the board's reads, all cached."""
+    try:
+        _integrity.require_split_access(split, organizer)
+    except PermissionError:
+        split = _store.PUBLIC
+    table = _integrity.viewer_board(round_tag, split, organizer=organizer, url=url)
+    return mixed_versions_text(priced_with(with_pricing(table, round_tag, split, url)))
+
+
 def mixed_versions_text(priced: tuple[PricedWith, ...]) -> str | None:
     """The warning, in words, when more than one pair of versions priced the ranked scores."""
     if len(priced) < 2:
