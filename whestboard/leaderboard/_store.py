@@ -454,14 +454,20 @@ def _insert_records(s: Session, table, records: Sequence, attributes: Sequence[s
         processors[at] = (lambda moment: process_time(to_utc_naive(moment))) if process_time else to_utc_naive
     converted = [i for i, process in enumerate(processors) if process]
     values_of = attrgetter(*attributes)
+    # a column no record of a chunk fills (a file's absent optional columns) is left out of its insert:
+    # NULL either way, and binding it costs as much as a filled one; only columns without a default
+    droppable = [i for i, column in enumerate(columns)
+                 if table.c[column].default is None and table.c[column].server_default is None]
     for part in _chunks(list(records), _INSERT_ROWS):
-        rows = list(map(values_of, part))
-        if converted:  # a column at a time: the few columns whose type converts its values
-            by_column = list(zip(*rows, strict=True))
-            for i in converted:
-                by_column[i] = list(map(processors[i], by_column[i]))
-            rows = list(zip(*by_column, strict=True))
-        conn.exec_driver_sql(sql, rows)
+        by_column = list(zip(*map(values_of, part), strict=True))
+        for i in converted:  # a column at a time: the few columns whose type converts its values
+            by_column[i] = list(map(processors[i], by_column[i]))
+        empty = {i for i in droppable if by_column[i].count(None) == len(part)}
+        kept = [i for i in range(len(columns)) if i not in empty]
+        statement = sql if not empty else (
+            f"INSERT INTO {dialect.identifier_preparer.format_table(table)} "
+            f"({', '.join(quote(columns[i]) for i in kept)}) VALUES ({', '.join([placeholder] * len(kept))})")
+        conn.exec_driver_sql(statement, list(zip(*(by_column[i] for i in kept), strict=True)))
 
 
 def _record_values(record, attributes: Sequence[str]) -> list:
