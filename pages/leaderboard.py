@@ -44,6 +44,7 @@ from whestboard.leaderboard import (
     OVERFIT_ALPHA,
     PUBLIC,
     READ_ERRORS,
+    RESCORE_ERRORS,
     RESIDUAL_SHARE_LIMIT,
     SPLITS,
     STATUSES,
@@ -71,8 +72,10 @@ from whestboard.leaderboard import (
     mlp_variance,
     organizer_actions_enabled,
     per_mlp_share,
+    queue_rescore,
     reference_fingerprint,
     require_organizer,
+    rescore_progress,
     round_counts,
     round_field,
     round_reference,
@@ -82,6 +85,7 @@ from whestboard.leaderboard import (
     submissions_frame,
     team_history,
     timeline_field,
+    versions_warning,
     viewer_board,
     with_mc_reference,
 )
@@ -191,6 +195,7 @@ def layout(round: str | None = None, team: str | None = None, y: str | None = No
                 className="text-muted small",
             ),
             html.Div(id="lb-split-note"),
+            _versions_warning_slot(),
             _ranking_grid(),
             _integrity_section(),
             _standings_section(standings if standings in STANDINGS_TABS else STANDINGS_DEFAULT),
@@ -363,8 +368,9 @@ def _organizer_panel() -> dbc.Accordion:
             dbc.Col(dbc.Button("Delete", id="lb-delete", size="sm", color="danger", outline=True), width="auto"),
         ], className="g-2"),
         html.Div(id="lb-org-result", className="mt-2"),
+        *_rescore_controls(),
     ]
-    return dbc.Accordion([dbc.AccordionItem(body, title="Organizer: import, edit, delete")],
+    return dbc.Accordion([dbc.AccordionItem(body, title="Organizer: import, edit, delete, re-score")],
                          start_collapsed=True, className="mt-4", id="lb-organizer")
 
 
@@ -971,3 +977,91 @@ def _edit(submission_id: str | None, team: str | None, status: str | None) -> st
     if not edit_submission(submission_id, changes):
         raise ValueError(f"no submission {submission_id!r}")
     return f"Updated {submission_id}: " + ", ".join(f"{k} = {v}" for k, v in changes.items()) + "."
+
+
+# ---------------------------------------------------------------------------
+# what a score was priced with: the versions column, the mixed-versions warning, re-scoring
+# ---------------------------------------------------------------------------
+
+
+def pricing_columns() -> list[dict]:
+    """The ranking's columns of what priced each score (the board view's ``priced_with``, ``seed_protocol``)."""
+    return [
+        {"field": "priced_with", "headerName": "Priced with", "minWidth": 260, "flex": 1.5,
+         "tooltipField": "priced_with",
+         "headerTooltip": "The whestbench and flopscope versions that metered and priced the score (flopscope "
+                          "releases move FLOP prices); “unknown” when the file it came from did not say."},
+        {"field": "seed_protocol", "headerName": "Seed protocol", "width": 130,
+         "headerTooltip": "whestbench's seed protocol of the suite it was scored on; “unknown” when not recorded."},
+    ]
+
+
+RANKING_COLUMNS += pricing_columns()
+
+
+def _versions_warning_slot() -> html.Div:
+    return html.Div(id="lb-versions-warning")
+
+
+@callback(Output("lb-versions-warning", "children"), Input("lb-revision", "data"), Input("lb-split", "value"),
+          Input("lb-token", "value"), State("lb-round", "data"))
+def _render_versions_warning(_revision, split: str | None, token: str | None, round_tag: str):
+    """The board's warning when it ranks scores priced by different versions (the view decides; shown here)."""
+    try:
+        return _versions_warning(versions_warning(round_tag, split or "public", organizer=is_organizer(token)))
+    except READ_ERRORS:
+        return None  # the board's own callback says the store cannot be read
+
+
+def _versions_warning(text: str | None) -> dbc.Alert | None:
+    if text is None:
+        return None
+    return dbc.Alert("⚠ " + text, color="warning", className="py-2 small", id="lb-mixed-versions")
+
+
+def _rescore_controls() -> list:
+    return [
+        html.H6("Re-score under the installed versions", className="mt-3"),
+        html.P("Scores the stored package of a run (or of a submission made from one) again, on the same MLPs "
+               "and budget, as a new record; the old one is kept, each with its versions.",
+               className="text-muted small mb-1"),
+        dbc.Row([
+            dbc.Col(dbc.Input(id="lb-rescore-id", placeholder="submission id or run id", size="sm"), width=6),
+            dbc.Col(dbc.Button("Re-score", id="lb-rescore", size="sm", color="primary", outline=True), width="auto"),
+        ], className="g-2"),
+        html.Div(id="lb-rescore-result", className="mt-2 small"),
+        dcc.Store(id="lb-rescore-job"),
+        dcc.Interval(id="lb-rescore-poll", interval=2000, disabled=True),
+    ]
+
+
+@callback(Output("lb-rescore-result", "children"), Output("lb-rescore-job", "data"),
+          Output("lb-rescore-poll", "disabled"), Input("lb-rescore", "n_clicks"), State("lb-rescore-id", "value"),
+          State("lb-token", "value"), prevent_initial_call=True)
+def _start_rescore(_clicks, identifier: str | None, token: str | None):
+    """Checks the token on the server, as every organizer action, then queues the re-score."""
+    try:
+        require_organizer(token)
+        queued = queue_rescore(identifier or "")
+    except OrganizerDenied as exc:
+        return dbc.Alert(f"Refused: {exc}.", color="danger", className="py-2"), None, True
+    except RESCORE_ERRORS as exc:
+        return dbc.Alert(f"Nothing queued: {exc}", color="danger", className="py-2", id="lb-rescore-refused"), None, True
+    what = f"submission {queued.submission_id} (run {queued.run_id})" if queued.submission_id else f"run {queued.run_id}"
+    return f"Queued the re-score of {what} as job {queued.job_id}.", queued.job_id, False
+
+
+@callback(Output("lb-rescore-result", "children", allow_duplicate=True),
+          Output("lb-rescore-poll", "disabled", allow_duplicate=True),
+          Output("lb-revision", "data", allow_duplicate=True),
+          Input("lb-rescore-poll", "n_intervals"), State("lb-rescore-job", "data"), State("lb-token", "value"),
+          State("lb-revision", "data"), prevent_initial_call=True)
+def _poll_rescore(_tick, job_id: str | None, token: str | None, revision):
+    if not job_id or not is_organizer(token):
+        return no_update, True, no_update
+    progress = rescore_progress(job_id)
+    if not progress.finished:
+        return progress.text, False, no_update
+    alert = dbc.Alert(progress.text, color="success" if progress.ok else "danger", className="py-2",
+                      id="lb-rescore-done")
+    return alert, True, (revision or 0) + 1 if progress.ok else no_update

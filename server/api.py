@@ -11,6 +11,8 @@ core functions with the same check (pages/leaderboard.py).
     GET    /api/submissions.csv        every submission, import schema (public, streamed, formulas escaped)
     GET    /api/submissions/per_mlp.csv  public split only; every split with the organizer token
     GET    /api/leaderboard/<round>?split=public|private|rerun   a split's ranking (private, rerun: organizer)
+    POST   /api/rescore                JSON {"id": SUBMISSION_OR_RUN_ID}: re-score its stored package (a queued job)
+    GET    /api/rescore/<job_id>       where that re-score stands (its new submission is written once it ends)
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from whestboard import config
 from whestboard.leaderboard import (
     PUBLIC,
+    RESCORE_ERRORS,
     SPLITS,
     ImportRejected,
     OrganizerDenied,
@@ -37,7 +40,9 @@ from whestboard.leaderboard import (
     iter_submissions_csv,
     json_records,
     parse_time,
+    queue_rescore,
     require_organizer,
+    rescore_progress,
     seed_from_shipped,
     viewer_board,
 )
@@ -198,6 +203,35 @@ def leaderboard_split(round_tag: str):
         log.error("leaderboard read failed: %s: %s", type(exc).__name__, exc)
         return jsonify({"ok": False, "error": f"the submissions store cannot be read ({type(exc).__name__})"}), 503
     return jsonify({"ok": True, "round": round_tag, "split": split, "rows": json_records(table)})
+
+
+@blueprint.post("/api/rescore")
+def rescore():
+    """Queue the re-score of a stored package under the installed versions (a new record; the old one kept)."""
+    refused = _check_organizer()
+    if refused:
+        return refused
+    request.max_content_length = MAX_EDIT_BYTES
+    body = request.get_json(silent=True)
+    identifier = body.get("id") if isinstance(body, dict) else None
+    if not isinstance(identifier, str) or not identifier.strip():
+        return jsonify({"ok": False, "error": 'send JSON {"id": "<submission id or run id>"}'}), 400
+    try:
+        queued = queue_rescore(identifier)
+    except RESCORE_ERRORS as exc:
+        return jsonify({"ok": False, "error": str(exc.args[0]) if exc.args else str(exc)}), 400
+    except SQLAlchemyError as exc:
+        return _store_failed(exc)
+    return jsonify({"ok": True, "job": queued.job_id, "run_id": queued.run_id, "submission_id": queued.submission_id})
+
+
+@blueprint.get("/api/rescore/<job_id>")
+def rescore_status(job_id: str):
+    refused = _check_organizer()
+    if refused:
+        return refused
+    progress = rescore_progress(job_id)
+    return jsonify({"ok": progress.ok, "finished": progress.finished, "message": progress.text})
 
 
 def _streamed_csv(pieces, filename: str) -> Response:

@@ -115,7 +115,7 @@ def test_unknown_and_missing_columns_are_named(sqlite_store, tmp_path):
     with pytest.raises(_files.ImportRejected) as err:
         _files.import_files([path])
     text = "\n".join(err.value.problems)
-    assert "missing column(s) team, round, submitted_at, status, whestbench_version" in text
+    assert "missing column(s) team, round, submitted_at, status\n" in text + "\n"  # versions may be unknown
     assert "unknown column(s) teem" in text
 
 

@@ -509,7 +509,7 @@ def test_store_public_api(dataset):
         "run_id", "created_at", "dataset_key", "round_tag", "estimator_label", "estimator_kind", "code_sha256",
         "team", "source", "budget", "mlp_indices", "n_mlps", "mean_flops_used", "mean_effective_compute",
         "final_layer_mse", "all_layers_mse", "adjusted_score", "mean_multiplier", "n_failed", "per_layer_mse",
-        "noise_floor", "whestbench_version", "flopscope_version",
+        "noise_floor", "whestbench_version", "flopscope_version", "seed_protocol", "rescore_of",
     }
     assert all(set(r) == expected_keys for r in listed)
     newest, older = listed

@@ -172,8 +172,8 @@ def test_a_flood_of_bad_rows_gets_a_small_answer_with_counts(seeded):
     assert answer["problem_count"] >= MAX_COUNTED_PROBLEMS and answer["complete"] is False
     assert answer["error"].startswith(f"at least {answer['problem_count']:,} problems found (checking stopped at "
                                       "flood.csv line ")
-    assert set(answer["problem_counts"]) == {"submission_id", "team", "round", "submitted_at", "status",
-                                             "whestbench_version"}
+    # a blank whestbench_version is no problem: it imports as unknown
+    assert set(answer["problem_counts"]) == {"submission_id", "team", "round", "submitted_at", "status"}
     _unchanged(before)
 
 

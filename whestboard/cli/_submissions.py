@@ -32,8 +32,9 @@ def add_import_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--id", dest="submission_id", help="submission id for a single run report "
                    "(default: run- plus a hash of its results, so re-importing it updates it)")
     p.add_argument("--round", dest="round_tag", help="round of the run reports (default: from their MLP shape)")
-    p.add_argument("--flopscope-version", help="flopscope version the run reports were metered under "
-                   "(reports do not record it)")
+    p.add_argument("--flopscope-version", help="flopscope version the run reports were metered under, for a "
+                   "report that does not record it (whestbench 0.16's does, in run_meta.host; one that says "
+                   "another is refused)")
     p.add_argument("--split", choices=SPLITS, default=None,
                    help="split of the run reports' MLPs (default public); a private or rerun report adds its "
                         "results to the submission --id names")

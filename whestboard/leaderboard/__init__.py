@@ -3,8 +3,10 @@
 Owns: the submissions tables, reading graded submissions (CSV, Parquet, ``whest run --json``) with
 row-level problems, all or nothing, and writing them back (formula cells escaped), rankings with
 bootstrap intervals and paired tests, columnar snapshots of the narrow scans per store revision, the organizers' integrity views (splits, overfitting and
-residual-arbitrage flags, histories, ties), the organizer's token check, the final evaluation's record per round and how solid its standings are (bootstrap, leave-k-out, shake-up), and the sweep that grades the
-baseline family as submissions. May import: ``whestboard.scoring``, ``whestboard.data``,
+residual-arbitrage flags, histories, ties), the organizer's token check, the final evaluation's record per round and how solid its standings are (bootstrap, leave-k-out, shake-up), the sweep that grades the
+baseline family as submissions, what priced each score (versions, seed protocol; the board's warning
+when they differ) and re-scoring a stored package under the installed versions (a queued upload job).
+May import: ``whestboard.scoring``, ``whestboard.data``, ``whestboard.jobs``,
 ``whestboard.rules``, ``whestboard.store``, ``whestboard.config``.
 """
 
@@ -73,6 +75,15 @@ from whestboard.leaderboard._ranking import (
     sign_flip_p_value,
     with_mc_reference,
 )
+from whestboard.leaderboard._rescore import (
+    RESCORE_ERRORS,
+    QueuedRescore,
+    RescoreProgress,
+    queue_rescore,
+    rescore_progress,
+    rescore_target,
+    settle_rescore,
+)
 from whestboard.leaderboard._standings import (
     FRAGILITY_SHARES,
     STANDINGS_DRAWS,
@@ -93,6 +104,7 @@ from whestboard.leaderboard._store import (
     PUBLIC,
     SPLITS,
     STATUSES,
+    UNKNOWN,
     MLPResult,
     Submission,
     SubmissionMLPRow,
@@ -113,7 +125,18 @@ from whestboard.leaderboard._store import (
     upsert,
 )
 from whestboard.leaderboard._sweep import default_output, run_sweep, sweep_family
-from whestboard.leaderboard._view import READ_ERRORS, WRITE_ERRORS, FlaggedTeam, board, flags_text
+from whestboard.leaderboard._view import (
+    READ_ERRORS,
+    WRITE_ERRORS,
+    BoardView,
+    FlaggedTeam,
+    PricedWith,
+    board,
+    flags_text,
+    priced_with,
+    versions_text,
+    versions_warning,
+)
 
 __all__ = [
     "BadFinalRecord",
@@ -143,6 +166,7 @@ __all__ = [
     "SuiteScores",
     "board",
     "board_revision",
+    "BoardView",
     "BOOTSTRAP_DRAWS",
     "bootstrap_interval",
     "breakdown_text",
@@ -184,10 +208,18 @@ __all__ = [
     "OVERFIT_ALPHA",
     "parse_time",
     "per_mlp_share",
+    "priced_with",
+    "PricedWith",
     "PUBLIC",
+    "queue_rescore",
+    "QueuedRescore",
     "READ_ERRORS",
     "reference_fingerprint",
     "require_organizer",
+    "RESCORE_ERRORS",
+    "rescore_progress",
+    "rescore_target",
+    "RescoreProgress",
     "RESIDUAL_SHARE_LIMIT",
     "round_counts",
     "round_field",
@@ -196,6 +228,7 @@ __all__ = [
     "run_sweep",
     "SEED",
     "seed_from_shipped",
+    "settle_rescore",
     "sign_flip_p_value",
     "SPLITS",
     "STATUSES",
@@ -209,8 +242,11 @@ __all__ = [
     "team_history",
     "TIE_POWER",
     "timeline_field",
+    "UNKNOWN",
     "Upload",
     "upsert",
+    "versions_text",
+    "versions_warning",
     "viewer_board",
     "with_mc_reference",
     "WRITE_ERRORS",

@@ -48,7 +48,9 @@ from whestboard.leaderboard._store import (
 from whestboard.rules import ALL_ROUNDS, VERDICTS, get_round, is_failed, judge, round_for_shape
 from whestboard.store import strict_json
 
-REQUIRED_SUBMISSION_COLUMNS = ("submission_id", "team", "round", "submitted_at", "status", "whestbench_version")
+#: ``whestbench_version`` is not required: a file that does not say what priced its scores imports with the
+#: versions unknown (``_store.UNKNOWN``), shown as such on the board, never guessed.
+REQUIRED_SUBMISSION_COLUMNS = ("submission_id", "team", "round", "submitted_at", "status")
 REQUIRED_MLP_COLUMNS = ("submission_id", "mlp_index", "final_layer_mse", "adjusted_score")
 PER_MLP_SUFFIX = ".per_mlp"
 #: Aggregates must equal the mean of their per-MLP values to this relative tolerance.
@@ -266,7 +268,7 @@ def _shown(value: Any) -> str:
 
 #: Text fields whose values repeat from row to row (a team, a round, a version): checked once per value.
 _REPEATING_TEXT = frozenset({"team", "round", "status", "whestbench_version", "flopscope_version", "dataset",
-                             "estimator", "source", "mlp_name"})
+                             "estimator", "source", "mlp_name", "seed_protocol"})
 
 
 def _text(value: Any, name: str, *, required: bool):
@@ -291,6 +293,12 @@ def _checked_text(value: Any, name: str, required: bool):
     problem = _store.text_problem(text, name, limit_after_strip=True)
     # one string object per distinct value: a team, round or version repeats on every row of a large file
     return (None, problem) if problem else (sys.intern(text.strip()), None)
+
+
+def _version(value: Any, name: str):
+    """whestbench's version: blank is ``_store.UNKNOWN`` (the file did not say), never a guess."""
+    text, problem = _text(value, name, required=False)
+    return (_store.UNKNOWN if text is None and problem is None else text), problem
 
 
 def _number(value: Any, name: str, *, required: bool, minimum: float = 0.0, strict: bool = False):
@@ -515,12 +523,15 @@ def parse_submission_row(row: dict) -> tuple[Submission | None, _RowProblems]:
         "n_mlps": take(_integer, "n_mlps", required=False, minimum=1),
         "mean_effective_compute": take(_number, "mean_effective_compute", required=False),
         "mean_avg_variance": take(_number, "mean_avg_variance", required=False, strict=True),
-        "whestbench_version": take(_text, "whestbench_version", required=True),
+        "whestbench_version": take(_version, "whestbench_version"),
         "flopscope_version": take(_text, "flopscope_version", required=False),
         "dataset": take(_text, "dataset", required=False),
         "estimator": take(_text, "estimator", required=False),
         "source": take(_text, "source", required=False),
         "nominated": take(_boolean, "nominated"),
+        "seed_protocol": take(_text, "seed_protocol", required=False),
+        "run_id": take(_text, "run_id", required=False),
+        "rescore_of": take(_text, "rescore_of", required=False),
     }
     n_failed, n_mlps = values["n_failed_mlps"], values["n_mlps"]
     if n_failed is not None and n_mlps is not None and n_failed > n_mlps:
@@ -611,7 +622,7 @@ _SUBMISSION_CHECKS = (
     _Check("round", _known_round, True),
     _Check("submitted_at", _time, True),
     _Check("status", _known_status, True),
-    _Check("whestbench_version", _OPTIONAL_TEXT, True),
+    _Check("whestbench_version", _version),
     _number_check("mean_flops_used", "graded"),
     _number_check("final_layer_mse", "graded"),
     _number_check("adjusted_score", "graded"),
@@ -625,6 +636,9 @@ _SUBMISSION_CHECKS = (
     _Check("estimator", _OPTIONAL_TEXT),
     _Check("source", _OPTIONAL_TEXT),
     _Check("nominated", _boolean),
+    _Check("seed_protocol", _OPTIONAL_TEXT),
+    _Check("run_id", _OPTIONAL_TEXT),
+    _Check("rescore_of", _OPTIONAL_TEXT),
 )
 
 #: ``parse_mlp_row``, a column at a time.
@@ -1073,13 +1087,20 @@ def parse_run_report(
     if split != _store.PUBLIC:
         return None, mlps, []
     dataset = config.get("dataset") if isinstance(config.get("dataset"), dict) else {}
-    # A Whestboard run report carries both versions; `whest run --json` only whestbench's.
-    versions = report.get("versions") if isinstance(report.get("versions"), dict) else {}
+    reported_flopscope = report_flopscope_version(report, run_meta)
+    if flopscope_version and reported_flopscope and flopscope_version.strip() != reported_flopscope:
+        return None, [], [f"{name}: the report says flopscope {_shown(reported_flopscope)} priced it, not "
+                          f"{_shown(flopscope_version)}; leave the flopscope version out"]
+    # A Whestboard run report carries its dataset's seed protocol; `whest run --json` does not, so it stays
+    # unknown, as a version no report states does.
+    scored_on = report.get("dataset") if isinstance(report.get("dataset"), dict) else {}
     seed = config.get("seed")
     sub, sub_problems = parse_submission_row({
         "submission_id": sid, "team": team, "round": rnd.tag, "submitted_at": finished, "status": "graded",
-        "whestbench_version": report.get("whestbench_version") or versions.get("whestbench_version") or "unknown",
-        "flopscope_version": flopscope_version or versions.get("flopscope_version"),
+        "whestbench_version": report.get("whestbench_version")
+        or (report.get("versions") if isinstance(report.get("versions"), dict) else {}).get("whestbench_version"),
+        "flopscope_version": reported_flopscope or flopscope_version,
+        "seed_protocol": scored_on.get("seed_protocol"),
         "mean_flops_used": sum(m.flops_used for m in mlps) / len(mlps),
         "final_layer_mse": results.get("final_layer_mse"),
         "adjusted_score": results.get("adjusted_final_layer_score"),
@@ -1094,6 +1115,17 @@ def parse_run_report(
     if sub_problems:
         return None, [], [f"{name}: {p}" for p in sub_problems]
     return sub, mlps, []
+
+
+def report_flopscope_version(report: dict, run_meta: dict) -> str | None:
+    """The flopscope a run report says priced it: a Whestboard report's ``versions``, or the host record
+    ``whest run --json`` (whestbench 0.16) writes in ``run_meta.host``; None when it says none."""
+    versions = report.get("versions") if isinstance(report.get("versions"), dict) else {}
+    host = run_meta.get("host") if isinstance(run_meta.get("host"), dict) else {}
+    for value in (versions.get("flopscope_version"), host.get("flopscope_version")):
+        if isinstance(value, str) and value.strip() and value.strip() != _store.UNKNOWN:
+            return value.strip()
+    return None
 
 
 # ---------------------------------------------------------------------------

@@ -44,6 +44,10 @@ from whestboard.leaderboard import _snapshot
 from whestboard.store import Base, engine, session
 
 STATUSES = ("graded", "failed")
+#: What a version (or seed protocol) reads when the file a submission came from did not say: shown as
+#: such, never guessed. ``whestbench_version`` is a required column of the first schema, so an unknown
+#: one is stored as this word; the later columns store None.
+UNKNOWN = "unknown"
 #: Which suite a per-MLP result belongs to: the public board's MLPs, the withheld ones, or the fresh
 #: private rerun of a nominated submission (what prizes come from).
 SPLITS = ("public", "private", "rerun")
@@ -82,6 +86,12 @@ class SubmissionRow(Base):
     estimator: Mapped[str | None] = mapped_column(String(500), nullable=True)
     source: Mapped[str | None] = mapped_column(String(64), nullable=True)
     nominated: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Added after the first release (nullable, so the bootstrap adds them to an older table): the seed
+    # protocol of the suite it was scored on, and the run record of this app it was made from (when it
+    # was scored here: what holds its package, so it can be re-scored), with the submission it re-scores.
+    seed_protocol: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    run_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    rescore_of: Mapped[str | None] = mapped_column(String(200), nullable=True)
 
 
 class SubmissionMLPRow(Base):
@@ -143,6 +153,9 @@ class Submission:
     estimator: str | None = None
     source: str | None = None
     nominated: bool = False
+    seed_protocol: str | None = None  # whestbench's seed protocol version of its suite ("3.0"); None: unknown
+    run_id: str | None = None  # the run record it was scored as here; None: imported from a file
+    rescore_of: str | None = None  # the submission this one re-scores under newer versions
 
 
 @dataclass(frozen=True, slots=True)
@@ -441,14 +454,20 @@ def _insert_records(s: Session, table, records: Sequence, attributes: Sequence[s
         processors[at] = (lambda moment: process_time(to_utc_naive(moment))) if process_time else to_utc_naive
     converted = [i for i, process in enumerate(processors) if process]
     values_of = attrgetter(*attributes)
+    # a column no record of a chunk fills (a file's absent optional columns) is left out of its insert:
+    # NULL either way, and binding it costs as much as a filled one; only columns without a default
+    droppable = [i for i, column in enumerate(columns)
+                 if table.c[column].default is None and table.c[column].server_default is None]
     for part in _chunks(list(records), _INSERT_ROWS):
-        rows = list(map(values_of, part))
-        if converted:  # a column at a time: the few columns whose type converts its values
-            by_column = list(zip(*rows, strict=True))
-            for i in converted:
-                by_column[i] = list(map(processors[i], by_column[i]))
-            rows = list(zip(*by_column, strict=True))
-        conn.exec_driver_sql(sql, rows)
+        by_column = list(zip(*map(values_of, part), strict=True))
+        for i in converted:  # a column at a time: the few columns whose type converts its values
+            by_column[i] = list(map(processors[i], by_column[i]))
+        empty = {i for i in droppable if by_column[i].count(None) == len(part)}
+        kept = [i for i in range(len(columns)) if i not in empty]
+        statement = sql if not empty else (
+            f"INSERT INTO {dialect.identifier_preparer.format_table(table)} "
+            f"({', '.join(quote(columns[i]) for i in kept)}) VALUES ({', '.join([placeholder] * len(kept))})")
+        conn.exec_driver_sql(statement, list(zip(*(by_column[i] for i in kept), strict=True)))
 
 
 def _record_values(record, attributes: Sequence[str]) -> list:
@@ -687,7 +706,7 @@ def _submissions_query(round_tag: str | None):
 
 
 _REPEATED_TEXT = ("team", "round", "status", "whestbench_version", "flopscope_version", "dataset", "estimator",
-                  "source")
+                  "source", "seed_protocol")
 
 
 def _submission_frame(rows: Sequence) -> pd.DataFrame:

@@ -9,6 +9,7 @@ split was refused. The page only turns these into components; every number is re
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -36,6 +37,19 @@ class FlaggedTeam:
 
 
 @dataclass(frozen=True)
+class PricedWith:
+    """One pair of library versions that priced ranked scores, and how many of the ranked submissions."""
+
+    whestbench_version: str  # _store.UNKNOWN when the file it came from did not say
+    flopscope_version: str
+    n_submissions: int
+
+    @property
+    def label(self) -> str:
+        return versions_text(self.whestbench_version, self.flopscope_version)
+
+
+@dataclass(frozen=True)
 class BoardView:
     """One round's board as a viewer may see it (the public split's columns only without the token)."""
 
@@ -50,6 +64,13 @@ class BoardView:
     ties: str | None
     flagged: list[FlaggedTeam]
     table: pd.DataFrame  # the whole board (every team's best), for the team panel
+    # what priced the ranked scores, one entry per (whestbench, flopscope) pair, most submissions first
+    priced: tuple[PricedWith, ...] = ()
+
+    @property
+    def mixed_versions(self) -> str | None:
+        """The warning when the board ranks together scores priced by different versions; None otherwise."""
+        return mixed_versions_text(self.priced)
 
     @property
     def teams(self) -> list[str]:
@@ -71,14 +92,81 @@ def board(round_tag: str, split: str, *, organizer: bool, team: str | None = Non
     if len(table) > RANKING_ROWS:
         summary.append(f" The ranking shows the top {RANKING_ROWS:,} of {len(table):,} teams; choose a team to add "
                        "its row.")
+    table = with_pricing(table, round_tag, split, url)
+    ordered = table.sort_values(["rank", "submission_id"], kind="mergesort", ignore_index=True)
     shown = ordered[(ordered.index < RANKING_ROWS) | (ordered["team"] == team)]
     return BoardView(
         round_tag=round_tag, split=split, refused=refused, per_team=per_team,
         team_unknown=bool(team) and team not in per_team, summary=summary,
         rows=[ranking_row(r) for r in shown.to_dict("records")],
         leader_id=ordered["submission_id"].iloc[0] if len(ordered) else None,
-        ties=ties_text(table), flagged=flagged_teams(table), table=table,
+        ties=ties_text(table), flagged=flagged_teams(table), table=table, priced=priced_with(table),
     )
+
+
+#: What priced a submission's score, as its stored row says.
+PRICING_COLUMNS = ("whestbench_version", "flopscope_version", "seed_protocol")
+
+
+def with_pricing(table: pd.DataFrame, round_tag: str, split: str, url: str | None) -> pd.DataFrame:
+    """The board with each ranked submission's versions and seed protocol, read by id once per store revision."""
+    missing = [c for c in PRICING_COLUMNS if c not in table.columns]
+    if not missing or not len(table):
+        return table.assign(**{c: pd.Series(dtype=object) for c in missing})
+
+    def compute() -> pd.DataFrame:
+        rows = _store.submissions_frame(ids=table["submission_id"].tolist(), url=url)
+        return rows.set_index("submission_id")[list(PRICING_COLUMNS)]
+
+    ids = hashlib.sha256("\n".join(map(str, table["submission_id"])).encode()).hexdigest()[:16]
+    pricing = _store.cached(f"pricing:{round_tag}:{split}:{ids}", compute, url=url)
+    return table.join(pricing[missing], on="submission_id")
+
+
+def _version(value) -> str:
+    """A stored version as shown: blank or missing is unknown (the file did not say), never a guess."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or not str(value).strip():
+        return _store.UNKNOWN
+    return str(value).strip()
+
+
+def versions_text(whestbench_version, flopscope_version) -> str:
+    """``whestbench 0.16.2 · flopscope 0.12.4``; an unknown version reads "unknown"."""
+    return f"whestbench {_version(whestbench_version)} · flopscope {_version(flopscope_version)}"
+
+
+def priced_with(table: pd.DataFrame) -> tuple[PricedWith, ...]:
+    """The version pairs that priced the board's ranked scores, with how many ranked submissions each."""
+    if not len(table):
+        return ()
+    pairs = pd.DataFrame({
+        "whestbench": [_version(v) for v in table.get("whestbench_version", pd.Series([None] * len(table)))],
+        "flopscope": [_version(v) for v in table.get("flopscope_version", pd.Series([None] * len(table)))],
+    })
+    counts = pairs.value_counts(sort=False).reset_index(name="n")
+    counts = counts.sort_values(["n", "whestbench", "flopscope"], ascending=[False, True, True], kind="mergesort")
+    return tuple(PricedWith(r.whestbench, r.flopscope, int(r.n)) for r in counts.itertuples(index=False))
+
+
+def versions_warning(round_tag: str, split: str, *, organizer: bool, url: str | None = None) -> str | None:
+    """``board(...).mixed_versions`` without building the ranking rows: the board's reads, all cached."""
+    try:
+        _integrity.require_split_access(split, organizer)
+    except PermissionError:
+        split = _store.PUBLIC
+    table = _integrity.viewer_board(round_tag, split, organizer=organizer, url=url)
+    return mixed_versions_text(priced_with(with_pricing(table, round_tag, split, url)))
+
+
+def mixed_versions_text(priced: tuple[PricedWith, ...]) -> str | None:
+    """The warning, in words, when more than one pair of versions priced the ranked scores."""
+    if len(priced) < 2:
+        return None
+    groups = "; ".join(f"{p.label}: {p.n_submissions:,} submission{'' if p.n_submissions == 1 else 's'}"
+                       for p in priced)
+    return ("This board ranks together scores priced by different versions (" + groups + "). flopscope "
+            "releases move FLOP prices, so these scores are not priced alike; an organizer can re-score a stored "
+            "package under the installed versions.")
 
 
 def field_summary(round_tag: str, n_submissions: int, n_teams: int) -> list[str]:
@@ -121,6 +209,8 @@ def ranking_row(r: dict) -> dict:
         "mean_multiplier": finite(r["mean_multiplier"]), "n_failed_mlps": _count(r["n_failed_mlps"]),
         "n_mlps": _count(r["n_mlps"]), "submitted": r["submitted_at"].strftime("%Y-%m-%d %H:%M"),
         "flags": flags_text(r), "has_per_mlp": has_per_mlp(r),
+        "priced_with": versions_text(r.get("whestbench_version"), r.get("flopscope_version")),
+        "seed_protocol": _version(r.get("seed_protocol")),
     }
 
 

@@ -54,6 +54,11 @@ class RunRecord(Base):
     flopscope_version: Mapped[str] = mapped_column(String(40))
     report: Mapped[str] = mapped_column(Text)
     predictions: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    # Added later (nullable: the bootstrap adds them to an older table, whose runs read None, unknown):
+    # the seed protocol of the suite its MLPs come from, and the run this one re-scored under the
+    # installed versions (the old run is kept beside it).
+    seed_protocol: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    rescore_of: Mapped[str | None] = mapped_column(String(32), nullable=True)
 
 
 def _pack_predictions(predictions: dict[int, np.ndarray] | None) -> bytes | None:
@@ -100,6 +105,8 @@ def _summary_columns(report: dict) -> dict:
         "noise_floor": finite((report.get("noise") or {}).get("noise_floor")),
         "whestbench_version": versions.get("whestbench_version", ""),
         "flopscope_version": versions.get("flopscope_version", ""),
+        "seed_protocol": dataset.get("seed_protocol"),
+        "rescore_of": report.get("rescore_of"),
     }
 
 
@@ -148,6 +155,8 @@ def _as_summary(row) -> dict:
         "noise_floor": row.noise_floor,
         "whestbench_version": row.whestbench_version,
         "flopscope_version": row.flopscope_version,
+        "seed_protocol": row.seed_protocol,
+        "rescore_of": row.rescore_of,
     }
 
 

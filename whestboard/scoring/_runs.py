@@ -279,6 +279,7 @@ class RunRequest:
     rulebook: Rulebook
     source: str = "lab"
     team: str | None = None
+    rescore_of: str | None = None  # the run this one re-scores under the installed versions
 
     def __post_init__(self) -> None:
         """Bounded here, whoever built the request: the MLPs against the dataset, the budget against B."""
@@ -426,7 +427,9 @@ def build_report(request: RunRequest, per_mlp: list[dict], *, key: str, started:
             "depth": info.depth,
             "n_samples": info.n_samples,
             "n_mlps": info.n_mlps,
+            "seed_protocol": info.seed_protocol,
         },
+        "rescore_of": request.rescore_of,
         "mlp_indices": list(request.indices),
         "estimator": request.estimator.describe(),
         "rulebook": rb.as_dict(),

@@ -36,6 +36,33 @@ def job_spec(upload_sha: str, dataset_key: str, mlps: str, *, team: str | None =
     return spec
 
 
+def rescore_spec(run_id: str) -> dict:
+    """The upload job that scores run ``run_id``'s stored package again under the installed versions.
+
+    Same package, dataset, MLPs, budget and team as the run; ``rescore_of`` makes the job score afresh
+    (never served from the run store) and record a new run that names the old one, which is kept.
+    RunError, in words an organizer can act on, when there is no such run or it was not scored from a
+    package kept in the artifact store (a built-in, a lone ``.py`` file scored from the command line).
+    """
+    report = _run_records.get_run(run_id)
+    if report is None:
+        raise _inputs.RunError(f"no run {_inputs.quoted(run_id)}: give the id of a run made from an upload")
+    estimator = report.get("estimator") or {}
+    digest = estimator.get("code_sha256") or ""
+    try:
+        load_upload(digest)
+    except KeyError:
+        raise _inputs.RunError(
+            f"run {run_id} scored {estimator.get('label') or 'an estimator'} ({estimator.get('kind') or 'unknown kind'}), "
+            "whose package is not kept in the artifact store, so it cannot be re-scored here; upload the package "
+            "on the Upload page to score it under the installed versions") from None
+    rulebook = report.get("rulebook") or {}
+    budget = rulebook.get("flop_budget") if rulebook.get("custom_budget") else None
+    spec = job_spec(digest, (report.get("dataset") or {}).get("key"), ",".join(map(str, report["mlp_indices"])),
+                    team=report.get("team"), budget=str(budget) if budget else None)
+    return {**spec, "rescore_of": run_id}
+
+
 def job_cost(spec: dict) -> float:
     """The most work a job may do before it starts: its MLPs times the FLOP budget each is granted."""
     _dataset, rulebook, indices = _job_inputs(spec)
@@ -96,9 +123,11 @@ def run_upload_job(ctx) -> dict:
                    message=f"scored MLP {entry['mlp_index']} ({done}/{total})")
 
     ctx.report(phase="scoring", done=0, total=len(request_indices), verdicts=[], message="scoring in the sandbox")
-    request = _runs.RunRequest(dataset, request_indices, handle, rulebook, source="upload", team=spec.get("team"))
-    try:
-        outcome = _runs.run_and_record(request, on_progress=progress, should_cancel=ctx.should_cancel)
+    request = _runs.RunRequest(dataset, request_indices, handle, rulebook, source="upload", team=spec.get("team"),
+                               rescore_of=spec.get("rescore_of"))
+    try:  # a re-score is measured again, never served from the store: it is a new record beside the old
+        outcome = _runs.run_and_record(request, on_progress=progress, should_cancel=ctx.should_cancel,
+                                       use_cache=not spec.get("rescore_of"))
     except SandboxCancelled:
         return {**result, "cancelled": True, "error": "cancelled while scoring", "verdicts": verdicts}
     except _inputs.RunError as exc:
