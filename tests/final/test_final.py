@@ -1,0 +1,158 @@
+"""The final evaluation end to end on a small round, against whestbench's own functions as the oracle.
+
+Four real packages (mean propagation as a lone file, covariance propagation as a folder, the same
+folder as a ``whest package`` tarball under another team, and one that raises on some MLPs) are rerun
+in the sandbox on a suite baked from one seed. The suite must be ``make_contest``'s for that seed, the
+ranks of the separable teams ``evaluate_estimator``'s, the copies a close group that extra MLPs
+(scored for them alone) cannot separate, and an interrupted final must resume without rescoring.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+from whestbench.estimators import CovariancePropagationEstimator, MeanPropagationEstimator
+from whestbench.scoring import evaluate_estimator, make_contest
+
+from tests.final.participants import SMALL_ROUND, register_round, small_round_config, write_packages
+from whestboard.cli import main
+from whestboard.final import PAIR_RESULTS, FinalRequest, FinalSuite, Nominee, final_submission_id, run_final
+from whestboard.leaderboard import load_final_record, mlp_frame
+from whestboard.rules import get_round
+from whestboard.scoring import rulebook_for
+from whestboard.store import blob_keys, blob_meta
+
+pytestmark = pytest.mark.slow
+
+SEED, N, K, EXTRA = 20261202, 16, 20_000, 4
+
+
+@pytest.fixture()
+def small_round(monkeypatch, private_state):
+    register_round(monkeypatch, small_round_config())
+    return get_round(SMALL_ROUND)
+
+
+@pytest.fixture()
+def packages(tmp_path):
+    return write_packages(tmp_path / "packages")
+
+
+def _whestbench_suite(n: int):
+    spec = rulebook_for(SMALL_ROUND).contest_spec(width=16, depth=3, n_mlps=n, n_samples=K)
+    spec.seed = SEED
+    return make_contest(spec)
+
+
+def _flaky_class(path):
+    spec = importlib.util.spec_from_file_location("flaky_participant", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Estimator
+
+
+def _scored_pairs() -> dict[str, set[int]]:
+    out: dict[str, set[int]] = {}
+    for key in blob_keys(PAIR_RESULTS):
+        meta = blob_meta(PAIR_RESULTS, key)
+        out.setdefault(meta["team"], set()).add(int(meta["mlp_index"]))
+    return out
+
+
+def test_the_suite_is_whestbenchs_for_the_seed_and_extra_mlps_continue_it(small_round):
+    suite = FinalSuite(small_round, SEED, 3, K)
+    suite.extend(5)
+    data = _whestbench_suite(5)
+    for i in range(5):
+        mlp = suite.mlp(i)
+        assert [np.asarray(w).tobytes() for w in mlp.weights] == [np.asarray(w).tobytes() for w in data.mlps[i].weights]
+        assert mlp.seed == data.mlps[i].seed
+        means, avg_variance = suite.truth(i)
+        np.testing.assert_array_equal(means, np.asarray(data.all_layer_targets[i]))
+        assert avg_variance == data.avg_variances[i]
+    again = FinalSuite(small_round, SEED, 5, K)
+    assert again.sampled == 0  # the references were kept in the store, never drawn twice
+
+
+def test_final_end_to_end(small_round, packages, capsys):
+    argv = ["final", "--round", SMALL_ROUND, "--suite-seed", str(SEED), "--n-mlps", str(N),
+            "--truth-samples", str(K), "--max-extra-mlps", str(EXTRA), "--json"]
+    for team, path in packages.items():
+        argv += ["--submission", f"{team}={path}"]
+    assert main(argv) == 0
+    printed = json.loads(capsys.readouterr().out)
+    record = load_final_record(SMALL_ROUND)
+    assert printed["standings"] == record["standings"] and printed["tie_breaks"] == record["tie_breaks"]
+    rows = {row["team"]: row for row in record["standings"]}
+
+    # the copies are close, extra MLPs continue the suite, no criterion separates them: a shared rank
+    (tie,) = record["tie_breaks"]
+    assert sorted(tie["teams"]) == ["copycat", "covariance"]
+    assert tie["p_value"] == 1.0 and tie["extra_mlps"] == EXTRA and tie["decided_by"] == "shared"
+    assert set(tie["pairs"][0]["p_values"]) == {"extra_mlps", "all_layer_mse", "effective_compute"}
+    assert rows["copycat"]["rank"] == rows["covariance"]["rank"] == 1
+
+    # only the tied teams were rerun on the extra MLPs, each pair scored once
+    extra = set(range(N, N + EXTRA))
+    scored = _scored_pairs()
+    assert scored["copycat"] == scored["covariance"] == set(range(N)) | extra
+    assert scored["mean"] == scored["flaky"] == set(range(N))
+    assert record["scorings"] == {"scored": 4 * N + 2 * EXTRA, "reused": 0}
+
+    # the separable teams rank where whestbench's evaluate_estimator puts them on the same suite
+    data = _whestbench_suite(N)
+    oracle = {"covariance": CovariancePropagationEstimator(), "copycat": CovariancePropagationEstimator(),
+              "mean": MeanPropagationEstimator(), "flaky": _flaky_class(packages["flaky"])()}
+    official = {team: evaluate_estimator(est, data) for team, est in oracle.items()}
+    order = sorted(official, key=lambda t: official[t]["adjusted_final_layer_score"])
+    for team in ("mean", "flaky"):
+        assert rows[team]["rank"] == order.index(team) + 1
+    for team, results in official.items():
+        assert rows[team]["score"] == pytest.approx(results["adjusted_final_layer_score"], rel=1e-9)
+        assert rows[team]["all_layer_mse"] == pytest.approx(results["all_layers_mse"], rel=1e-6)
+        assert rows[team]["n_failed_mlps"] == results["n_failed_mlps"]
+    assert 0 < rows["flaky"]["n_failed_mlps"] < N  # it fails on some MLPs, not all
+
+    # the noise floor is stated, and the per-MLP scores are the base suite's
+    mean_var = float(np.mean(data.avg_variances))
+    assert record["noise"]["noise_floor"] == pytest.approx(mean_var / K)
+    assert record["per_mlp"]["mlp_ids"] == list(range(N))
+    assert record["per_mlp"]["scores"]["mean"] == pytest.approx(
+        [m["adjusted_final_layer_score"] for m in official["mean"]["per_mlp"]], rel=1e-9)
+
+    # the rerun split holds every scored pair
+    frame = mlp_frame([final_submission_id(SMALL_ROUND, t) for t in packages], splits=["rerun"])
+    assert len(frame) == 4 * N + 2 * EXTRA
+
+
+class Interrupted(Exception):
+    """What the test raises mid-final, as a crash or a Ctrl-C would stop it."""
+
+
+def test_an_interrupted_final_resumes_without_rescoring(small_round, packages):
+    nominees = tuple(Nominee(team, str(path)) for team, path in packages.items())
+    request = FinalRequest(SMALL_ROUND, nominees, SEED + 1, 8, K, 2)
+    seen = {"scored": 0}
+
+    def stop_after(limit):
+        def progress(_done, _total, label):
+            if " on MLP " in label:
+                seen["scored"] += 1
+                if seen["scored"] == limit:
+                    raise Interrupted(label)
+        return progress
+
+    with pytest.raises(Interrupted):
+        run_final(request, on_progress=stop_after(11))
+    assert sum(len(v) for v in _scored_pairs().values()) == 11  # kept as they finished
+    assert load_final_record(SMALL_ROUND) is None
+    resumed = run_final(request)
+    total = sum(row["n_mlps"] + row["extra_mlps_scored"] for row in resumed["standings"])
+    assert resumed["scorings"] == {"scored": total - 11, "reused": 11}
+    assert sum(len(v) for v in _scored_pairs().values()) == total
+    again = run_final(request)
+    assert again["scorings"] == {"scored": 0, "reused": total}
+    assert again["standings"] == resumed["standings"]
