@@ -225,6 +225,8 @@ def _render(record: dict) -> html.Div:
     return html.Div([
         html.H5(f"Standings of {record['round']}: suite seed {record['suite_seed']}, {record['n_mlps']} MLPs"),
         html.P(record["noise"]["text"], className="small text-muted", id="final-noise"),
+        dbc.Alert(record["noise"]["floor_warning"], color="warning", className="py-2")
+        if record["noise"].get("floor_warning") else None,
         dbc.Table([header, body], bordered=False, striped=True, size="sm", id="final-standings"),
         html.H6("Tie-breaks"),
         html.Ul(ties, id="final-ties") if ties else html.P("No close finishes.", id="final-ties"),

@@ -19,7 +19,16 @@ from whestbench.scoring import evaluate_estimator, make_contest
 
 from tests.final.participants import SMALL_ROUND, register_round, small_round_config, write_packages
 from whestboard.cli import main
-from whestboard.final import PAIR_RESULTS, FinalRequest, FinalSuite, Nominee, final_submission_id, run_final
+from whestboard.final import (
+    PAIR_RESULTS,
+    FinalRequest,
+    FinalSuite,
+    Nominee,
+    final_submission_id,
+    run_final,
+    standings_text,
+)
+from whestboard.final._final import _floor_warning
 from whestboard.leaderboard import load_final_record, mlp_frame
 from whestboard.rules import get_round
 from whestboard.scoring import rulebook_for
@@ -156,3 +165,30 @@ def test_an_interrupted_final_resumes_without_rescoring(small_round, packages):
     again = run_final(request)
     assert again["scorings"] == {"scored": 0, "reused": total}
     assert again["standings"] == resumed["standings"]
+    report = standings_text(again)
+    assert all(team in report for team in packages) and "scored 0 (submission, MLP) pairs" in report
+
+
+def test_a_floor_too_coarse_for_the_best_mse_is_warned_with_the_samples_that_would_do():
+    assert _floor_warning(1e-7, 1e-5, 1000) is None
+    warning = _floor_warning(1e-6, 1e-6, 1000)
+    suggested = int(warning.rsplit(" ", 1)[1].replace(",", ""))
+    assert _floor_warning(1e-6 * 1000 / suggested, 1e-6, suggested) is None
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--round", "no-such-round"], "unknown round"),
+    (["--submission", "a=x.py", "--submission", "a=y.py"], "named twice: a"),
+    (["--submission", "nameless.py"], "write TEAM=PATH"),
+    (["--submission", "a=notes.txt"], "is not a .tar.gz"),
+    (["--n-mlps", "0"], "--n-mlps 0 is outside"),
+])
+def test_a_final_asked_wrongly_names_what_to_change(small_round, capsys, argv, says):
+    base = {"--round": SMALL_ROUND, "--suite-seed": "1", "--n-mlps": "4"}
+    args = ["final"]
+    for flag, value in base.items():
+        if flag not in argv:
+            args += [flag, value]
+    args += argv if "--submission" in argv else argv + ["--submission", "a=x.py"]
+    assert main(args + ["--json"]) == 2
+    assert says in json.loads(capsys.readouterr().out)["error"]["message"]

@@ -10,11 +10,15 @@ import argparse
 import json
 import sys
 
-from whestboard.final import DEFAULT_MAX_EXTRA_MLPS, DEFAULT_TRUTH_SAMPLES, FinalRequest, nominee, run_final
+from whestboard.final import (
+    DEFAULT_MAX_EXTRA_MLPS,
+    DEFAULT_TRUTH_SAMPLES,
+    FinalRequest,
+    nominee,
+    run_final,
+    standings_text,
+)
 from whestboard.store import json_safe
-
-COLUMNS = ("rank", "team", "score", "final_layer_mse", "all_layer_mse", "effective_compute", "n_mlps",
-           "n_failed_mlps")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -43,24 +47,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(json_safe({key: record[key] for key in record if key != "per_mlp"}), indent=2))
         return 0
-    print(text_report(record))
+    print(standings_text(record))
     return 0
-
-
-def text_report(record: dict) -> str:
-    """The standings and every tie-break, as an organizer reads them."""
-    lines = [f"final of {record['round']}: suite seed {record['suite_seed']}, {record['n_mlps']} MLPs, "
-             f"references of {record['truth_samples']:,} samples", record["noise"]["text"], ""]
-    lines.append("  ".join(f"{c:>17}" for c in COLUMNS))
-    for row in record["standings"]:
-        lines.append("  ".join(f"{row[c]:>17.6g}" if isinstance(row[c], float) else f"{row[c]!s:>17}"
-                               for c in COLUMNS))
-    for tie in record["tie_breaks"]:
-        lines.append(f"close: {', '.join(tie['teams'])} (paired p = {tie['p_value']:.3g}); "
-                     f"{tie['extra_mlps']} extra MLPs; decided by {tie['decided_by']}")
-        for pair in tie["pairs"]:
-            shown = ", ".join(f"{k} p = {v:.3g}" for k, v in pair["p_values"].items())
-            lines.append(f"  {pair['upper']} vs {pair['lower']}: {pair['decided_by']} ({shown})")
-    scorings = record["scorings"]
-    lines.append(f"scored {scorings['scored']} (submission, MLP) pairs, {scorings['reused']} found already scored")
-    return "\n".join(lines)

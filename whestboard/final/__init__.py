@@ -18,6 +18,7 @@ from whestboard.final._final import (
     final_submission_id,
     nominee,
     run_final,
+    standings_text,
 )
 from whestboard.final._scoring import PAIR_RESULTS
 from whestboard.final._suite import SEED_PROTOCOL, FinalSuite
@@ -34,4 +35,5 @@ __all__ = [
     "PAIR_RESULTS",
     "run_final",
     "SEED_PROTOCOL",
+    "standings_text",
 ]

@@ -31,6 +31,8 @@ from whestboard.scoring import is_file_spec, rulebook_for, sandboxed_handle
 DEFAULT_TRUTH_SAMPLES = 1_000_000
 DEFAULT_MAX_EXTRA_MLPS = 100
 MAX_MLPS = 10_000
+#: The reference's noise floor may be at most this share of the best final-layer MSE before the record warns.
+FLOOR_SHARE = 0.1
 ProgressFn = Callable[[int, int, str], None]
 
 
@@ -189,16 +191,19 @@ def _standing(rank, team, numbers, extra, base, handle, suite) -> dict:
 def _record(request, suite, rulebook, standings, tie_breaks, base, order, progress, started) -> dict:
     n = request.n_mlps
     mean_var = float(sum(suite.truth(i)[1] for i in range(n)) / n)
+    floor = mean_var / request.truth_samples
+    best = min(row["final_layer_mse"] for row in standings)
     return {
         "round": request.round_tag, "suite_seed": int(request.suite_seed), "n_mlps": n,
         "truth_samples": request.truth_samples, "max_extra_mlps": request.max_extra_mlps,
         "standings": standings, "tie_breaks": tie_breaks,
         "per_mlp": {"mlp_ids": list(range(n)),
                     "scores": {t: [float(e["adjusted_final_layer_score"]) for e in base[t]] for t in order}},
-        "noise": {"mean_avg_variance": mean_var, "noise_floor": mean_var / request.truth_samples,
+        "noise": {"mean_avg_variance": mean_var, "noise_floor": floor,
                   "text": (f"references of {request.truth_samples:,} samples: an estimator's observed final-layer "
-                           f"MSE carries avg_variance / K = {mean_var / request.truth_samples:.3g} of reference "
-                           "noise on average; differences below it cannot be told apart")},
+                           f"MSE carries avg_variance / K = {floor:.3g} of reference noise on average; "
+                           "differences below it cannot be told apart"),
+                  "floor_warning": _floor_warning(floor, best, request.truth_samples)},
         "suite": {"key": suite.key, "seed_protocol": SEED_PROTOCOL, "mlp_names": suite.names[:n],
                   "references_sha256": suite.truth_digest(list(range(n))), "n_extra_mlps": len(suite.names) - n},
         "test": {"alpha": ALPHA, "power": TIE_POWER, "test": "paired sign-flip (exact up to 16 MLPs)"},
@@ -207,6 +212,15 @@ def _record(request, suite, rulebook, standings, tie_breaks, base, order, progre
         "nominees": [{"team": x.team, "spec": x.spec, "submission_id": x.submission_id} for x in request.nominees],
         "created_at": datetime.now(UTC).isoformat(), "duration_s": time.time() - started,
     }
+
+
+def _floor_warning(floor: float, best: float, samples: int) -> str | None:
+    """A sentence when the references' noise is too coarse for the best MSE, naming the K that would do."""
+    if floor <= FLOOR_SHARE * best:
+        return None
+    return (f"the reference noise floor {floor:.3g} is more than {FLOOR_SHARE:.0%} of the best final-layer MSE "
+            f"({best:.3g}): the references cannot resolve the top; run again with --truth-samples of at least "
+            f"{int(samples * floor / (FLOOR_SHARE * best)) + 1:,}")
 
 
 def final_submission_id(round_tag: str, team: str) -> str:
@@ -235,3 +249,29 @@ def record_rerun_split(request: FinalRequest, suite: FinalSuite, base, extra, su
                 effective_compute=e.get("effective_compute"), multiplier=e.get("score_multiplier"),
                 avg_variance=e.get("avg_variance"), meter_tampering=e.get("meter_tampering")))
     upsert(rows, results)
+
+
+TEXT_COLUMNS = ("rank", "team", "score", "final_layer_mse", "all_layer_mse", "effective_compute", "n_mlps",
+                "n_failed_mlps")
+
+
+def standings_text(record: dict) -> str:
+    """The standings and every tie-break, as an organizer reads them."""
+    lines = [f"final of {record['round']}: suite seed {record['suite_seed']}, {record['n_mlps']} MLPs, "
+             f"references of {record['truth_samples']:,} samples", record["noise"]["text"]]
+    if record["noise"].get("floor_warning"):
+        lines.append("warning: " + record["noise"]["floor_warning"])
+    lines.append("")
+    lines.append("  ".join(f"{c:>17}" for c in TEXT_COLUMNS))
+    for row in record["standings"]:
+        lines.append("  ".join(f"{row[c]:>17.6g}" if isinstance(row[c], float) else f"{row[c]!s:>17}"
+                               for c in TEXT_COLUMNS))
+    for tie in record["tie_breaks"]:
+        lines.append(f"close: {', '.join(tie['teams'])} (paired p = {tie['p_value']:.3g}); "
+                     f"{tie['extra_mlps']} extra MLPs; decided by {tie['decided_by']}")
+        for pair in tie["pairs"]:
+            shown = ", ".join(f"{k} p = {v:.3g}" for k, v in pair["p_values"].items())
+            lines.append(f"  {pair['upper']} vs {pair['lower']}: {pair['decided_by']} ({shown})")
+    scorings = record["scorings"]
+    lines.append(f"scored {scorings['scored']} (submission, MLP) pairs, {scorings['reused']} found already scored")
+    return "\n".join(lines)
