@@ -28,7 +28,7 @@ from whestboard.final import (
     run_final,
     standings_text,
 )
-from whestboard.final._final import _floor_warning
+from whestboard.final._final import floor_warning
 from whestboard.leaderboard import load_final_record, mlp_frame
 from whestboard.rules import get_round
 from whestboard.scoring import rulebook_for
@@ -170,10 +170,10 @@ def test_an_interrupted_final_resumes_without_rescoring(small_round, packages):
 
 
 def test_a_floor_too_coarse_for_the_best_mse_is_warned_with_the_samples_that_would_do():
-    assert _floor_warning(1e-7, 1e-5, 1000) is None
-    warning = _floor_warning(1e-6, 1e-6, 1000)
+    assert floor_warning(1e-7, 1e-5, 1000) is None
+    warning = floor_warning(1e-6, 1e-6, 1000)
     suggested = int(warning.rsplit(" ", 1)[1].replace(",", ""))
-    assert _floor_warning(1e-6 * 1000 / suggested, 1e-6, suggested) is None
+    assert floor_warning(1e-6 * 1000 / suggested, 1e-6, suggested) is None
 
 
 @pytest.mark.parametrize("argv, says", [

@@ -203,7 +203,7 @@ def _record(request, suite, rulebook, standings, tie_breaks, base, order, progre
                   "text": (f"references of {request.truth_samples:,} samples: an estimator's observed final-layer "
                            f"MSE carries avg_variance / K = {floor:.3g} of reference noise on average; "
                            "differences below it cannot be told apart"),
-                  "floor_warning": _floor_warning(floor, best, request.truth_samples)},
+                  "floor_warning": floor_warning(floor, best, request.truth_samples)},
         "suite": {"key": suite.key, "seed_protocol": SEED_PROTOCOL, "mlp_names": suite.names[:n],
                   "references_sha256": suite.truth_digest(list(range(n))), "n_extra_mlps": len(suite.names) - n},
         "test": {"alpha": ALPHA, "power": TIE_POWER, "test": "paired sign-flip (exact up to 16 MLPs)"},
@@ -214,7 +214,7 @@ def _record(request, suite, rulebook, standings, tie_breaks, base, order, progre
     }
 
 
-def _floor_warning(floor: float, best: float, samples: int) -> str | None:
+def floor_warning(floor: float, best: float, samples: int) -> str | None:
     """A sentence when the references' noise is too coarse for the best MSE, naming the K that would do."""
     if floor <= FLOOR_SHARE * best:
         return None
