@@ -8,6 +8,7 @@ and the criterion that separated it, and the per-MLP scores the standings views 
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -130,13 +131,14 @@ def run_final(request: FinalRequest, *, on_progress: ProgressFn | None = None, s
 
     def run_pairs(team_list: Sequence[str], indices: Sequence[int]) -> dict[str, list[dict]]:
         out: dict[str, list[dict]] = {}
-        for team in team_list:
+        start = os.getpid() % len(team_list)  # several processes of one final start on different teams
+        for team in list(team_list[start:]) + list(team_list[:start]):
             def step(entry: dict, scored: bool, team: str = team) -> None:
                 progress.step(f"{team} on MLP {int(entry['mlp_index']) + 1}", scored=scored)
 
             found = score_team(suite, team, handles[team], rulebook, indices, on_entry=step, score=score)
             out[team] = [found[i] for i in indices]
-        return out
+        return {team: out[team] for team in team_list}
 
     base = run_pairs(teams, range(request.n_mlps))
     summaries = {t: _standings.summary(base[t]) for t in teams}
