@@ -192,3 +192,47 @@ def test_a_final_asked_wrongly_names_what_to_change(small_round, capsys, argv, s
     args += argv if "--submission" in argv else argv + ["--submission", "a=x.py"]
     assert main(args + ["--json"]) == 2
     assert says in json.loads(capsys.readouterr().out)["error"]["message"]
+
+
+KILLED_RUN = """
+import sys
+from tests.final.participants import small_round_config
+from whestbench.budget import ROUNDS
+from whestboard.rules import ALL_ROUNDS, Round
+cfg = small_round_config()
+ROUNDS[cfg.tag] = cfg
+ALL_ROUNDS[cfg.tag] = Round(cfg)
+from whestboard.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_final_killed_mid_run_resumes_where_it_stopped(small_round, packages, private_state):
+    """SIGKILL, not an exception: the job's process is gone, its row says running; the resume takes it over."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO
+
+    argv = ["final", "--round", SMALL_ROUND, "--suite-seed", str(SEED + 2), "--n-mlps", "8",
+            "--truth-samples", str(K), "--max-extra-mlps", "2"]
+    for team, path in packages.items():
+        argv += ["--submission", f"{team}={path}"]
+    env = dict(os.environ, WHESTBOARD_STATE_DIR=str(private_state))
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_RUN, *argv], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 240
+    while sum(len(v) for v in _scored_pairs().values()) < 5 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    kept = sum(len(v) for v in _scored_pairs().values())
+    assert 5 <= kept < 32, "the run was killed mid-way"
+    resumed = run_final(FinalRequest(SMALL_ROUND, tuple(Nominee(t, str(p)) for t, p in packages.items()),
+                                     SEED + 2, 8, K, 2))
+    total = sum(row["n_mlps"] + row["extra_mlps_scored"] for row in resumed["standings"])
+    assert resumed["scorings"] == {"scored": total - kept, "reused": kept}
+    assert sum(len(v) for v in _scored_pairs().values()) == total
