@@ -343,6 +343,7 @@ def _organizer_panel() -> dbc.Accordion:
         dbc.Alert(notice, color="info" if enabled else "secondary", className="py-2 small", id="lb-org-notice"),
         dbc.Input(id="lb-token", type="password", placeholder="organizer token (also opens the private views)",
                   size="sm", className="mb-2", autoComplete="off", debounce=True),
+        dcc.Link("Run the final evaluation (rerun the nominated on a fresh private suite)", href="/final", id="lb-final-link"),
         html.H6("Import"),
         dbc.Row([
             dbc.Col(dbc.Input(id="lb-import-team", placeholder="team (for whest run reports)", size="sm")),

@@ -1,0 +1,39 @@
+"""The final evaluation: nominated submissions rerun on a fresh private suite, standings by the official rules.
+
+Owns: the final's private suite (N MLPs of the round's shape from one suite seed by whestbench's own
+suite protocol, continued for tie-breaks, references kept in the artifact store), scoring each
+(submission, MLP) as a job of the one job system with its result kept as it finishes (resumable, never
+scored twice), the standings (rank by score, close neighbours by the paired test, extra MLPs, then
+all-layer MSE, then effective compute, else a shared rank), the rerun split and the final's record.
+May import: ``whestboard.leaderboard``, ``whestboard.scoring``, ``whestboard.data``, ``whestboard.jobs``,
+``whestboard.rules``, ``whestboard.store``.
+"""
+
+from whestboard.final._final import (
+    DEFAULT_MAX_EXTRA_MLPS,
+    DEFAULT_TRUTH_SAMPLES,
+    FinalError,
+    FinalRequest,
+    Nominee,
+    final_submission_id,
+    nominee,
+    run_final,
+    standings_text,
+)
+from whestboard.final._scoring import PAIR_RESULTS
+from whestboard.final._suite import SEED_PROTOCOL, FinalSuite
+
+__all__ = [
+    "DEFAULT_MAX_EXTRA_MLPS",
+    "DEFAULT_TRUTH_SAMPLES",
+    "final_submission_id",
+    "FinalError",
+    "FinalRequest",
+    "FinalSuite",
+    "Nominee",
+    "nominee",
+    "PAIR_RESULTS",
+    "run_final",
+    "SEED_PROTOCOL",
+    "standings_text",
+]

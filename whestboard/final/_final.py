@@ -1,0 +1,279 @@
+"""The final evaluation end to end: suite, every pair scored, standings, tie-breaks, the record kept.
+
+``run_final`` is what the command and the organizer's page both call. Each step is recorded in the
+returned record (saved with ``whestboard.leaderboard.save_final_record``): the suite (seed, protocol,
+references' sha256 and noise floor), every close group with its p-values, the extra MLPs baked for it
+and the criterion that separated it, and the per-MLP scores the standings views resample.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from whestboard.final import _standings
+from whestboard.final._scoring import score_team
+from whestboard.final._suite import MAX_SUITE_SEED, SEED_PROTOCOL, FinalSuite
+from whestboard.leaderboard import (
+    ALPHA,
+    TIE_POWER,
+    MLPResult,
+    Submission,
+    get_submission,
+    save_final_record,
+    upsert,
+)
+from whestboard.rules import get_round, library_versions
+from whestboard.scoring import is_file_spec, rulebook_for, sandboxed_handle
+
+DEFAULT_TRUTH_SAMPLES = 1_000_000
+DEFAULT_MAX_EXTRA_MLPS = 100
+MAX_MLPS = 10_000
+#: The reference's noise floor may be at most this share of the best final-layer MSE before the record warns.
+FLOOR_SHARE = 0.1
+ProgressFn = Callable[[int, int, str], None]
+
+
+class FinalError(ValueError):
+    """A final that cannot start as asked; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Nominee:
+    """One team's nominated submission: what to run (a file spec the sandbox takes) and where it came from."""
+
+    team: str
+    spec: str
+    submission_id: str | None = None  # a stored submission the rerun is attached to
+
+
+@dataclass(frozen=True)
+class FinalRequest:
+    round_tag: str
+    nominees: tuple[Nominee, ...]
+    suite_seed: int
+    n_mlps: int
+    truth_samples: int = DEFAULT_TRUTH_SAMPLES
+    max_extra_mlps: int = DEFAULT_MAX_EXTRA_MLPS
+
+    def __post_init__(self) -> None:
+        try:
+            get_round(self.round_tag)
+        except KeyError as exc:
+            raise FinalError(exc.args[0]) from None
+        if not self.nominees:
+            raise FinalError("nominate at least one submission: --submission TEAM=PATH")
+        teams = [n.team for n in self.nominees]
+        if len(set(teams)) != len(teams):
+            twice = sorted({t for t in teams if teams.count(t) > 1})
+            raise FinalError(f"each team nominates one submission; named twice: {', '.join(twice)}")
+        for name, value, low, high in (("--suite-seed", self.suite_seed, 0, MAX_SUITE_SEED),
+                                       ("--n-mlps", self.n_mlps, 1, MAX_MLPS),
+                                       ("--truth-samples", self.truth_samples, 100, 10**10),
+                                       ("--max-extra-mlps", self.max_extra_mlps, 0, MAX_MLPS)):
+            if not low <= int(value) <= high:
+                raise FinalError(f"{name} {value} is outside {low}..{high}")
+
+
+def nominee(text: str) -> Nominee:
+    """``TEAM=PATH`` (a ``whest package`` tarball, a folder, an estimator file), ``TEAM=upload:SHA256`` (an
+    upload in the store) or ``TEAM=submission:ID`` (a stored submission whose package the store keeps)."""
+    team, sep, target = text.partition("=")
+    team, target = team.strip(), target.strip()
+    if not sep or not team or not target:
+        raise FinalError(f"--submission {text!r}: write TEAM=PATH (a whest package .tar.gz, a folder or a .py)")
+    if target.startswith("submission:"):
+        sid = target.split(":", 1)[1]
+        stored = get_submission(sid)
+        if stored is None:
+            raise FinalError(f"--submission {text!r}: no stored submission {sid!r}")
+        if not (stored.estimator or "").startswith("upload:"):
+            raise FinalError(f"--submission {text!r}: the store keeps no package for {sid} (its estimator is "
+                             f"{stored.estimator!r}); nominate its package instead: {team}=PATH")
+        return Nominee(team, stored.estimator.split(" ", 1)[0], sid)
+    if not is_file_spec(target):
+        raise FinalError(f"--submission {text!r}: {target} is not a .tar.gz, a folder, a .py or upload:SHA256")
+    return Nominee(team, target)
+
+
+@dataclass
+class _Progress:
+    on_progress: ProgressFn | None
+    total: int = 0
+    done: int = 0
+    scored: int = 0
+    reused: int = 0
+    events: list[str] = field(default_factory=list)
+
+    def step(self, label: str, *, scored: bool | None = None) -> None:
+        self.done += 1
+        if scored is not None:
+            self.scored += int(scored)
+            self.reused += int(not scored)
+        if self.on_progress is not None:
+            self.on_progress(self.done, self.total, label)
+
+
+def run_final(request: FinalRequest, *, on_progress: ProgressFn | None = None, score=None,
+              save: bool = True) -> dict:
+    """Run (or resume) the final and return its record; ``save`` keeps it and the rerun split."""
+    started = time.time()
+    rnd = get_round(request.round_tag)
+    rulebook = rulebook_for(request.round_tag)
+    progress = _Progress(on_progress, total=request.n_mlps * (1 + len(request.nominees)))
+    suite = FinalSuite(rnd, request.suite_seed, request.n_mlps, request.truth_samples,
+                       progress=lambda i, n: progress.step(f"reference {i}/{n} ({request.truth_samples:,} samples)"))
+    handles = {n.team: sandboxed_handle(n.spec, round_tag=rnd.tag) for n in request.nominees}
+    teams = [n.team for n in request.nominees]
+
+    def run_pairs(team_list: Sequence[str], indices: Sequence[int]) -> dict[str, list[dict]]:
+        out: dict[str, list[dict]] = {}
+        start = os.getpid() % len(team_list)  # several processes of one final start on different teams
+        for team in list(team_list[start:]) + list(team_list[:start]):
+            def step(entry: dict, scored: bool, team: str = team) -> None:
+                progress.step(f"{team} on MLP {int(entry['mlp_index']) + 1}", scored=scored)
+
+            found = score_team(suite, team, handles[team], rulebook, indices, on_entry=step, score=score)
+            out[team] = [found[i] for i in indices]
+        return {team: out[team] for team in team_list}
+
+    base = run_pairs(teams, range(request.n_mlps))
+    summaries = {t: _standings.summary(base[t]) for t in teams}
+    order = sorted(teams, key=lambda t: (summaries[t]["score"], t))
+    extra: dict[str, list[dict]] = {}
+    tie_breaks, shared = [], set()
+    for group, ps in _standings.close_groups(order, base):
+        k = _standings.extra_needed(group, base, request.max_extra_mlps)
+        if k:
+            progress.total += k * (1 + len(group))
+            suite.extend(request.n_mlps + k, progress=lambda i, n: progress.step(f"extra reference {i}/{n}"))
+            more = run_pairs(group, range(request.n_mlps, request.n_mlps + k))
+            for team in group:
+                extra[team] = more[team]
+        scored = {t: base[t] + extra.get(t, []) for t in group}
+        ordered, decisions = _standings.order_group(group, scored, k)
+        start = order.index(group[0])
+        order[start:start + len(group)] = ordered
+        for decision in decisions:
+            if decision.decided_by == "shared":
+                shared.add(decision.lower)
+        tie_breaks.append(_tie_break(group, ps, k, request.n_mlps, ordered, decisions, scored))
+    rank_of = _standings.ranks(order, shared)
+    standings = [_standing(rank_of[t], t, summaries[t], extra.get(t, []), base[t], handles[t], suite)
+                 for t in order]
+    record = _record(request, suite, rulebook, standings, tie_breaks, base, order, progress, started)
+    if save:
+        record_rerun_split(request, suite, base, extra, summaries, handles)
+        save_final_record(record)
+    return record
+
+
+def _tie_break(group, ps, k, n, ordered, decisions, scored) -> dict:
+    deciders = {d.decided_by for d in decisions}
+    decided_by = "shared" if deciders == {"shared"} else next(
+        c for c in ("extra_mlps", "all_layer_mse", "effective_compute", "shared") if c in deciders)
+    return {
+        "teams": list(group), "p_value": max(ps), "p_values": ps, "extra_mlps": k,
+        "extra_mlp_ids": list(range(n, n + k)), "decided_by": decided_by, "order": ordered,
+        "pairs": [{"upper": d.upper, "lower": d.lower, "decided_by": d.decided_by, "p_values": d.p_values}
+                  for d in decisions],
+        "scores_with_extra": {t: _standings.summary(scored[t])["score"] for t in group},
+    }
+
+
+def _standing(rank, team, numbers, extra, base, handle, suite) -> dict:
+    return {"rank": rank, "team": team, **numbers, "extra_mlps_scored": len(extra),
+            "noise_floor": float(sum(e.get("noise_floor") or 0.0 for e in base) / len(base)),
+            "code_sha256": handle.code_sha256, "estimator": handle.label, "suite": suite.key}
+
+
+def _record(request, suite, rulebook, standings, tie_breaks, base, order, progress, started) -> dict:
+    n = request.n_mlps
+    mean_var = float(sum(suite.truth(i)[1] for i in range(n)) / n)
+    floor = mean_var / request.truth_samples
+    best = min(row["final_layer_mse"] for row in standings)
+    return {
+        "round": request.round_tag, "suite_seed": int(request.suite_seed), "n_mlps": n,
+        "truth_samples": request.truth_samples, "max_extra_mlps": request.max_extra_mlps,
+        "standings": standings, "tie_breaks": tie_breaks,
+        "per_mlp": {"mlp_ids": list(range(n)),
+                    "scores": {t: [float(e["adjusted_final_layer_score"]) for e in base[t]] for t in order}},
+        "noise": {"mean_avg_variance": mean_var, "noise_floor": floor,
+                  "text": (f"references of {request.truth_samples:,} samples: an estimator's observed final-layer "
+                           f"MSE carries avg_variance / K = {floor:.3g} of reference noise on average; "
+                           "differences below it cannot be told apart"),
+                  "floor_warning": floor_warning(floor, best, request.truth_samples)},
+        "suite": {"key": suite.key, "seed_protocol": SEED_PROTOCOL, "mlp_names": suite.names[:n],
+                  "references_sha256": suite.truth_digest(list(range(n))), "n_extra_mlps": len(suite.names) - n},
+        "test": {"alpha": ALPHA, "power": TIE_POWER, "test": "paired sign-flip (exact up to 16 MLPs)"},
+        "rulebook": rulebook.as_dict(), "versions": library_versions(),
+        "scorings": {"scored": progress.scored, "reused": progress.reused},
+        "nominees": [{"team": x.team, "spec": x.spec, "submission_id": x.submission_id} for x in request.nominees],
+        "created_at": datetime.now(UTC).isoformat(), "duration_s": time.time() - started,
+    }
+
+
+def floor_warning(floor: float, best: float, samples: int) -> str | None:
+    """A sentence when the references' noise is too coarse for the best MSE, naming the K that would do."""
+    if floor <= FLOOR_SHARE * best:
+        return None
+    return (f"the reference noise floor {floor:.3g} is more than {FLOOR_SHARE:.0%} of the best final-layer MSE "
+            f"({best:.3g}): the references cannot resolve the top; run again with --truth-samples of at least "
+            f"{int(samples * floor / (FLOOR_SHARE * best)) + 1:,}")
+
+
+def final_submission_id(round_tag: str, team: str) -> str:
+    return f"final:{round_tag}:{team}"[:200]
+
+
+def record_rerun_split(request: FinalRequest, suite: FinalSuite, base, extra, summaries, handles) -> None:
+    """Every (team, MLP) result as the ``rerun`` split: attached to the stored submission when one was
+    nominated, else to a row of its own (no public score, so the public board never ranks it)."""
+    versions = library_versions()
+    rows, results = [], []
+    for nom in request.nominees:
+        sid = nom.submission_id or final_submission_id(request.round_tag, nom.team)
+        if nom.submission_id is None:
+            rows.append(Submission(
+                submission_id=sid, team=nom.team, round=request.round_tag, submitted_at=datetime.now(UTC),
+                status="graded", whestbench_version=versions["whestbench_version"],
+                flopscope_version=versions.get("flopscope_version"), n_mlps=request.n_mlps,
+                dataset=suite.key, estimator=f"{nom.spec} ({handles[nom.team].code_sha256[:12]})"[:500],
+                source="final", nominated=True, n_failed_mlps=summaries[nom.team]["n_failed_mlps"]))
+        for e in base[nom.team] + extra.get(nom.team, []):
+            results.append(MLPResult(
+                submission_id=sid, mlp_index=int(e["mlp_index"]), split="rerun", mlp_name=e.get("mlp_name"),
+                final_layer_mse=float(e["final_layer_mse"]), adjusted_score=float(e["adjusted_final_layer_score"]),
+                failed=bool(e.get("failed")), flops_used=e.get("flops_used"),
+                effective_compute=e.get("effective_compute"), multiplier=e.get("score_multiplier"),
+                avg_variance=e.get("avg_variance"), meter_tampering=e.get("meter_tampering")))
+    upsert(rows, results)
+
+
+TEXT_COLUMNS = ("rank", "team", "score", "final_layer_mse", "all_layer_mse", "effective_compute", "n_mlps",
+                "n_failed_mlps")
+
+
+def standings_text(record: dict) -> str:
+    """The standings and every tie-break, as an organizer reads them."""
+    lines = [f"final of {record['round']}: suite seed {record['suite_seed']}, {record['n_mlps']} MLPs, "
+             f"references of {record['truth_samples']:,} samples", record["noise"]["text"]]
+    if record["noise"].get("floor_warning"):
+        lines.append("warning: " + record["noise"]["floor_warning"])
+    lines.append("")
+    lines.append("  ".join(f"{c:>17}" for c in TEXT_COLUMNS))
+    for row in record["standings"]:
+        lines.append("  ".join(f"{row[c]:>17.6g}" if isinstance(row[c], float) else f"{row[c]!s:>17}"
+                               for c in TEXT_COLUMNS))
+    for tie in record["tie_breaks"]:
+        lines.append(f"close: {', '.join(tie['teams'])} (paired p = {tie['p_value']:.3g}); "
+                     f"{tie['extra_mlps']} extra MLPs; decided by {tie['decided_by']}")
+        for pair in tie["pairs"]:
+            shown = ", ".join(f"{k} p = {v:.3g}" for k, v in pair["p_values"].items())
+            lines.append(f"  {pair['upper']} vs {pair['lower']}: {pair['decided_by']} ({shown})")
+    scorings = record["scorings"]
+    lines.append(f"scored {scorings['scored']} (submission, MLP) pairs, {scorings['reused']} found already scored")
+    return "\n".join(lines)
