@@ -22,6 +22,9 @@ from components.shell import layout
 from server import api, background, health, hooks, http, identity
 from whestboard import config
 
+#: ``assets/`` files Dash must serve but not link from every page: the plotly.js bundle.
+PLOTLY_BUNDLE_PATTERN = r"^plotly-whestboard\.min\.js$"
+
 
 def _under_gunicorn() -> bool:
     return "gunicorn" in os.path.basename(sys.argv[0]) or "gunicorn" in sys.modules
@@ -62,6 +65,8 @@ def create_app() -> dash.Dash:
         suppress_callback_exceptions=True,
         background_callback_manager=background.background_callback_manager(),
         update_title=None,
+        # the plotly.js bundle is loaded by the first graph (assets/plotly_loader.js), not by every page
+        assets_ignore=PLOTLY_BUNDLE_PATTERN,
     )
     dash_app.layout = layout
     flask_app = dash_app.server
@@ -71,6 +76,7 @@ def create_app() -> dash.Dash:
     http.install_request_limits(flask_app)
     http.install_fault_answers(flask_app)
     http.install_compression(flask_app)
+    http.install_asset_caching(flask_app, dash_app.config.routes_pathname_prefix + "assets/")
     flask_app.add_url_rule("/healthz", "healthz", health.respond)
     api.register(flask_app)  # the submissions API, and the first start's import of the shipped baselines
     dash_app.finish_setup()
