@@ -11,14 +11,15 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from whestboard.final import _standings
 from whestboard.final._scoring import score_team
-from whestboard.final._suite import MAX_SUITE_SEED, SEED_PROTOCOL, FinalSuite
+from whestboard.final._suite import MAX_SUITE_SEED, SEED_PROTOCOL, SEED_PROTOCOL_NAME, FinalSuite
 from whestboard.leaderboard import (
     ALPHA,
+    FINAL_SOURCE,
     TIE_POWER,
     MLPResult,
     Submission,
@@ -27,7 +28,7 @@ from whestboard.leaderboard import (
     upsert,
 )
 from whestboard.rules import get_round, library_versions
-from whestboard.scoring import is_file_spec, rulebook_for, sandboxed_handle
+from whestboard.scoring import RunError, is_file_spec, rulebook_for, run_package, sandboxed_handle
 
 DEFAULT_TRUTH_SAMPLES = 1_000_000
 DEFAULT_MAX_EXTRA_MLPS = 100
@@ -86,17 +87,31 @@ def nominee(text: str) -> Nominee:
     if not sep or not team or not target:
         raise FinalError(f"--submission {text!r}: write TEAM=PATH (a whest package .tar.gz, a folder or a .py)")
     if target.startswith("submission:"):
-        sid = target.split(":", 1)[1]
-        stored = get_submission(sid)
-        if stored is None:
-            raise FinalError(f"--submission {text!r}: no stored submission {sid!r}")
-        if not (stored.estimator or "").startswith("upload:"):
-            raise FinalError(f"--submission {text!r}: the store keeps no package for {sid} (its estimator is "
-                             f"{stored.estimator!r}); nominate its package instead: {team}=PATH")
-        return Nominee(team, stored.estimator.split(" ", 1)[0], sid)
+        return _stored_nominee(text, team, target.split(":", 1)[1])
     if not is_file_spec(target):
         raise FinalError(f"--submission {text!r}: {target} is not a .tar.gz, a folder, a .py or upload:SHA256")
     return Nominee(team, target)
+
+
+def _stored_nominee(text: str, team: str, sid: str) -> Nominee:
+    """A stored submission's package: the upload of the run it was scored as (``run_id``), else the upload its
+    estimator names; FinalError saying what to nominate instead when the store keeps neither."""
+    stored = get_submission(sid)
+    if stored is None:
+        raise FinalError(f"--submission {text!r}: no stored submission {sid!r}")
+    instead = f"nominate its package instead: {team}=PATH (a whest package .tar.gz, a folder or a .py)"
+    why = ""
+    if stored.run_id:
+        try:
+            return Nominee(team, run_package(stored.run_id), sid)
+        except RunError as exc:
+            why = f"the run it was scored as gives no package ({exc})"
+    if (stored.estimator or "").startswith("upload:"):
+        return Nominee(team, stored.estimator.split(" ", 1)[0], sid)
+    if not why:
+        origin = f"from {stored.source}" if stored.source else "from a file"
+        why = f"it was imported {origin} (no run of this app holds its package; its estimator is {stored.estimator!r})"
+    raise FinalError(f"--submission {text!r}: the store keeps no package for submission {sid}: {why}; {instead}")
 
 
 @dataclass
@@ -231,18 +246,23 @@ def final_submission_id(round_tag: str, team: str) -> str:
 
 def record_rerun_split(request: FinalRequest, suite: FinalSuite, base, extra, summaries, handles) -> None:
     """Every (team, MLP) result as the ``rerun`` split: attached to the stored submission when one was
-    nominated, else to a row of its own (no public score, so the public board never ranks it)."""
+    nominated (marked nominated, as the rerun board ranks nominated submissions only; its public numbers
+    stay), else to a row of its own (no public score, ``FINAL_SOURCE``: the public board never shows it)."""
     versions = library_versions()
     rows, results = [], []
     for nom in request.nominees:
         sid = nom.submission_id or final_submission_id(request.round_tag, nom.team)
+        stored = get_submission(sid) if nom.submission_id else None
+        if stored is not None and not stored.nominated:
+            rows.append(replace(stored, nominated=True))
         if nom.submission_id is None:
             rows.append(Submission(
                 submission_id=sid, team=nom.team, round=request.round_tag, submitted_at=datetime.now(UTC),
                 status="graded", whestbench_version=versions["whestbench_version"],
                 flopscope_version=versions.get("flopscope_version"), n_mlps=request.n_mlps,
                 dataset=suite.key, estimator=f"{nom.spec} ({handles[nom.team].code_sha256[:12]})"[:500],
-                source="final", nominated=True, n_failed_mlps=summaries[nom.team]["n_failed_mlps"]))
+                source=FINAL_SOURCE, nominated=True, n_failed_mlps=summaries[nom.team]["n_failed_mlps"],
+                seed_protocol=SEED_PROTOCOL_NAME))
         for e in base[nom.team] + extra.get(nom.team, []):
             results.append(MLPResult(
                 submission_id=sid, mlp_index=int(e["mlp_index"]), split="rerun", mlp_name=e.get("mlp_name"),

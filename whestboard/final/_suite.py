@@ -29,6 +29,9 @@ from whestboard.store import get_blob_arrays, put_blob_arrays
 #: The artifact namespace of the suites' references, one entry per (suite, MLP).
 SUITE_TRUTHS = "final-suite-truths"
 SEED_PROTOCOL = "make_contest: SeedSequence(S).spawn(3n), children 3i (weights), 3i+1 (truth), 3i+2 (estimator seed)"
+#: The suite's seed protocol as a submission row records it (its ``seed_protocol``, at most 32 characters):
+#: whestbench's ``make_contest`` protocol above, priced by the whestbench version recorded beside it.
+SEED_PROTOCOL_NAME = "make_contest"
 MAX_SUITE_SEED = 2**63 - 1
 
 

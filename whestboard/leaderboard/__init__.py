@@ -101,6 +101,7 @@ from whestboard.leaderboard._standings import (
     suite_scores,
 )
 from whestboard.leaderboard._store import (
+    FINAL_SOURCE,
     PUBLIC,
     SPLITS,
     STATUSES,
@@ -142,6 +143,7 @@ __all__ = [
     "BadFinalRecord",
     "DECIDERS",
     "FINAL_RECORDS",
+    "FINAL_SOURCE",
     "load_final_record",
     "save_final_record",
     "all_points",

@@ -51,6 +51,10 @@ UNKNOWN = "unknown"
 #: Which suite a per-MLP result belongs to: the public board's MLPs, the withheld ones, or the fresh
 #: private rerun of a nominated submission (what prizes come from).
 SPLITS = ("public", "private", "rerun")
+#: The source of a row the final evaluation writes to hold a team's ``rerun`` split (a nominee given as
+#: a file): no public score, so no count, field, timeline, ranking or export of the board includes it;
+#: only what reads it by id (the rerun split's board, the final's standings) does.
+FINAL_SOURCE = "final"
 PUBLIC = "public"
 #: Splits only the organizer sees (server-side check, whestboard.leaderboard._auth).
 ORGANIZER_SPLITS = ("private", "rerun")
@@ -633,10 +637,17 @@ def board_revision(*, url: str | None = None) -> str:
 
 
 def submission_count(*, url: str | None = None) -> int:
+    """Public submissions stored (a final's rows holding only a rerun split are not submissions of the board)."""
     from sqlalchemy import func
 
+    t = SubmissionRow.__table__
     with session(url) as s:
-        return int(s.execute(select(func.count()).select_from(SubmissionRow)).scalar_one())
+        return int(s.execute(select(func.count()).select_from(t).where(public_rows(t))).scalar_one())
+
+
+def public_rows(t):
+    """The clause every read of the board's field applies: not a row the final wrote (``FINAL_SOURCE``)."""
+    return t.c.source.is_(None) | (t.c.source != FINAL_SOURCE)
 
 
 def was_seeded(*, url: str | None = None) -> bool:
@@ -651,11 +662,14 @@ def submissions_frame(*, round_tag: str | None = None, team: str | None = None, 
                       url: str | None = None) -> pd.DataFrame:
     """Every submission (of one round, of one team, among ``ids``) as a DataFrame in the import schema's columns.
 
+    Without ``ids`` it reads the board's field, so a final's rows (``FINAL_SOURCE``) are left out; with
+    ``ids`` it returns exactly the rows named (the rerun split's board names a final's rows).
+
     Read a few thousand rows at a time: the frame holds the store's text once per distinct value
     (a team's name, a version), not once per row, and no list of row objects outlives its chunk.
     """
     table = SubmissionRow.__table__
-    query = _submissions_query(round_tag)
+    query = _submissions_query(round_tag, public=ids is None)
     if team is not None:
         query = query.where(table.c.team == team)
     if ids is not None:
@@ -697,9 +711,9 @@ def iter_frames(rows_per_frame: int, *, url: str | None = None) -> Iterator[pd.D
             yield _submission_frame(part)
 
 
-def _submissions_query(round_tag: str | None):
+def _submissions_query(round_tag: str | None, *, public: bool = True):
     table = SubmissionRow.__table__
-    query = select(table)
+    query = select(table).where(public_rows(table)) if public else select(table)
     if round_tag is not None:
         query = query.where(table.c.round_tag == round_tag)
     return query.order_by(table.c.submitted_at, table.c.id)
@@ -803,7 +817,7 @@ def _scan_query(round_tag: str, url: str | None):
         else t.c.round_tag == round_tag
     return (select(t.c.id, t.c.team, case((t.c.status == "graded", 1), else_=0), t.c.adjusted_score,
                    t.c.final_layer_mse, t.c.mean_flops_used, t.c.mean_effective_compute)
-            .where(matches).order_by(t.c.id))
+            .where(matches & public_rows(t)).order_by(t.c.id))
 
 
 def _plain_rows(s: Session, query) -> Iterator[list[tuple]]:
@@ -870,7 +884,7 @@ def _timeline_scan(url: str | None) -> pd.DataFrame:
 
     t = SubmissionRow.__table__
     query = (select(t.c.id, t.c.team, t.c.round_tag, cast(t.c.submitted_at, String), t.c.adjusted_score,
-                    t.c.mean_avg_variance).where(t.c.status == "graded").order_by(t.c.id))
+                    t.c.mean_avg_variance).where((t.c.status == "graded") & public_rows(t)).order_by(t.c.id))
     names = ("submission_id", "team", "round", "submitted_at", "adjusted_score", "mean_avg_variance")
     df = _columns_in_parts(query, names, names[4:], url, repeated=("team", "round"))
     df["submitted_at"] = pd.to_datetime(df["submitted_at"], utc=True, format="ISO8601")
@@ -893,7 +907,7 @@ def round_counts(round_tag: str, *, url: str | None = None) -> tuple[dict[str, i
 def rounds_present(*, url: str | None = None) -> set[str]:
     t = SubmissionRow.__table__
     with session(url) as s:
-        return set(s.execute(select(t.c.round_tag).distinct()).scalars())
+        return set(s.execute(select(t.c.round_tag).where(public_rows(t)).distinct()).scalars())
 
 
 def best_candidates(round_tag: str, *, url: str | None = None) -> pd.DataFrame:

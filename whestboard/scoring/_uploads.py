@@ -44,6 +44,24 @@ def rescore_spec(run_id: str) -> dict:
     RunError, in words an organizer can act on, when there is no such run or it was not scored from a
     package kept in the artifact store (a built-in, a lone ``.py`` file scored from the command line).
     """
+    report, digest = _stored_package(run_id, ", so it cannot be re-scored here; upload the package on the Upload "
+                                             "page to score it under the installed versions")
+    rulebook = report.get("rulebook") or {}
+    budget = rulebook.get("flop_budget") if rulebook.get("custom_budget") else None
+    spec = job_spec(digest, (report.get("dataset") or {}).get("key"), ",".join(map(str, report["mlp_indices"])),
+                    team=report.get("team"), budget=str(budget) if budget else None)
+    return {**spec, "rescore_of": run_id}
+
+
+def run_package(run_id: str, advice: str = "") -> str:
+    """``upload:<sha256>``, the package run ``run_id`` scored, as the artifact store keeps it (a spec the
+    sandbox takes); RunError saying why not (no such run, or one not scored from a kept package: the
+    sentence then ends with ``advice``, what the caller's user can do instead)."""
+    return f"upload:{_stored_package(run_id, advice)[1]}"
+
+
+def _stored_package(run_id: str, advice: str) -> tuple[dict, str]:
+    """(the run's report, the sha256 of its package in the artifact store), or RunError ending in ``advice``."""
     report = _run_records.get_run(run_id)
     if report is None:
         raise _inputs.RunError(f"no run {_inputs.quoted(run_id)}: give the id of a run made from an upload")
@@ -54,13 +72,8 @@ def rescore_spec(run_id: str) -> dict:
     except KeyError:
         raise _inputs.RunError(
             f"run {run_id} scored {estimator.get('label') or 'an estimator'} ({estimator.get('kind') or 'unknown kind'}), "
-            "whose package is not kept in the artifact store, so it cannot be re-scored here; upload the package "
-            "on the Upload page to score it under the installed versions") from None
-    rulebook = report.get("rulebook") or {}
-    budget = rulebook.get("flop_budget") if rulebook.get("custom_budget") else None
-    spec = job_spec(digest, (report.get("dataset") or {}).get("key"), ",".join(map(str, report["mlp_indices"])),
-                    team=report.get("team"), budget=str(budget) if budget else None)
-    return {**spec, "rescore_of": run_id}
+            "whose package is not kept in the artifact store" + advice) from None
+    return report, digest
 
 
 def job_cost(spec: dict) -> float:
