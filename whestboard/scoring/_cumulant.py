@@ -88,6 +88,7 @@ def _order3_layer_flops(n: int, carried: int, held: int, first: bool, last: bool
     cost = 80 * n * n + 2 * 2 * _matmul(n, n, n)  # mean and covariance: w.T @ cov @ w in float64
     if not first:
         cost += 3 * _matmul(n, n, carried) + 3 * n * carried + 2 * _matmul(n, n, n)  # map factors, new block
+        cost += 3 * n * held  # concatenating each factor
         cost += 3 * _matmul(n, held, n) + 12 * n * held  # diagonal slices kappa_iij, kappa_iii
     return cost
 
@@ -185,17 +186,12 @@ def _predict_order2(mlp):
 # ---------------------------------------------------------------------------
 
 
-def _slices(blocks):
-    """Diagonal slices of kappa_3 = sum_blocks sum_r Sym(a_r x b_r x c_r):
+def _slices(factors):
+    """Diagonal slices of kappa_3 = sum_r Sym(a_r x b_r x c_r) (the factors' columns r):
     d_i = kappa_iii = sum_r a_ir b_ir c_ir and Q_ij = kappa_iij = (1/3)[(a.b) c^T + (a.c) b^T + (b.c) a^T]_ij."""
-    d, q = None, None
-    for a, b, c in blocks:
-        ab, ac, bc = a * b, a * c, b * c
-        d_part = fnp.sum(ab * c, axis=1)
-        q_part = (ab @ c.T + ac @ b.T + bc @ a.T) / 3.0
-        d = d_part if d is None else d + d_part
-        q = q_part if q is None else q + q_part
-    return d, q
+    a, b, c = factors
+    ab, ac, bc = a * b, a * c, b * c
+    return fnp.sum(ab * c, axis=1), (ab @ c.T + ac @ b.T + bc @ a.T) / 3.0
 
 
 def _relu_step3(mu_pre, cov_pre, d, q, need_third: bool):
@@ -263,43 +259,41 @@ def _relu_step3(mu_pre, cov_pre, d, q, need_third: bool):
     return mean, cov, pieces
 
 
-def _linear3(w, blocks, pieces, window: int):
+def _linear3(w, factors, pieces, window: int):
     """Linear step of kappa_3: kappa_z = kappa_h x_1 W^T x_2 W^T x_3 W^T, applied to each factor.
 
-    The carried blocks are scaled by g1 (block (1,1,1)) and mapped; the layer's new block is
-    ``[3 W^T S g1 | W^T | W^T diag(g2)]`` x ... i.e. 3 Sym(W^T S g1, W^T diag(g2), W^T S g1) and
-    Sym(W^T, W^T, W^T M), concatenated; blocks older than ``window`` layers are dropped.
+    The carried columns are scaled by g1 (block (1,1,1)) and mapped; the layer's new 2n columns are
+    ``3 Sym(W^T S g1, W^T diag(g2), W^T S g1)`` and ``Sym(W^T, W^T, W^T M)``; columns generated more than
+    ``window`` layers back (the oldest, at the front) are dropped. One array per factor, so the work is
+    a few operations per layer whatever the window.
     """
-    if pieces is None:
-        return blocks
-    if window == 0:
-        return []
+    if pieces is None or window == 0:
+        return None
     wt = fnp.asarray(w.T, dtype=fnp.float32)
-    g1 = pieces["g1"][:, None]
-    kept = blocks[max(0, len(blocks) - (window - 1)):] if window > 1 else []
-    moved = [(wt @ (a * g1), wt @ (b * g1), wt @ (c * g1)) for a, b, c in kept]
+    width = wt.shape[0]
     leg = wt @ pieces["sg"]
-    block = (
-        fnp.concatenate([3.0 * leg, wt], axis=1),
-        fnp.concatenate([wt * pieces["g2"][None, :], wt], axis=1),
-        fnp.concatenate([leg, wt @ pieces["m"]], axis=1),
-    )
-    return moved + [block]
+    new = ([3.0 * leg, wt], [wt * pieces["g2"][None, :], wt], [leg, wt @ pieces["m"]])
+    if factors is not None and window > 1:
+        g1 = pieces["g1"][:, None]
+        keep = 2 * width * (window - 1)
+        for parts, old in zip(new, factors, strict=True):
+            parts.insert(0, wt @ (old[:, -keep:] * g1))
+    return tuple(fnp.concatenate(parts, axis=1) for parts in new)
 
 
 def _predict_order3(mlp, window: int):
     width = mlp.width
     mu = fnp.zeros(width)
     cov = fnp.eye(width)
-    blocks: list = []
+    factors = None
     pieces = None
     rows = []
     depth = len(mlp.weights)
     for layer, w in enumerate(mlp.weights):
         mu_pre = w.T @ mu
         cov_pre = w.T @ cov @ w
-        blocks = _linear3(w, blocks, pieces, window)
-        d, q = _slices(blocks) if blocks else (None, None)
+        factors = _linear3(w, factors, pieces, window)
+        d, q = _slices(factors) if factors is not None else (None, None)
         mu, cov, pieces = _relu_step3(mu_pre, cov_pre, d, q, need_third=layer < depth - 1)
         rows.append(mu)
     return fnp.stack(rows, axis=0)
