@@ -61,7 +61,9 @@ def test_cumulant_propagation_is_chosen_from_the_menu_and_metered(page, warmup):
     _run(page, str(index), "Cumulant propagation, K = 3 (factored third cumulant)")
     page.wait_for_selector("#lab-result-panel", timeout=180_000)
     row = page.locator("#lab-mlp-table tbody tr").first.inner_text()
-    assert warmup.mlp_name(index) in row and "ok" in row
+    # v1-warmup prices residual wall time: on a loaded machine the grader's rule may fail the run, and
+    # the page must then say so in its own words; the FLOPs are metered either way.
+    assert warmup.mlp_name(index) in row and ("ok" in row or "score again on a quieter machine" in row)
     graded = execute(RunRequest(warmup, [index], resolve_estimator("cumulant:3"), rulebook_for(DATASET)))
     flops = int(graded.report["results"]["per_mlp"][0]["flops_used"])
     cells = page.locator("#lab-mlp-table tbody tr").first.locator("td")
