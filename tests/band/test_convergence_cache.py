@@ -7,7 +7,7 @@ import os
 import pytest
 
 from whestboard.band import _view
-from whestboard.band._baselines import compute_baselines, missing_baselines
+from whestboard.band._baselines import BASELINE_LABELS, compute_baselines, missing_baselines
 from whestboard.band._folder import compute_band
 from whestboard.band._view import cached_convergence_view, convergence_view
 from whestboard.data import bake, open_dataset, plan_from_args
@@ -46,7 +46,7 @@ def test_a_recorded_run_changes_the_version_and_appears_in_the_view(dataset):
 
 def test_new_baselines_and_band_files_change_the_version(dataset):
     view, version = cached_convergence_view(dataset)
-    assert view.missing_baselines() == missing_baselines(dataset) == ["mean", "cov"]
+    assert view.missing_baselines() == missing_baselines(dataset) == list(BASELINE_LABELS)
     compute_baselines(dataset)
     with_baselines, version2 = cached_convergence_view(dataset)
     assert version2 != version and with_baselines.static_token != view.static_token

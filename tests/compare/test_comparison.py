@@ -273,3 +273,15 @@ def test_a_comparison_on_too_few_mlps_says_so_instead_of_a_verdict(dataset, caps
     six = verdict(load_side(f"run:{_run(dataset, 'mean', '0:6').run_id}"),
                   load_side(f"run:{_run(dataset, 'cov', '0:6').run_id}"))
     assert six["score"]["verdict_possible"] and six["score"]["verdict"] != "too few MLPs"
+
+
+def test_a_cumulant_baseline_is_a_side_despite_the_colon_in_its_kind():
+    """``base:v1-warmup:cumulant:3`` names the shipped K = 3 baseline; paired with covariance propagation on
+    the same MLPs, the verdict's difference is the one of their stored per-MLP MSEs."""
+    a, b = load_side("base:v1-warmup:cumulant:3"), load_side("base:v1-warmup:cov")
+    assert a.side_id == "base:v1-warmup:cumulant:3" and "K = 3" in a.label
+    out = verdict(a, b)
+    shared = sorted(set(a.entries) & set(b.entries))
+    assert out["n_shared"] == len(shared) > 0
+    expected = np.mean([a.entries[i]["final_layer_mse"] - b.entries[i]["final_layer_mse"] for i in shared])
+    assert out["final_layer_mse"]["mean_difference"] == pytest.approx(expected, rel=1e-9)

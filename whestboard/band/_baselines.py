@@ -1,4 +1,6 @@
-"""White-box baselines for the convergence plot: mean and covariance propagation, per MLP.
+"""White-box baselines for the convergence plot: mean and covariance propagation and cumulant
+propagation at each order K (``cumulant:K``, whose K = 1 and K = 2 repeat the first two by
+construction, at the same FLOPs), per MLP.
 
 Each MLP is scored by ``whestboard.scoring._runs`` (one ``evaluate_estimator`` call per
 MLP, under the round's whole rulebook), so a baseline's FLOPs and MSE are the
@@ -33,10 +35,19 @@ from whestboard.band._folder import (
 )
 from whestboard.band._measure import QUANTILES, BandError
 from whestboard.rules import library_versions
-from whestboard.scoring import RunRequest, execute, get_run, list_runs, resolve_estimator, rulebook_for
+from whestboard.scoring import (
+    CUMULANT_KINDS,
+    RunRequest,
+    execute,
+    get_run,
+    list_runs,
+    resolve_estimator,
+    rulebook_for,
+)
 from whestboard.store import blob_meta, get_blob, put_blob, write_json
 
-BASELINE_LABELS = {"mean": "Mean propagation", "cov": "Covariance propagation"}
+BASELINE_LABELS = {"mean": "Mean propagation", "cov": "Covariance propagation",
+                   **{kind: f"Cumulant propagation, K = {kind.split(':')[1]}" for kind in CUMULANT_KINDS}}
 BASELINES_DIR = "baselines"
 #: The per-MLP fields kept from a run entry: enough for the plot, its hover and a readout.
 KEPT_FIELDS = (
@@ -85,7 +96,8 @@ class BaselineResult:
 
 
 def _file(directory: Path, kind: str) -> Path:
-    return directory / BASELINES_DIR / f"{kind}.json"
+    """``baselines/<kind>.json``, a kind's ':' written as '-' (``cumulant:3`` -> ``cumulant-3.json``)."""
+    return directory / BASELINES_DIR / f"{kind.replace(':', '-')}.json"
 
 
 def _candidates(dataset) -> list[Path]:

@@ -110,7 +110,8 @@ def side_id_parts(side_id: str) -> tuple[str, list[str]]:
     if prefix not in KINDS or not rest:
         raise CompareError(f"{text!r} is not something to compare: give {ID_HELP}")
     if prefix == "base":
-        key, _, kind = rest.rpartition(":")
+        kind = next((k for k in sorted(BASELINE_LABELS, key=len, reverse=True) if rest.endswith(f":{k}")), "")
+        key = rest[: -len(kind) - 1] if kind else ""
         if not key or kind not in BASELINE_LABELS:
             raise CompareError(f"{text!r}: a baseline is base:<dataset key>:<{'|'.join(BASELINE_LABELS)}>")
         return prefix, [key, kind]

@@ -41,7 +41,16 @@ from whestboard.leaderboard._store import (
     Submission,
 )
 from whestboard.rules import ALL_ROUNDS, Round, get_round, library_versions
-from whestboard.scoring import EstimatorHandle, RunRequest, execute, resolve_estimator, rulebook_for
+from whestboard.scoring import (
+    CUMULANT_KINDS,
+    EstimatorHandle,
+    RunRequest,
+    execute,
+    order3_flops,
+    resolve_estimator,
+    rulebook_for,
+    third_order_window,
+)
 from whestboard.store import write_text
 
 BASELINE_DIR = Path(__file__).resolve().parent / "baselines"
@@ -74,8 +83,19 @@ def _cov_flops(r: Round) -> float:
     return 4.0 * r.depth * r.width**3
 
 
+def _cumulant_flops(order: int) -> Callable[[Round], float]:
+    """What ``cumulant:K`` will spend: the propagations' at K <= 2; at K = 3 its own planned upper bound
+    at the window the round's budget buys (``whestboard.scoring.third_order_window``)."""
+    if order == 1:
+        return _mean_flops
+    if order == 2:
+        return _cov_flops
+    return lambda r: float(order3_flops(r.width, r.depth, third_order_window(r.width, r.depth, r.budget)))
+
+
 def sweep_family() -> list[SweepEstimator]:
-    """Monte Carlo at a ladder of budget fractions, both propagations, and two in-between variants."""
+    """Monte Carlo at a ladder of budget fractions, both propagations, cumulant propagation at each
+    order K, and two in-between variants."""
     members = [
         SweepEstimator(
             key=f"mc:{f:g}B", team="baseline: monte-carlo", spec=f"mc:{f:g}B",
@@ -93,6 +113,12 @@ def sweep_family() -> list[SweepEstimator]:
         SweepEstimator("mc-shrunk", "baseline: MC shrunk to mean propagation", "mc_shrunk_to_mean.py",
                        "1% of B of Monte Carlo shrunk toward mean propagation (empirical Bayes)",
                        lambda r: 0.01 * r.budget),
+    ]
+    members += [
+        SweepEstimator(kind, "baseline: cumulant propagation", kind,
+                       f"cumulant propagation to order K = {kind.split(':')[1]} (ARC's paper, metered)",
+                       _cumulant_flops(int(kind.split(":")[1])))
+        for kind in CUMULANT_KINDS
     ]
     return members
 

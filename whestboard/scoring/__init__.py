@@ -1,14 +1,20 @@
 """Scoring an estimator exactly as the grader does: what is asked, estimator handles, runs, reports, the store.
 
 Owns: reading what a user asks a run for (MLP selections, budgets), the rulebook a run is scored under
-(a round's settings restored together), estimator specs (built-ins, Monte Carlo, files run in the
-sandbox), runs (one ``whestbench.scoring.evaluate_estimator`` call per MLP, aggregated as the grader
+(a round's settings restored together), estimator specs (built-ins, cumulant propagation to order K,
+Monte Carlo, files run in the sandbox), runs (one ``whestbench.scoring.evaluate_estimator`` call per MLP, aggregated as the grader
 aggregates), the ``whest run --json``-shaped report, the run store and its cache, and the upload job
 (contract check, sandboxed run, baselines on the same MLPs), and the playground's every-estimator
 scoring of one generated MLP, and budget curves (one estimator at a ladder of budgets, each point a run). May import: ``whestboard.sandbox``,
 ``whestboard.data``, ``whestboard.jobs``, ``whestboard.rules``, ``whestboard.store``, ``whestboard.config``.
 """
 
+from whestboard.scoring._cumulant import (
+    CumulantPropagationEstimator,
+    CumulantRefused,
+    order3_flops,
+    third_order_window,
+)
 from whestboard.scoring._curve import (
     BUDGETS_HELP,
     MAX_CURVE_POINTS,
@@ -30,6 +36,7 @@ from whestboard.scoring._curve import (
 from whestboard.scoring._estimators import (
     ALIASES,
     BUILTIN_KINDS,
+    CUMULANT_KINDS,
     SPEC_HELP,
     builtin_choices,
     resolve_estimator,
@@ -103,8 +110,13 @@ __all__ = [
     "ALIASES",
     "builtin_choices",
     "BUILTIN_KINDS",
+    "order3_flops",
+    "third_order_window",
     "cache_key",
     "cached_playground",
+    "CUMULANT_KINDS",
+    "CumulantPropagationEstimator",
+    "CumulantRefused",
     "DEFAULT_MC_SAMPLES",
     "estimator_specs",
     "EstimatorHandle",

@@ -1,7 +1,8 @@
 """The estimators the lab and ``score`` can run, and how a spec string names one.
 
 A spec is what a participant types: ``mean``, ``cov``, ``combined`` (whestbench's
-reference baselines), ``mc:N`` / ``mc:0.5B`` (plain Monte Carlo sampling with N
+reference baselines), ``cumulant:K`` / ``cumulant:K:VARIANT`` (ARC's cumulant propagation to
+order K, ``whestboard.scoring._cumulant``), ``mc:N`` / ``mc:0.5B`` (plain Monte Carlo sampling with N
 samples, or with a fraction of the budget), or a participant's file
 (``PATH.py``, ``PATH.tar.gz``, ``upload:<sha256>``), which ``whestboard.scoring._uploads``
 turns into a sandboxed worker: participant code never runs in this process.
@@ -28,13 +29,18 @@ import flopscope.numpy as fnp
 from whestbench.sdk import BaseEstimator
 
 from whestboard.rules import library_versions, metered_mc_flops_per_sample
+from whestboard.scoring import _cumulant
 from whestboard.scoring._handle import EstimatorHandle
 from whestboard.scoring._inputs import RunError, quoted
 from whestboard.scoring._sandboxed import is_file_spec, sandboxed_handle
 
-BUILTIN_KINDS = ("mean", "cov", "combined")
+#: The cumulant orders offered by name (``cumulant:K`` with its default variant).
+CUMULANT_KINDS = tuple(f"cumulant:{k}" for k in range(1, _cumulant.MAX_ORDER + 1))
+BUILTIN_KINDS = ("mean", "cov", "combined", *CUMULANT_KINDS)
 ALIASES = {"covariance": "cov", "mean-propagation": "mean", "cov-propagation": "cov"}
 SPEC_HELP = ("mean | cov | combined (whestbench's baselines; also covariance, mean-propagation, cov-propagation) | "
+             "cumulant:1 | cumulant:2 | cumulant:3 (cumulant propagation to order K; cumulant:K:simple for K <= 2, "
+             "cumulant:K:base for K <= 3) | "
              "mc:N (Monte Carlo, N samples) | mc:0.5B (a fraction of the budget) | PATH.py (the file alone, as "
              "`whest package --estimator FILE` ships it) | DIR (a folder with estimator.py, as `whest package "
              "--estimator DIR` ships it) | PATH.tar.gz or PATH.tgz (the archive `whest package` writes) | "
@@ -228,16 +234,50 @@ def _mc_handle(text: str) -> EstimatorHandle:
     )
 
 
+CUMULANT_HELP = "write cumulant:K or cumulant:K:VARIANT with K = 1, 2 or 3 and VARIANT simple (K <= 2) or base"
+
+
+@functools.cache
+def _cumulant_handle(order: int, variant: str) -> EstimatorHandle:
+    canonical = (f"cumulant:{order}" if variant == _cumulant.default_variant(order)
+                 else _cumulant.label(order, variant))
+    code = _sha256(inspect.getsource(_cumulant), library_versions()["flopscope_version"], canonical)
+    return EstimatorHandle(
+        label=canonical,
+        kind=canonical,
+        code_sha256=code,
+        factory=lambda: _cumulant.CumulantPropagationEstimator(order, variant),
+        description=_cumulant.describe(order, variant),
+        class_name=_cumulant.CumulantPropagationEstimator.__name__,
+    )
+
+
+def parse_cumulant_spec(text: str) -> tuple[int, str]:
+    """``cumulant:3`` -> (3, "base"); ``cumulant:2:simple`` -> (2, "simple"); RunError saying what to write."""
+    parts = [p.strip().lower() for p in text.split(":")]
+    if len(parts) not in (2, 3) or not re.fullmatch(r"[0-9]{1,2}", parts[1]):
+        raise RunError(f"cannot read the cumulant spec {quoted(text)}: {CUMULANT_HELP}")
+    order = int(parts[1])
+    variant = parts[2] if len(parts) == 3 else _cumulant.default_variant(order)
+    try:
+        _cumulant.check_order(order, variant)
+    except _cumulant.CumulantRefused as exc:
+        raise RunError(f"{quoted(text)}: {exc}") from None
+    return order, variant
+
+
 def resolve_estimator(spec: str) -> EstimatorHandle:
     """The handle for a spec string; otherwise a RunError (a ValueError) naming the accepted forms."""
     if spec is not None and not isinstance(spec, str):
         raise RunError(f"unknown estimator {quoted(spec)}; use {SPEC_HELP}")
     text = (spec or "").strip()
     key = ALIASES.get(text.lower(), text.lower())
-    if key in BUILTIN_KINDS:
+    if key in BUILTIN_KINDS and key not in CUMULANT_KINDS:
         return _builtin_handle(key)
     if key.startswith("mc:") or key == "mc":
         return _mc_handle(text)
+    if key.startswith("cumulant:") or key == "cumulant":
+        return _cumulant_handle(*parse_cumulant_spec(text))
     if is_file_spec(text):  # participant code never runs in this process: see whestboard.sandbox
         return sandboxed_handle(text)
     raise RunError(f"unknown estimator {quoted(spec)}; use {SPEC_HELP}")
@@ -249,5 +289,8 @@ def builtin_choices() -> list[dict]:
         {"value": "mean", "label": "Mean propagation (whestbench)"},
         {"value": "cov", "label": "Covariance propagation (whestbench)"},
         {"value": "combined", "label": "Combined: covariance if the budget allows (whestbench)"},
+        {"value": "cumulant:1", "label": "Cumulant propagation, K = 1 (= mean propagation)"},
+        {"value": "cumulant:2", "label": "Cumulant propagation, K = 2 (= covariance propagation)"},
+        {"value": "cumulant:3", "label": "Cumulant propagation, K = 3 (factored third cumulant)"},
         {"value": "mc", "label": "Monte Carlo sampling"},
     ]
