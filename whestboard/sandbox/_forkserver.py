@@ -58,7 +58,6 @@ from whestboard import config
 READY_TIMEOUT_S = 120.0
 REQUEST_TIMEOUT_S = 10.0
 RETRY_AFTER_S = 30.0  # a server that could not start is not retried on every upload
-SERVER_PREFIX = "whestboard-sandbox-forkserver-"
 
 
 # --- the server ---------------------------------------------------------------------------------
@@ -248,9 +247,10 @@ class ForkServerGone(RuntimeError):
 class ForkServer:
     """A handle on this process's fork server; ``start_worker`` is safe from any thread."""
 
-    def __init__(self, command: Callable[[int], list[str]], env: dict[str, str]) -> None:
+    def __init__(self, command: Callable[[int], list[str]], env: dict[str, str], home_prefix: str,
+                 owner_file: str) -> None:
         self.owner_pid = os.getpid()
-        self.home = Path(tempfile.mkdtemp(prefix=SERVER_PREFIX))
+        self.home = Path(tempfile.mkdtemp(prefix=home_prefix))
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.process = subprocess.Popen(
@@ -265,6 +265,7 @@ class ForkServer:
             raise
         finally:
             theirs.close()
+        (self.home / owner_file).write_text(f"{self.process.pid}\n")  # swept with the workers' folders once it is gone
         self._sock = ours
         self._lock = threading.Lock()
         self._ready: dict | None = None
@@ -356,7 +357,8 @@ _failed_at: float | None = None
 _hooks_installed = False
 
 
-def fork_server(command: Callable[[int], list[str]], env: dict[str, str]) -> ForkServer | None:
+def fork_server(command: Callable[[int], list[str]], env: dict[str, str], home_prefix: str,
+                owner_file: str) -> ForkServer | None:
     """This process's fork server, started if need be; None while one cannot be had (spawn instead)."""
     global _server, _failed_at, _hooks_installed
     with _server_lock:
@@ -372,7 +374,7 @@ def fork_server(command: Callable[[int], list[str]], env: dict[str, str]) -> For
             os.register_at_fork(after_in_child=_forget_in_child)
             _hooks_installed = True
         try:
-            _server = ForkServer(command, env)
+            _server = ForkServer(command, env, home_prefix, owner_file)
         except OSError:
             _failed_at = time.monotonic()
             return None

@@ -28,6 +28,10 @@ fallback and multiplier is computed by whestbench's own code. What differs from
   private ``/tmp``) outgrows its quota, or when the job is cancelled; its
   temporary folders are removed afterwards (the private ``/tmp`` ends with it).
 
+Workers are forked from this process's fork server (:mod:`whestboard.sandbox._forkserver`), which
+imported their libraries once, so a worker is ready in tens of milliseconds instead of seconds; a
+server that cannot start or stops answering gives way to spawning each worker as before.
+
 A worker that dies is replaced on the next ``predict`` (setup runs again), as
 whestbench does, so one crash costs one MLP. Failures surface as
 ``flopscope.BudgetExhaustedError`` / ``TimeExhaustedError`` or a
@@ -328,7 +332,7 @@ class WorkerProcess:
         the server could not start or stopped answering: it is dropped and the next worker starts a new one)."""
         if not config.sandbox_fork_server():
             return None
-        server = fork_server(_fork_server_command, sandbox_env(self.workdir))
+        server = fork_server(_fork_server_command, sandbox_env(self.workdir), f"{ROOT_PREFIX}forkserver-", OWNER_FILE)
         if server is None:
             return None
         try:
