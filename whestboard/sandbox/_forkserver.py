@@ -23,6 +23,13 @@ The server reaps its children and writes each one's exit status (as ``Popen.retu
 negative for a signal) and CPU time to the status pipe the host gave with the request, so the host
 names a death (SIGSYS: a fork attempt; SIGXCPU; SIGKILL) as it does for a worker it spawned.
 
+**Why Hugging Face ``datasets`` is still imported.** Any ``import whestbench.<module>`` runs the
+package's ``__init__``, which imports it; installing the package without running that ``__init__``
+(and running it on first use of a dataset name) works for every estimator, but the worker names a
+load or setup failure with whest's own code (``whestbench.cli``, imported only then), which needs
+``datasets``, and by then the worker is confined: pandas and pyarrow cannot be imported there. So
+the server imports whestbench whole, as a spawned worker does, and pays for it once.
+
 **Lifetime.** The host holds the only other end of the socket (close-on-exec, and closed in any
 fork of the host): when the host process ends, for whatever reason, the server reads EOF, kills
 every worker's process group and exits; each worker also dies with the server (``PR_SET_PDEATHSIG``).

@@ -235,12 +235,7 @@ def _bootstrap_command(in_fd: int, out_fd: int) -> list[str]:
 
 
 def _fork_server_command(sock_fd: int) -> list[str]:
-    """The fork server's bootstrap: whestbench without ``datasets`` first (:mod:`._lightbench`, loaded by
-    its path since ``whestboard.sandbox`` itself imports whestbench), then the server's loop."""
-    light = Path(__file__).with_name("_lightbench.py")
-    code = (f"import sys, importlib.util as u; sys.path.insert(0, {str(REPO_ROOT)!r}); "
-            f"s = u.spec_from_file_location('_whestboard_lightbench', {str(light)!r}); m = u.module_from_spec(s); "
-            "s.loader.exec_module(m); m.install(); "
+    code = (f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); "
             f"from whestboard.sandbox._forkserver import serve; raise SystemExit(serve({sock_fd}))")
     return [sys.executable, "-E", "-s", "-B", "-u", "-c", code]
 
