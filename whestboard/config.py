@@ -215,6 +215,11 @@ def sandbox_settings(defaults: Mapping[str, float]) -> dict[str, float | int | N
     return out
 
 
+def sandbox_fork_server() -> bool:
+    """Whether sandbox workers are forked from a warm fork server (the default) or each spawned afresh."""
+    return _flag("WHESTBOARD_SANDBOX_FORK_SERVER", True)
+
+
 def sandbox_queue_settings() -> dict[str, int]:
     """Uploads scored at once per machine, queued-or-running per client, waiting in all."""
     return {"concurrency": _whole("WHESTBOARD_SANDBOX_CONCURRENCY", 1, minimum=1),
@@ -237,6 +242,13 @@ def export_tmpdir(path: Path) -> None:
 
     os.environ["TMPDIR"] = str(path)
     tempfile.tempdir = None  # re-read on next use
+
+
+def export_home(path: Path) -> None:
+    """Point this process's ``HOME`` and ``TMPDIR`` at ``path``: a worker forked from the sandbox's fork server
+    takes its own working folder, as a spawned worker is given it in its environment."""
+    os.environ["HOME"] = str(path)
+    export_tmpdir(path)
 
 
 # --------------------------------------------------------------------------- the front and who is behind it

@@ -5,7 +5,8 @@ the contract check, the grader's import rule inside the worker (no numpy in Phas
 (``meter_tampering``: what made flopscope count less), the host side
 of a sandboxed estimator (a ``BaseEstimator`` that ``evaluate_estimator`` drives like whestbench's
 SubprocessRunner), the worker that confines itself
-(private /tmp, privileges, rlimits, Landlock, seccomp), the pipe protocol, and verdicts. Nothing a
+(private /tmp, privileges, rlimits, Landlock, seccomp), the fork server workers are forked from (warm:
+the libraries imported once), the pipe protocol, and verdicts. Nothing a
 participant wrote is ever imported into the app's process. May import: ``whestboard.rules``,
 ``whestboard.jobs`` (liveness), ``whestboard.config``, ``whestboard.logs``.
 """

@@ -28,6 +28,10 @@ fallback and multiplier is computed by whestbench's own code. What differs from
   private ``/tmp``) outgrows its quota, or when the job is cancelled; its
   temporary folders are removed afterwards (the private ``/tmp`` ends with it).
 
+Workers are forked from this process's fork server (:mod:`whestboard.sandbox._forkserver`), which
+imported their libraries once, so a worker is ready in tens of milliseconds instead of seconds; a
+server that cannot start or stops answering gives way to spawning each worker as before.
+
 A worker that dies is replaced on the next ``predict`` (setup runs again), as
 whestbench does, so one crash costs one MLP. Failures surface as
 ``flopscope.BudgetExhaustedError`` / ``TimeExhaustedError`` or a
@@ -59,6 +63,7 @@ from whestbench.sdk import BaseEstimator, SetupContext
 from whestboard import config
 from whestboard.jobs import pid_alive
 from whestboard.rules import GraderEnvironment, environment_for
+from whestboard.sandbox._forkserver import ForkedProcess, ForkServerGone, fork_server, server_failed
 from whestboard.sandbox._protocol import FrameReader, FrameTimeout, ProtocolError, send
 
 REPO_ROOT = config.REPO_ROOT
@@ -229,6 +234,12 @@ def _bootstrap_command(in_fd: int, out_fd: int) -> list[str]:
     return [sys.executable, "-E", "-s", "-B", "-u", "-c", code]
 
 
+def _fork_server_command(sock_fd: int) -> list[str]:
+    code = (f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); "
+            f"from whestboard.sandbox._forkserver import serve; raise SystemExit(serve({sock_fd}))")
+    return [sys.executable, "-E", "-s", "-B", "-u", "-c", code]
+
+
 def handover_base() -> str | None:
     shm = Path("/dev/shm")
     return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
@@ -296,7 +307,7 @@ class WorkerProcess:
         resp_r, resp_w = os.pipe()
         out_r, out_w = os.pipe()
         try:
-            self.process = subprocess.Popen(
+            self.process = self._forked(cmd_r, resp_w, out_w) or subprocess.Popen(
                 _bootstrap_command(cmd_r, resp_w), cwd=self.workdir, env=sandbox_env(self.workdir),
                 stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, pass_fds=(cmd_r, resp_w),
                 start_new_session=True, close_fds=True,
@@ -310,6 +321,20 @@ class WorkerProcess:
         self._drain = threading.Thread(target=_drain, args=(out_r, self), daemon=True,
                                        name=f"sandbox-output-{self.process.pid}")
         self._drain.start()
+
+    def _forked(self, cmd_r: int, resp_w: int, out_w: int) -> ForkedProcess | None:
+        """A fork of this process's fork server with these pipes; None to spawn instead (turned off, or
+        the server could not start or stopped answering: it is dropped and the next worker starts a new one)."""
+        if not config.sandbox_fork_server():
+            return None
+        server = fork_server(_fork_server_command, sandbox_env(self.workdir), f"{ROOT_PREFIX}forkserver-", OWNER_FILE)
+        if server is None:
+            return None
+        try:
+            return server.start_worker(self.workdir, cmd_r, resp_w, out_w)
+        except ForkServerGone:
+            server_failed(server)
+            return None
 
     @property
     def pid(self) -> int:

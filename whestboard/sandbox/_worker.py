@@ -409,13 +409,22 @@ def _forget_app_paths(app_paths: list[str]) -> None:
     sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) not in blocked]
 
 
-def main(in_fd: int, out_fd: int) -> int:
+def main(in_fd: int, out_fd: int, *, forked_at: float | None = None) -> int:
+    """The worker's life: die with the parent, import the libraries, say hello, serve commands.
+
+    A worker the fork server started (``forked_at``: the ``perf_counter`` of its fork) runs the same
+    steps; its libraries are in ``sys.modules`` already (the server imported them once, before any
+    participant code existed), so its ``import_s`` is the time from the fork to the hello.
+    """
     global PARENT_PID
     PARENT_PID = os.getppid()
     die_with_parent(PARENT_PID)
     import_s = _preload()
+    if forked_at is not None:
+        import_s = time.perf_counter() - forked_at
     worker = Worker(out_fd)
-    worker.reply({"status": "hello", "pid": os.getpid(), "import_s": import_s, "environment": _blas()})
+    worker.reply({"status": "hello", "pid": os.getpid(), "import_s": import_s, "forked": forked_at is not None,
+                  "environment": _blas()})
     reader = FrameReader(in_fd)
     while True:
         try:
