@@ -163,3 +163,22 @@ def foreign_template():
     pio.templates.default = "plotly_dark"
     yield pio.templates["plotly_dark"].layout.paper_bgcolor
     pio.templates.default = previous
+
+
+@pytest.fixture(autouse=True)
+def forget_participant_modules(tmp_path_factory) -> Iterator[None]:
+    """Drop, after each test, the modules imported in this process from the tests' temporary folders.
+
+    whestbench's ``package_submission`` (``whest package``) imports the estimator it packs in the
+    calling process to validate it, so a participant's ``helper.py`` stays in ``sys.modules``; a later
+    test packing another participant's ``from helper import ...`` would get the first one's module.
+    The app never packs in-process; the tests do, so each test leaves what it imported behind it.
+    """
+    before, path_before = set(sys.modules), set(sys.path)
+    yield
+    base = str(tmp_path_factory.getbasetemp().resolve().parent)
+    for name in set(sys.modules) - before:
+        origin = getattr(sys.modules.get(name), "__file__", None) or ""
+        if origin.startswith(base):
+            del sys.modules[name]
+    sys.path[:] = [p for p in sys.path if p in path_before or not str(p).startswith(base)]
