@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 PAGES = ("/", "/explorer?dataset=v2-phase2", "/mlp/v2-phase2/0", "/lab", "/convergence?round=v2-phase2",
-         "/leaderboard?round=v2-phase2", "/upload", "/compare", "/playground", "/404")
+         "/leaderboard?round=v2-phase2", "/upload", "/compare", "/playground", "/final", "/404")
 COLD_TARGET = 1_000_000
 FULL_PLOTLY = "/plotly/package_data/plotly.min.js"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
