@@ -15,7 +15,7 @@ from tests.browser_helpers import wait_for_dash
 from tests.conftest import HOSTILE
 from whestboard.data import default_samples, kept_name, parse_shape
 from whestboard.sandbox import ingest_upload
-from whestboard.scoring import estimator_specs, play, rulebook_for_shape
+from whestboard.scoring import DEFAULT_MC_SAMPLES, estimator_specs, play, rulebook_for_shape
 
 TOUR_SEEN = "localStorage.setItem('whestboard.playground.tour', 'seen')"
 TITLES = ["The MLP", "The forward pass", "Neuron means", "Sampling", "Mean and covariance propagation",
@@ -78,7 +78,7 @@ def test_seed_and_shape_controls_redraw_and_keep_the_url(page, kept_cleanup):
     page.goto(page.base_url + "/playground?width=16&depth=4&seed=11")
     page.wait_for_selector("#pg-result-panel")
     first = _summary_rows(page)
-    assert len(first) == 4 and all(row[-1] == "ok" for row in first)
+    assert len(first) == len(estimator_specs(DEFAULT_MC_SAMPLES)) and all(row[-1] == "ok" for row in first)
     page.wait_for_selector("#pg-graph-network .main-svg")
     page.fill("#pg-width", "48")
     page.locator("#pg-width").press("Tab")
@@ -182,7 +182,9 @@ def test_an_upload_of_this_tab_runs_beside_the_built_ins(page, state_dir):
     page.wait_for_selector("#pg-result-panel")
     page.get_by_label("good.py").check()
     page.wait_for_selector("#pg-job", state="visible")
-    page.wait_for_function("() => document.querySelectorAll('#pg-summary tbody tr').length === 5", timeout=120_000)
+    rows = len(estimator_specs(DEFAULT_MC_SAMPLES, [upload.sha256]))  # every built-in, then the upload
+    page.wait_for_function(f"() => document.querySelectorAll('#pg-summary tbody tr').length === {rows}",
+                           timeout=120_000)
     upload_row = _summary_rows(page)[-1]
     assert upload_row[0].lstrip("●").strip() == "good.py" and upload_row[-1] == "ok"
     wait_for_dash(page)
