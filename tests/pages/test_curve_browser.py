@@ -94,7 +94,9 @@ def test_choose_sweep_read_the_crossing_and_switch_to_mse_over_variance(cpage, c
         cpage.click("#curve-estimators")
         cpage.get_by_text(option, exact=True).click()
         cpage.keyboard.press("Escape")
-    cpage.wait_for_selector("#curve-missing")  # three points of each not scored yet
+    # three points of each not scored yet: the note follows each choice, so wait for the second one's
+    cpage.wait_for_function("() => (document.querySelector('#curve-missing') || {}).innerText"
+                            "?.includes('6 point(s) not scored yet')")
     assert "6 point(s) not scored yet" in cpage.inner_text("#curve-missing")
 
     cpage.click("#curve-sweep")
