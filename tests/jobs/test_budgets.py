@@ -110,3 +110,20 @@ def test_the_deadline_outside_the_main_thread_leaves_it_to_cancel_overdue():
     worker.start()
     worker.join(5)
     assert seen == ["done"]
+
+
+def test_the_deadline_interrupts_a_body_whose_process_ignores_sigint():
+    """A job forked by the launcher ignores SIGINT; the deadline must still end it, and leave SIGINT as it was."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        started = time.perf_counter()
+        with pytest.raises(_budgets.OverTime):
+            with _budgets.deadline("job", limits=_budgets.Limits(wall_s=0.3)):
+                while time.perf_counter() - started < 10:
+                    time.sleep(0.01)
+        assert time.perf_counter() - started < 3
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)

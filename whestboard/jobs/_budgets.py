@@ -19,6 +19,7 @@ sampler, a run's MLPs x budget).
 from __future__ import annotations
 
 import _thread
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -146,6 +147,11 @@ def deadline(job_id: str, *, limits: Limits | None = None) -> Iterator[None]:
         fired.set()
         _thread.interrupt_main()
 
+    # interrupt_main does nothing while SIGINT is ignored (as a forked job's launcher sets it), so the
+    # deadline holds Python's handler for its own span and puts back what was there
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not signal.default_int_handler:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(limits.wall_s, expire)
     timer.daemon = True
     timer.start()
@@ -157,3 +163,5 @@ def deadline(job_id: str, *, limits: Limits | None = None) -> Iterator[None]:
         raise
     finally:
         timer.cancel()
+        if previous is not signal.default_int_handler:
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
