@@ -6,8 +6,10 @@ each file its own team and code hash) rerun by ``whestboard.final.run_final`` on
 result kept in the store, then the standings with their tie-breaks (the copies of one estimator are
 close, so the tie-break's extra MLPs are part of the cost, bounded by ``--max-extra``). The bare
 baseline: ``whestbench.scoring.evaluate_estimator`` in this process on the same suite (whestbench's
-``make_contest`` for the seed), each estimator instance once per MLP. The ratio is per (submission,
-MLP) pair, references excluded (they are timed apart: ``--truth-samples`` per MLP).
+``make_contest`` for the seed, its first 20 MLPs), one estimator instance and one call per estimator
+over them, as the grader runs a submission; the same with one call per MLP is printed beside it, since
+that adds ``evaluate_estimator``'s per-call set-up to every pair. The ratio is per (submission, MLP)
+pair, references excluded (they are timed apart: ``--truth-samples`` per MLP).
 
 The 1024 x 16 extrapolation measures bare ``evaluate_estimator`` on one 1024 x 16 MLP per estimator
 and adds the final's per-pair overhead measured here (ledger, store, sandbox hand-over) two ways: as
@@ -20,6 +22,7 @@ measured (the part that does not grow with the MLP) and scaled by the weights' s
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import sys
 import tempfile
@@ -52,19 +55,37 @@ def _bare(kind: str):
     return {"mean": MeanPropagationEstimator, "covariance": CovariancePropagationEstimator}[kind]()
 
 
-def _bare_per_pair(data, kinds: list[str]) -> float:
-    """Seconds per (estimator, MLP) of evaluate_estimator on one MLP at a time, over the packages' mix."""
-    from whestbench.scoring import ContestData, evaluate_estimator
+def _contest_of(data, indices):
+    from whestbench.scoring import ContestData
 
-    started, pairs = time.perf_counter(), 0
-    for kind in kinds:
-        for i in range(len(data.mlps)):
-            one = ContestData(spec=data.spec, mlps=[data.mlps[i]], all_layer_targets=[data.all_layer_targets[i]],
-                              final_targets=[data.final_targets[i]], avg_variances=[data.avg_variances[i]])
-            one.spec.n_mlps = 1
-            evaluate_estimator(_bare(kind), one)
-            pairs += 1
-    return (time.perf_counter() - started) / pairs
+    spec = copy.copy(data.spec)
+    spec.n_mlps = len(indices)
+    return ContestData(spec=spec, mlps=[data.mlps[i] for i in indices],
+                       all_layer_targets=[data.all_layer_targets[i] for i in indices],
+                       final_targets=[data.final_targets[i] for i in indices],
+                       avg_variances=[data.avg_variances[i] for i in indices])
+
+
+def _bare_per_pair(data, kinds: list[str], *, one_at_a_time: bool = False, blas_threads: int | None = 1) -> float:
+    """Seconds per (estimator, MLP) of bare evaluate_estimator over the packages' mix.
+
+    As the grader runs it (the default): one estimator instance and one call per estimator over every MLP,
+    so its set-up is shared as the final's batch shares it. ``one_at_a_time``: a call per MLP, which adds
+    evaluate_estimator's per-call set-up to every pair. ``blas_threads``: 1 by default, as a sandbox worker
+    runs (its BLAS is limited to one thread), so both sides do the same arithmetic the same way; None
+    leaves BLAS on every core, which on a shared machine can be slower, not faster.
+    """
+    from threadpoolctl import threadpool_limits
+    from whestbench.scoring import evaluate_estimator
+
+    n = len(data.mlps)
+    batches = [[i] for i in range(n)] if one_at_a_time else [list(range(n))]
+    started = time.perf_counter()
+    with threadpool_limits(limits=blas_threads):
+        for kind in kinds:
+            for batch in batches:
+                evaluate_estimator(_bare(kind), _contest_of(data, batch))
+    return (time.perf_counter() - started) / (len(kinds) * n)
 
 
 def main() -> int:
@@ -106,16 +127,25 @@ def main() -> int:
     extra_refs = record["suite"]["n_extra_mlps"]
     per_pair = final_s / pairs
 
-    spec = rulebook_for(args.round).contest_spec(width=rnd.width, depth=rnd.depth, n_mlps=min(args.mlps, 10),
+    spec = rulebook_for(args.round).contest_spec(width=rnd.width, depth=rnd.depth, n_mlps=min(args.mlps, 20),
                                                  n_samples=1000)
     spec.seed = args.seed
     data = make_contest(spec)
-    bare = _bare_per_pair(data, [kind for _, _, kind in packages[:2]] * 2)
+    kinds = [kind for _, _, kind in packages[:2]] * 2
+    bare = _bare_per_pair(data, kinds)
+    bare_single = _bare_per_pair(data, kinds, one_at_a_time=True)
+    bare_all_cores = _bare_per_pair(data, kinds, blas_threads=None)
     print(f"references: {references_s:.1f} s for {args.mlps} MLPs ({references_s / args.mlps:.2f} s each)")
     print(f"final: {final_s:.1f} s for {pairs} scored pairs ({extra_refs} extra MLPs baked, "
           f"{len(record['tie_breaks'])} close groups); {per_pair:.3f} s per pair")
-    print(f"bare evaluate_estimator: {bare:.3f} s per pair (same estimators, same shape, in this process)")
+    print(f"bare evaluate_estimator: {bare:.3f} s per pair (same estimators, same shape, in this process, "
+          f"one call per estimator over {len(data.mlps)} MLPs as the grader runs it, one BLAS thread as "
+          "in the sandbox)")
     print(f"ratio final / bare per pair: {per_pair / bare:.2f}x")
+    print(f"bare evaluate_estimator one MLP per call: {bare_single:.3f} s per pair "
+          f"(its per-call set-up on every pair; final / this: {per_pair / bare_single:.2f}x)")
+    print(f"bare evaluate_estimator with BLAS on every core: {bare_all_cores:.3f} s per pair "
+          f"(final / this: {per_pair / bare_all_cores:.2f}x)")
 
     if not args.no_extrapolation:
         big = get_round("v2-phase2")
