@@ -154,6 +154,23 @@ def test_a_stored_submission_without_a_package_is_refused_naming_what_to_nominat
     assert load_final_record(SMALL_ROUND) is None
 
 
+def test_another_teams_submission_is_refused_naming_both_teams_and_what_to_write(small_round, capsys):
+    """Each team designates one submission of its own: ``TEAM=submission:ID`` of another team's is refused
+    before anything runs, the sentence naming the stored team, the team written and the line to write."""
+    run_id, _sha = _upload_run()
+    _stored_from_run("mean-1", "mean", run_id)
+    with pytest.raises(FinalError) as refused:
+        nominee("alpha=submission:mean-1")
+    said = str(refused.value)
+    assert "is team 'mean''s, not 'alpha''s" in said and "write mean=submission:mean-1" in said
+    assert nominee("mean=submission:mean-1").submission_id == "mean-1"  # its own team's nomination is taken
+    argv = ["final", "--round", SMALL_ROUND, "--suite-seed", "1", "--n-mlps", "2",
+            "--submission", "alpha=submission:mean-1", "--json"]
+    assert main(argv) == 2
+    assert "write mean=submission:mean-1" in json.loads(capsys.readouterr().out)["error"]["message"]
+    assert load_final_record(SMALL_ROUND) is None and not get_submission("mean-1").nominated
+
+
 def _public_state(team: str) -> dict:
     """Everything the public board shows or counts of the small round (and the store's public exports)."""
     view = board(SMALL_ROUND, "public", organizer=False, team=team)

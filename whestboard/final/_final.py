@@ -96,10 +96,15 @@ def nominee(text: str) -> Nominee:
 
 def _stored_nominee(text: str, team: str, sid: str) -> Nominee:
     """A stored submission's package: the upload of the run it was scored as (``run_id``), else the upload its
-    estimator names; FinalError saying what to nominate instead when the store keeps neither."""
+    estimator names; FinalError saying what to nominate instead when the store keeps neither, or when the
+    submission is another team's (each team designates one submission of its own)."""
     stored = get_submission(sid)
     if stored is None:
         raise FinalError(f"--submission {text!r}: no stored submission {sid!r}")
+    if stored.team != team:  # each team designates one of its own submissions
+        raise FinalError(f"--submission {text!r}: submission {sid} is team {stored.team!r}'s, not {team!r}'s; "
+                         f"a team nominates one of its own submissions: write {stored.team}=submission:{sid}, "
+                         f"or give {team} its own submission")
     instead = f"nominate its package instead: {team}=PATH (a whest package .tar.gz, a folder or a .py)"
     why = ""
     if stored.run_id:
