@@ -10,6 +10,7 @@ team batch, claimed once, and every stored result names the worker process that 
 
 from __future__ import annotations
 
+import logging
 import time
 
 import psutil
@@ -17,7 +18,7 @@ import pytest
 
 from tests.final.participants import write_packages
 from tests.prod_support import celery_worker, free_port, postgres_server, redis_server
-from whestboard.final import PAIR_RESULTS, FinalRequest, Nominee, run_final
+from whestboard.final import PAIR_RESULTS, FinalRequest, Nominee, run_final, standings_text, workers_text
 from whestboard.jobs import recent_jobs, this_worker
 from whestboard.store import blob_keys, blob_meta, reset_engines
 
@@ -82,6 +83,7 @@ def test_a_final_spread_over_two_workers_scores_each_pair_once_there(tmp_path, m
     assert spread["scorings"] == {"scored": 0, "reused": total}
     assert sum(spread["workers"]["scored_by"].values()) == total
     assert [phase["local"] for phase in spread["workers"]["phases"]] == [None, None]
+    assert workers_text(spread) in standings_text(spread) and all(w in workers_text(spread) for w in scorers)
     # exactly once: one ledger job per team batch (3 base, 3 extra), each claimed once, by a worker
     assert len(batches) == 6 and {(job.status, job.attempts) for job in batches} == {("finished", 1)}
     assert {job.worker for job in batches} <= workers
@@ -90,6 +92,7 @@ def test_a_final_spread_over_two_workers_scores_each_pair_once_there(tmp_path, m
     _use_store(monkeypatch, tmp_path / "local")
     local = run_final(request)
     assert local["workers"] == {"configured": False, "phases": [], "scored_by": {this_worker(): total}}
+    assert workers_text(local) is None
     assert [{c: row[c] for c in SAME_COLUMNS} for row in spread["standings"]] == \
         [{c: row[c] for c in SAME_COLUMNS} for row in local["standings"]]
     assert [t["teams"] for t in spread["tie_breaks"]] == [t["teams"] for t in local["tie_breaks"]]
@@ -99,19 +102,27 @@ def test_a_final_spread_over_two_workers_scores_each_pair_once_there(tmp_path, m
 
 
 @pytest.mark.slow
-def test_with_the_broker_unreachable_the_final_completes_here_saying_why(tmp_path, monkeypatch, private_state,
-                                                                          capfd):
+def test_with_the_broker_unreachable_the_final_completes_here_saying_why(tmp_path, monkeypatch, private_state):
     packages = write_packages(tmp_path / "packages")
     nominees = tuple(Nominee(team, str(packages[team])) for team in ("mean", "covariance"))
     _use_store(monkeypatch, private_state, WHESTBOARD_REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")
+    logged: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = logged.append
+    logging.getLogger("whestboard").addHandler(handler)
     started = time.time()
-    record = run_final(FinalRequest(ROUND, nominees, SEED + 1, 2, K, 0))
+    try:
+        record = run_final(FinalRequest(ROUND, nominees, SEED + 1, 2, K, 0))
+    finally:
+        logging.getLogger("whestboard").removeHandler(handler)
     assert time.time() - started < 120  # bounded: the refusal is seen at once, not waited out
     (phase,) = record["workers"]["phases"]
     assert phase["batches"] == 0 and "the broker refused the tasks" in phase["local"]
     assert record["scorings"] == {"scored": 4, "reused": 0}
-    logged = capfd.readouterr().err
-    assert '"event": "final.local"' in logged and "scoring the missing pairs in this process" in logged
+    assert phase["local"] in workers_text(record)
+    (line,) = [r for r in logged if r.getMessage() == "final.local"]  # one log line, saying what and why
+    assert line.levelno == logging.WARNING and line.fields["msg"] == phase["local"]
+    assert "scoring the missing pairs in this process" in phase["local"]
 
 
 @pytest.mark.slow

@@ -20,6 +20,7 @@ from whestboard.final._final import (
     nominee,
     run_final,
     standings_text,
+    workers_text,
 )
 from whestboard.final._scoring import PAIR_RESULTS
 from whestboard.final._suite import SEED_PROTOCOL, FinalSuite
@@ -37,4 +38,5 @@ __all__ = [
     "run_final",
     "SEED_PROTOCOL",
     "standings_text",
+    "workers_text",
 ]

@@ -328,9 +328,17 @@ def standings_text(record: dict) -> str:
             lines.append(f"  {pair['upper']} vs {pair['lower']}: {pair['decided_by']} ({shown})")
     scorings = record["scorings"]
     lines.append(f"scored {scorings['scored']} (submission, MLP) pairs, {scorings['reused']} found already scored")
-    workers = record.get("workers") or {}
-    if workers.get("configured"):
-        by = ", ".join(f"{who} {n}" for who, n in workers.get("scored_by", {}).items())
-        lines.append(f"pairs scored by process (host:pid): {by}")
-        lines.extend(phase["local"] for phase in workers.get("phases", []) if phase.get("local"))
+    workers = workers_text(record)
+    if workers:
+        lines.append(workers)
     return "\n".join(lines)
+
+
+def workers_text(record: dict) -> str | None:
+    """Who scored the pairs, and why this process scored any itself, when Celery workers were configured."""
+    workers = record.get("workers") or {}
+    if not workers.get("configured"):
+        return None
+    by = ", ".join(f"{who} {n}" for who, n in workers.get("scored_by", {}).items())
+    local = [phase["local"] for phase in workers.get("phases", []) if phase.get("local")]
+    return "; ".join([f"pairs scored by process (host:pid): {by}", *local])
