@@ -140,3 +140,45 @@ def test_with_no_worker_taking_the_batches_the_final_stops_waiting_and_scores_th
     assert phase["batches"] == 2 and "no worker showed progress for 2 s" in phase["local"]
     assert record["scorings"] == {"scored": 4, "reused": 0}
     assert record["workers"]["scored_by"] == {this_worker(): 4}
+
+
+@pytest.mark.slow
+@pytest.mark.services
+def test_a_worker_killed_mid_batch_leaves_the_rest_to_the_coordinator_and_nothing_is_scored_twice(
+        tmp_path, monkeypatch, private_state):
+    """SIGKILL of the only worker (its whole process group) once it has stored a pair: its batch's row
+    says running for a process that is gone, so the coordinator stops waiting, takes the batch over (a
+    second attempt of the same ledger job) and scores only the pairs the worker had not stored."""
+    import os
+    import signal
+    import threading
+
+    packages = write_packages(tmp_path / "packages")
+    nominees = tuple(Nominee(team, str(packages[team])) for team in ("mean", "covariance"))
+    n = 4
+    with postgres_server() as db_url, redis_server() as redis_url:
+        shared = {"WHESTBOARD_DATABASE_URL": db_url}
+        with celery_worker("worker", tmp_path / "one", redis_url, **shared) as (one, _):
+            workers = _worker_processes([one])
+            _use_store(monkeypatch, tmp_path / "coordinator", WHESTBOARD_REDIS_URL=redis_url,
+                       WHESTBOARD_FINAL_WORKER_IDLE_S="3", **shared)
+
+            def kill_at_first_pair() -> None:
+                deadline = time.time() + 240
+                while not blob_keys(PAIR_RESULTS) and time.time() < deadline:
+                    time.sleep(0.05)
+                os.killpg(one.pid, signal.SIGKILL)
+
+            killer = threading.Thread(target=kill_at_first_pair, daemon=True)
+            killer.start()
+            record = run_final(FinalRequest(ROUND, nominees, SEED + 3, n, K, 0))
+            killer.join(5)
+            by = {key: blob_meta(PAIR_RESULTS, key)["scored_by"] for key in blob_keys(PAIR_RESULTS)}
+            batches = [job for job in recent_jobs(100) if job.id.startswith("final-")]
+    by_worker = sum(1 for who in by.values() if who in workers)
+    assert len(by) == 2 * n and 1 <= by_worker < 2 * n
+    assert set(by.values()) - workers == {this_worker()}  # the rest, scored here
+    assert record["scorings"] == {"scored": 2 * n - by_worker, "reused": by_worker}
+    (phase,) = record["workers"]["phases"]
+    assert "no worker showed progress for 3 s" in phase["local"]
+    assert {job.status for job in batches} == {"finished"} and max(job.attempts for job in batches) == 2

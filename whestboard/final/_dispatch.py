@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from whestboard import config, logs
 from whestboard.final._scoring import PAIR_RESULTS, Pair, batch_key, score_team
 from whestboard.final._suite import FinalSuite
-from whestboard.jobs import STALE_AFTER_S, celery_app, find_job, register_body, spread
+from whestboard.jobs import STALE_AFTER_S, celery_app, find_job, owner_alive, register_body, spread
 from whestboard.rules import get_round
 from whestboard.scoring import EstimatorHandle, RunError, rulebook_for, sandboxed_handle, stored_spec
 from whestboard.store import blob_keys
@@ -110,9 +110,13 @@ def dispatch(suite: FinalSuite, teams: Sequence[str], indices: Sequence[int], ha
 
 
 def _heartbeating(result_key: str) -> bool:
-    """A process (a worker, or another coordinator) holds this batch and its heartbeat is fresh."""
+    """A process (a worker, or another coordinator) holds this batch: its heartbeat is fresh and, on this
+    host, its process is alive (the ledger's liveness rule: a killed worker's batch is no sign of work)."""
     row = find_job(result_key, None)
-    return row is not None and row.status == "running" and (row.heartbeat_at or 0) > time.time() - STALE_AFTER_S
+    if row is None or row.status != "running" or (row.heartbeat_at or 0) <= time.time() - STALE_AFTER_S:
+        return False
+    host, _, pid = (row.worker or "").rpartition(":")
+    return not pid.isdigit() or owner_alive(int(pid), host)
 
 
 def _local(suite: FinalSuite, why: str, sent: int) -> dict:
