@@ -24,6 +24,7 @@ from whestboard.final import (
     FinalRequest,
     nominee,
     run_final,
+    workers_text,
 )
 from whestboard.leaderboard import OrganizerDenied, load_final_record, require_organizer
 from whestboard.rules import ALL_ROUNDS, get_round
@@ -232,4 +233,6 @@ def _render(record: dict) -> html.Div:
         html.Ul(ties, id="final-ties") if ties else html.P("No close finishes.", id="final-ties"),
         html.P(f"Scored {record['scorings']['scored']} (submission, MLP) pairs; "
                f"{record['scorings']['reused']} were scored already.", className="small text-muted"),
+        html.P(workers_text(record), className="small text-muted", id="final-workers")
+        if workers_text(record) else None,
     ])

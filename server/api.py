@@ -168,7 +168,9 @@ MLP_EXPORT_PATH = "/api/submissions/per_mlp.csv"
 
 @blueprint.get(EXPORT_PATH)
 def export_submissions():
-    return _streamed_csv(iter_submissions_csv(), "whestboard-submissions.csv")
+    """Public: the board's submissions. With the organizer's bearer token: the rows a final wrote too, which
+    the organizer's per-MLP export names (their rerun results), so the two files import whole."""
+    return _streamed_csv(iter_submissions_csv(with_final=viewer_is_organizer()), "whestboard-submissions.csv")
 
 
 @blueprint.get(MLP_EXPORT_PATH)

@@ -3,7 +3,8 @@
 Zero configuration gives a single-machine deployment whose gunicorn workers share everything through the
 state folder: a diskcache-backed DiskcacheManager (multi-process safe) with the job ledger in the SQLite
 store. With ``WHESTBOARD_REDIS_URL`` set, Dash's CeleryManager runs the jobs on ``celery -A worker worker``
-processes on any number of machines.
+processes on any number of machines: the one Celery application of the job system
+(``whestboard.jobs.celery_app``), which carries the job bodies core packages spread over the same workers.
 
 Both managers are wrapped by :class:`_Ledger` so every launch is recorded in :mod:`whestboard.jobs._ledger`:
 a duplicate delivery never computes twice, and a job whose process died is reported to the user as failed
@@ -17,11 +18,9 @@ import hashlib
 import inspect
 import json
 import logging
-import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from dash._callback_context import context_value
@@ -36,11 +35,13 @@ from whestboard.jobs import (
     ACTIVE,
     CANCELLED,
     NOT_STARTED,
+    RESULT_LOST_AFTER_S,
     Launch,
     Launcher,
     OverBudget,
     admit,
     cancel_job,
+    celery_app,
     deadline,
     enqueue,
     fail_if_dead,
@@ -432,73 +433,6 @@ def start_job_launcher() -> None:
     warm_process()  # jobs are forked from the launcher: what it has loaded, no job loads again
     for manager in _diskcache_managers:
         manager.ensure_launcher(quiet=True)
-
-
-@functools.cache
-def celery_app():
-    """The Celery application background callbacks run on (None without WHESTBOARD_REDIS_URL)."""
-    url = config.redis_url()
-    if not url:
-        return None
-    from celery import Celery
-
-    app = Celery("whestboard", broker=url, backend=url)
-    app.conf.update(celery_settings(in_worker=_in_celery_worker()))
-    return app
-
-
-def _in_celery_worker() -> bool:
-    """This process is ``celery ... worker``: its writes to the result store may wait out an outage."""
-    return Path(sys.argv[0]).name == "celery" and "worker" in sys.argv[1:]
-
-
-#: How long a job process keeps trying to store its result while Redis is away (then it gives up and the
-#: ledger says why): a broker outage shorter than this costs nobody their run.
-RESULT_RETRY_S = 600.0
-#: A finished job whose result is still missing this long after it ended will never have it.
-RESULT_LOST_AFTER_S = RESULT_RETRY_S + 60.0
-#: Longest pause between a job process's attempts to store its result while Redis is away.
-BROKER_RETRY_MAX_INTERVAL_S = 2.0
-
-
-def celery_settings(*, in_worker: bool) -> dict:
-    """Every Celery setting the fault tests rely on (tests/server/test_faults.py), in one place.
-
-    - ``task_acks_late`` + ``task_reject_on_worker_lost``: a task is acknowledged when it ends, so one
-      whose worker process was killed is redelivered (a retry the ledger counts in ``attempts``);
-    - ``broker_connection_max_retries=None``: a worker that loses Redis reconnects for as long as it
-      takes instead of exiting after 100 tries, and keeps the task it is running
-      (``worker_cancel_long_running_tasks_on_connection_loss=False``, said out loud: Celery 6 flips it);
-    - ``visibility_timeout``: Redis hands an unacknowledged task to another worker only after the longest
-      job may run (``WHESTBOARD_JOB_WALL_S``) plus a margin, never while its first run goes on;
-    - in a Celery worker the result store retries a write for :data:`RESULT_RETRY_S`, so a job that ends
-      while Redis is down stores its result once Redis is back; a web worker tries twice and answers
-      (a request must not hang); connection attempts time out instead of hanging.
-    """
-    redelivery_s = int(config.job_max_seconds()) + 300
-    result_retry = ({"max_retries": None, "timeout": RESULT_RETRY_S, "interval_start": 0, "interval_step": 1,
-                     "interval_max": BROKER_RETRY_MAX_INTERVAL_S} if in_worker else
-                    {"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 1})
-    return {
-        "task_acks_late": True,
-        "task_reject_on_worker_lost": True,
-        "worker_prefetch_multiplier": 1,
-        "task_track_started": True,
-        "result_expires": 24 * 3600,
-        "broker_connection_retry_on_startup": True,
-        "broker_connection_retry": True,
-        "broker_connection_max_retries": None,
-        "broker_connection_timeout": 4,
-        "worker_cancel_long_running_tasks_on_connection_loss": False,
-        "broker_transport_options": {"visibility_timeout": redelivery_s, "socket_connect_timeout": 5},
-        "result_backend_transport_options": {"retry_policy": result_retry},
-        "redis_socket_connect_timeout": 5,
-        "broker_pool_limit": 10,
-        "task_publish_retry_policy": {"max_retries": 2, "interval_start": 0, "interval_step": 0.5,
-                                      "interval_max": 1},
-        "worker_hijack_root_logger": False,
-        "worker_redirect_stdouts": False,
-    }
 
 
 def _celery_manager():

@@ -302,6 +302,12 @@ def job_max_seconds() -> float:
     return job_budgets()["wall_s"]
 
 
+def final_worker_idle_s() -> float:
+    """How long a final's coordinator waits for Celery workers that show no sign of work (no pair scored,
+    no batch's heartbeat) before it scores what is left itself (``WHESTBOARD_FINAL_WORKER_IDLE_S``, 30)."""
+    return _number("WHESTBOARD_FINAL_WORKER_IDLE_S", 30.0, minimum=0, unit="number of seconds")
+
+
 def min_free_disk_mb() -> float:
     """Free space the state folder needs for ``/healthz`` to call it ok (``WHESTBOARD_MIN_FREE_MB``, 256)."""
     return _number("WHESTBOARD_MIN_FREE_MB", 256.0, minimum=0, unit="number of MiB")

@@ -154,6 +154,23 @@ def test_a_stored_submission_without_a_package_is_refused_naming_what_to_nominat
     assert load_final_record(SMALL_ROUND) is None
 
 
+def test_another_teams_submission_is_refused_naming_both_teams_and_what_to_write(small_round, capsys):
+    """Each team designates one submission of its own: ``TEAM=submission:ID`` of another team's is refused
+    before anything runs, the sentence naming the stored team, the team written and the line to write."""
+    run_id, _sha = _upload_run()
+    _stored_from_run("mean-1", "mean", run_id)
+    with pytest.raises(FinalError) as refused:
+        nominee("alpha=submission:mean-1")
+    said = str(refused.value)
+    assert "is team 'mean''s, not 'alpha''s" in said and "write mean=submission:mean-1" in said
+    assert nominee("mean=submission:mean-1").submission_id == "mean-1"  # its own team's nomination is taken
+    argv = ["final", "--round", SMALL_ROUND, "--suite-seed", "1", "--n-mlps", "2",
+            "--submission", "alpha=submission:mean-1", "--json"]
+    assert main(argv) == 2
+    assert "write mean=submission:mean-1" in json.loads(capsys.readouterr().out)["error"]["message"]
+    assert load_final_record(SMALL_ROUND) is None and not get_submission("mean-1").nominated
+
+
 def _public_state(team: str) -> dict:
     """Everything the public board shows or counts of the small round (and the store's public exports)."""
     view = board(SMALL_ROUND, "public", organizer=False, team=team)
@@ -188,3 +205,44 @@ def test_a_finals_rows_leave_the_public_board_exactly_as_it_was(small_round, tmp
     rerun = board(SMALL_ROUND, "rerun", organizer=True)
     assert set(rerun.table["submission_id"]) == {"mean-1", final_submission_id(SMALL_ROUND, "covariance"),
                                                   final_submission_id(SMALL_ROUND, "flaky")}
+
+
+def test_a_store_that_had_a_final_round_trips_through_export_and_import(small_round, tmp_path, capsys,
+                                                                         monkeypatch):
+    """The organizer's export keeps the final's own rows and every rerun result; importing it into an
+    empty store gives the same rows and results back, still off the public board."""
+    from whestboard.leaderboard import export_submissions, import_files
+    from whestboard.store import reset_engines
+
+    run_id, _sha = _upload_run()
+    _stored_from_run("mean-1", "mean", run_id, nominated=True)
+    packages = write_packages(tmp_path / "packages")
+    _final(["mean=submission:mean-1", f"covariance={packages['covariance']}"], capsys)
+    ids = ["mean-1", final_submission_id(SMALL_ROUND, "covariance")]
+
+    def stored() -> tuple[pd.DataFrame, pd.DataFrame]:
+        rows = submissions_frame(ids=ids)
+        mlps = mlp_frame(ids, splits=["public", "rerun"]).sort_values(["submission_id", "split", "mlp_index"],
+                                                                       ignore_index=True)
+        return rows, mlps
+
+    rows, mlps = stored()
+    assert set(mlps["split"]) == {"public", "rerun"} and (rows["source"] == FINAL_SOURCE).sum() == 1
+    public_before = _public_state("mean")
+    out, sibling = export_submissions(tmp_path / "export" / "all.csv")
+    assert sibling is not None
+
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "elsewhere"))
+    reset_engines()
+    assert submission_count() == 0
+    report = import_files([out, sibling])  # raises, listing the problems, when it refuses anything
+    assert sorted(report.inserted) == sorted(ids)
+    rows_back, mlps_back = stored()
+    pd.testing.assert_frame_equal(rows_back, rows)
+    pd.testing.assert_frame_equal(mlps_back, mlps)
+    public_after = _public_state("mean")  # the final's own row stays off the public board and its exports
+    for key, was in public_before.items():
+        if isinstance(was, pd.DataFrame):
+            pd.testing.assert_frame_equal(public_after[key], was, obj=key)
+        else:
+            assert public_after[key] == was, key

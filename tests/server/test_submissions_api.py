@@ -296,3 +296,24 @@ def test_a_report_imported_through_the_api_can_name_its_split(client, tmp_path):
                       data={"files": [(io.BytesIO(b"{}"), "r.json")], "split": "secret"})
     assert bad.status_code == 400 and bad.get_json()["problems"] == [
         "split is 'secret'; write one of public, private, rerun"]
+
+
+def test_a_finals_own_rows_leave_the_server_only_in_the_organizers_export(seeded):
+    """A final's row (source ``final``, no public numbers, a rerun split) is no submission of the board:
+    the public export leaves it out; the organizer's keeps it, as the organizer's per-MLP export keeps its
+    rerun results, so the two files import whole."""
+    from whestboard.leaderboard import FINAL_SOURCE, MLPResult, Submission, upsert
+
+    upsert([Submission(submission_id="final:v1-warmup:alpha", team="alpha", round="v1-warmup",
+                       submitted_at=pd.Timestamp("2026-12-02", tz="UTC").to_pydatetime(), status="graded",
+                       whestbench_version="0.16.2",
+                       source=FINAL_SOURCE, nominated=True, n_mlps=1)],
+           [MLPResult(submission_id="final:v1-warmup:alpha", mlp_index=0, split="rerun", final_layer_mse=0.5,
+                      adjusted_score=0.5)])
+    organizer = {"Authorization": f"Bearer {TOKEN}"}
+    public = seeded.get("/api/submissions.csv").get_data(as_text=True)
+    full = seeded.get("/api/submissions.csv", headers=organizer).get_data(as_text=True)
+    assert "final:v1-warmup:alpha" not in public and "s-1" in public
+    assert "final:v1-warmup:alpha" in full and set(public.splitlines()) < set(full.splitlines())
+    assert "final:v1-warmup:alpha" in seeded.get("/api/submissions/per_mlp.csv", headers=organizer).get_data(
+        as_text=True)

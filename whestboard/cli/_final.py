@@ -1,7 +1,9 @@
 """``final``: rerun the nominated submissions on a fresh private suite and rank them by the official rules.
 
 Resumable: run the same command again after an interruption and only the (submission, MLP) pairs with
-no stored result are scored.
+no stored result are scored. With ``WHESTBOARD_REDIS_URL`` set the teams' batches go to the Celery
+workers (``celery -A worker worker`` on any machine sharing the store) and this process scores only what
+they leave (docs/leaderboard.md, "Spread over machines").
 """
 
 from __future__ import annotations

@@ -3,10 +3,11 @@
 Owns: the final's private suite (N MLPs of the round's shape from one suite seed by whestbench's own
 suite protocol, continued for tie-breaks, references kept in the artifact store), scoring each
 (submission, MLP) as a job of the one job system with its result kept as it finishes (resumable, never
-scored twice), the standings (rank by score, close neighbours by the paired test, extra MLPs, then
+scored twice; each team's batch handed to the Celery workers when ``WHESTBOARD_REDIS_URL`` is set, as the
+``final-team`` job body), the standings (rank by score, close neighbours by the paired test, extra MLPs, then
 all-layer MSE, then effective compute, else a shared rank), the rerun split and the final's record.
 May import: ``whestboard.leaderboard``, ``whestboard.scoring``, ``whestboard.data``, ``whestboard.jobs``,
-``whestboard.rules``, ``whestboard.store``.
+``whestboard.rules``, ``whestboard.store``, ``whestboard.config``, ``whestboard.logs``.
 """
 
 from whestboard.final._final import (
@@ -19,6 +20,7 @@ from whestboard.final._final import (
     nominee,
     run_final,
     standings_text,
+    workers_text,
 )
 from whestboard.final._scoring import PAIR_RESULTS
 from whestboard.final._suite import SEED_PROTOCOL, FinalSuite
@@ -36,4 +38,5 @@ __all__ = [
     "run_final",
     "SEED_PROTOCOL",
     "standings_text",
+    "workers_text",
 ]

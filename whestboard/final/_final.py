@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from whestboard.final import _standings
+from whestboard.final._dispatch import dispatch, worker_specs, workers_configured
 from whestboard.final._scoring import score_team
 from whestboard.final._suite import MAX_SUITE_SEED, SEED_PROTOCOL, SEED_PROTOCOL_NAME, FinalSuite
 from whestboard.leaderboard import (
@@ -95,10 +96,15 @@ def nominee(text: str) -> Nominee:
 
 def _stored_nominee(text: str, team: str, sid: str) -> Nominee:
     """A stored submission's package: the upload of the run it was scored as (``run_id``), else the upload its
-    estimator names; FinalError saying what to nominate instead when the store keeps neither."""
+    estimator names; FinalError saying what to nominate instead when the store keeps neither, or when the
+    submission is another team's (each team designates one submission of its own)."""
     stored = get_submission(sid)
     if stored is None:
         raise FinalError(f"--submission {text!r}: no stored submission {sid!r}")
+    if stored.team != team:  # each team designates one of its own submissions
+        raise FinalError(f"--submission {text!r}: submission {sid} is team {stored.team!r}'s, not {team!r}'s; "
+                         f"a team nominates one of its own submissions: write {stored.team}=submission:{sid}, "
+                         f"or give {team} its own submission")
     instead = f"nominate its package instead: {team}=PATH (a whest package .tar.gz, a folder or a .py)"
     why = ""
     if stored.run_id:
@@ -123,6 +129,11 @@ class _Progress:
     reused: int = 0
     events: list[str] = field(default_factory=list)
 
+    def peek(self, ahead: int, label: str) -> None:
+        """Report ``ahead`` pairs beyond what this process counted (scored elsewhere, not yet read here)."""
+        if self.on_progress is not None:
+            self.on_progress(self.done + ahead, self.total, label)
+
     def step(self, label: str, *, scored: bool | None = None) -> None:
         self.done += 1
         if scored is not None:
@@ -134,7 +145,11 @@ class _Progress:
 
 def run_final(request: FinalRequest, *, on_progress: ProgressFn | None = None, score=None,
               save: bool = True) -> dict:
-    """Run (or resume) the final and return its record; ``save`` keeps it and the rerun split."""
+    """Run (or resume) the final and return its record; ``save`` keeps it and the rerun split.
+
+    With Celery workers configured (``WHESTBOARD_REDIS_URL``) each phase's team batches are handed to
+    them first (``_dispatch``) and this process scores only what they leave; ``score`` (a test's
+    stand-in for the run path) keeps every pair in this process."""
     started = time.time()
     rnd = get_round(request.round_tag)
     rulebook = rulebook_for(request.round_tag)
@@ -143,8 +158,14 @@ def run_final(request: FinalRequest, *, on_progress: ProgressFn | None = None, s
                        progress=lambda i, n: progress.step(f"reference {i}/{n} ({request.truth_samples:,} samples)"))
     handles = {n.team: sandboxed_handle(n.spec, round_tag=rnd.tag) for n in request.nominees}
     teams = [n.team for n in request.nominees]
+    specs = (worker_specs({n.team: n.spec for n in request.nominees})
+             if score is None and workers_configured() else None)
+    dispatched: list[dict] = []
 
     def run_pairs(team_list: Sequence[str], indices: Sequence[int]) -> dict[str, list[dict]]:
+        if specs is not None:
+            dispatched.append(dispatch(suite, team_list, indices, handles, specs, report=lambda stored, total:
+                                       progress.peek(stored, f"{stored}/{total} pairs scored by the workers")))
         out: dict[str, list[dict]] = {}
         start = os.getpid() % len(team_list)  # several processes of one final start on different teams
         for team in list(team_list[start:]) + list(team_list[:start]):
@@ -180,10 +201,21 @@ def run_final(request: FinalRequest, *, on_progress: ProgressFn | None = None, s
     standings = [_standing(rank_of[t], t, summaries[t], extra.get(t, []), base[t], handles[t], suite)
                  for t in order]
     record = _record(request, suite, rulebook, standings, tie_breaks, base, order, progress, started)
+    record["workers"] = {"configured": specs is not None, "phases": dispatched,
+                         "scored_by": _scored_by([e for t in teams for e in base[t] + extra.get(t, [])])}
     if save:
         record_rerun_split(request, suite, base, extra, summaries, handles)
         save_final_record(record)
     return record
+
+
+def _scored_by(entries: list[dict]) -> dict[str, int]:
+    """How many of the pairs each process (``host:pid``) scored; ``unknown`` for results kept before it was."""
+    counts: dict[str, int] = {}
+    for entry in entries:
+        who = entry.get("scored_by") or "unknown"
+        counts[who] = counts.get(who, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def _tie_break(group, ps, k, n, ordered, decisions, scored) -> dict:
@@ -296,4 +328,17 @@ def standings_text(record: dict) -> str:
             lines.append(f"  {pair['upper']} vs {pair['lower']}: {pair['decided_by']} ({shown})")
     scorings = record["scorings"]
     lines.append(f"scored {scorings['scored']} (submission, MLP) pairs, {scorings['reused']} found already scored")
+    workers = workers_text(record)
+    if workers:
+        lines.append(workers)
     return "\n".join(lines)
+
+
+def workers_text(record: dict) -> str | None:
+    """Who scored the pairs, and why this process scored any itself, when Celery workers were configured."""
+    workers = record.get("workers") or {}
+    if not workers.get("configured"):
+        return None
+    by = ", ".join(f"{who} {n}" for who, n in workers.get("scored_by", {}).items())
+    local = [phase["local"] for phase in workers.get("phases", []) if phase.get("local")]
+    return "; ".join([f"pairs scored by process (host:pid): {by}", *local])

@@ -1,11 +1,16 @@
 """Scoring a final's (submission, MLP) pairs: jobs of the one job system, each result kept as it finishes.
 
-A team's MLPs not yet scored are one job in the ``jobs`` ledger, under an id made from what it scores
-(the suite, the team, the code's sha256, the MLPs left), claimed by compare-and-set
-(``whestboard.jobs.run_tracked``), so two processes never score the same batch. One sandboxed estimator
+A team's batch of MLPs is one job in the ``jobs`` ledger, under an id made from what it scores (the
+suite, the team, the code's sha256, the MLPs asked for) and the attempt, claimed by compare-and-set
+(``whestboard.jobs.run_tracked``), so two processes never score the same batch: the second waits
+while the first's heartbeat goes on, takes over when it stops, and reads what it stored. The id does
+not depend on which MLPs are still missing, so a process that finds a batch half done (a Celery worker
+scoring it, a coordinator that stopped waiting for the workers) waits for that batch rather than
+scoring its other half beside it. One sandboxed estimator
 is set up for the batch, as the grader sets one up per run, and every MLP's result is written to the
-artifact store the moment it is scored, under its pair's key: an interrupted final (killed, or stopped
-by an exception) resumes with the MLPs that have no result, and never scores a (submission, MLP) twice.
+artifact store the moment it is scored, under its pair's key, with the ``host:pid`` that scored it
+(``scored_by``): an interrupted final (killed, or stopped by an exception) resumes with the MLPs that
+have no result, and never scores a (submission, MLP) twice.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from whestboard.jobs import Launch, run_tracked
+from whestboard.jobs import Launch, run_tracked, this_worker
 from whestboard.scoring import EstimatorHandle, Rulebook, RunError, RunRequest, execute
 from whestboard.store import get_blob, json_safe, put_blob
 
@@ -44,6 +49,12 @@ class Pair:
     def key(self) -> str:
         text = json.dumps([self.suite_key, self.team, self.code_sha256, self.index])
         return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def batch_key(suite_key: str, team: str, code_sha256: str, indices: Sequence[int]) -> str:
+    """The ledger's result key of one team's batch (its job ids add the attempt)."""
+    text = json.dumps([suite_key, team, code_sha256, [int(i) for i in indices]])
+    return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
 def stored_result(pair: Pair) -> dict | None:
@@ -77,28 +88,37 @@ def score_team(suite, team: str, handle: EstimatorHandle, rulebook: Rulebook, in
     run = score or execute
     pairs = {i: Pair(suite.key, team, handle.code_sha256, int(i)) for i in indices}
     results: dict[int, dict] = {}
-    for i, pair in pairs.items():
-        found = stored_result(pair)
-        if found is not None:
-            results[i] = found
-            if on_entry is not None:
-                on_entry(found, False)
+    scorer = this_worker()
+    batch = batch_key(suite.key, team, handle.code_sha256, list(pairs))
 
     def keep(entry: dict) -> None:
         index = int(entry["mlp_index"])
+        entry = {**entry, "scored_by": scorer}
         put_blob(PAIR_RESULTS, pairs[index].key, json.dumps(json_safe(entry)).encode(),
-                 meta={"team": team, "suite": suite.key, "mlp_index": index})
+                 meta={"team": team, "suite": suite.key, "mlp_index": index, "scored_by": scorer})
         results[index] = entry
         if on_entry is not None:
             on_entry(entry, True)
 
+    def _found(i: int) -> bool:
+        found = stored_result(pairs[i])
+        if found is not None:
+            results[i] = found
+            if on_entry is not None:
+                on_entry(found, False)
+        return found is not None
+
+    for i in pairs:
+        _found(i)
     for attempt in range(1, MAX_ATTEMPTS + 1):
         todo = [i for i in pairs if i not in results]
         if not todo:
             return results
-        batch = hashlib.sha256(json.dumps([suite.key, team, handle.code_sha256, todo]).encode()).hexdigest()[:40]
 
-        def compute(todo: list[int] = todo) -> bool:
+        def compute() -> bool:
+            todo = [i for i in pairs if i not in results and not _found(i)]  # a takeover: what is still left
+            if not todo:
+                return True
             request = RunRequest(dataset=suite, indices=todo, estimator=handle, rulebook=rulebook,
                                  source="final", team=team)
             try:
@@ -112,10 +132,7 @@ def score_team(suite, team: str, handle: EstimatorHandle, rulebook: Rulebook, in
         run_tracked(Launch(job_id=f"final-{batch}-{attempt}", result_key=batch, kind=JOB_KIND, owner=team),
                     compute, already_done=lambda: None)
         for i in todo:  # what another process scored meanwhile
-            found = results.get(i) or stored_result(pairs[i])
-            if found is not None and i not in results:
-                results[i] = found
-                if on_entry is not None:
-                    on_entry(found, False)
+            if i not in results:
+                _found(i)
     raise RunError(f"{team}: the final's scoring of its MLPs was interrupted {MAX_ATTEMPTS} times; "
                    "see the jobs ledger for the reasons, fix the cause and run the final again")

@@ -513,7 +513,8 @@ def parse_submission_row(row: dict) -> tuple[Submission | None, _RowProblems]:
         status = sys.intern(status.lower())
         if status not in _store.STATUSES:
             problems.note("status", f"status is {_shown(status)}; write one of {', '.join(_store.STATUSES)}")
-    graded = status == "graded"
+    source = take(_text, "source", required=False)
+    graded = status == "graded" and source != _store.FINAL_SOURCE  # a final's own row has no public numbers
     values = {
         "mean_flops_used": take(_number, "mean_flops_used", required=graded),
         "final_layer_mse": take(_number, "final_layer_mse", required=graded),
@@ -527,7 +528,7 @@ def parse_submission_row(row: dict) -> tuple[Submission | None, _RowProblems]:
         "flopscope_version": take(_text, "flopscope_version", required=False),
         "dataset": take(_text, "dataset", required=False),
         "estimator": take(_text, "estimator", required=False),
-        "source": take(_text, "source", required=False),
+        "source": source,
         "nominated": take(_boolean, "nominated"),
         "seed_protocol": take(_text, "seed_protocol", required=False),
         "run_id": take(_text, "run_id", required=False),
@@ -683,6 +684,8 @@ def _check_columns(checks: Sequence[_Check], across: Callable[[dict[str, list]],
         if check.required:
             blank[check.name] = _nones(column_values)
     graded = _objects(values["status"]) == "graded" if "status" in values else np.zeros(n, dtype=bool)
+    if "source" in values:  # a final's own row (``FINAL_SOURCE``) is graded but has no public numbers
+        graded &= _objects(values["source"]) != _store.FINAL_SOURCE
     for check in checks:
         if check.required is True:
             flagged |= blank[check.name]
@@ -1353,14 +1356,16 @@ def import_uploads(uploads: Sequence[Upload], *, url: str | None = None, **optio
 EXPORT_CHUNK_ROWS = 5_000
 
 
-def iter_submissions_csv(*, url: str | None = None) -> Iterator[str]:
+def iter_submissions_csv(*, with_final: bool = False, url: str | None = None) -> Iterator[str]:
     """Every submission in the import schema as CSV text, streamed: header first, then pieces of rows.
 
     Floats are written exactly and formula cells neutralised (``csv_text``); memory
     follows EXPORT_CHUNK_ROWS rows, not the store, so a public download of 10,000
-    submissions with a million per-MLP rows costs a worker a few MB.
+    submissions with a million per-MLP rows costs a worker a few MB. The public download leaves out
+    the rows a final wrote (``FINAL_SOURCE``: not submissions of the board); ``with_final`` keeps them,
+    for the organizer's export, whose rerun results name them (an export then imports whole).
     """
-    for number, df in enumerate(_store.iter_frames(EXPORT_CHUNK_ROWS, url=url)):
+    for number, df in enumerate(_store.iter_frames(EXPORT_CHUNK_ROWS, with_final=with_final, url=url)):
         df["submitted_at"] = df["submitted_at"].map(iso_time).astype(object)
         yield csv_text(df, SUBMISSION_TEXT_LIMITS, header=number == 0)
 
@@ -1387,12 +1392,14 @@ def iso_time(moment) -> str:
 
 
 def export_submissions(out: Path, *, url: str | None = None, per_mlp: bool = True) -> tuple[Path, Path | None]:
-    """Write the submissions CSV and, when any exist, the per-MLP sibling ``<stem>.per_mlp.csv``."""
+    """Write the submissions CSV and, when any exist, the per-MLP sibling ``<stem>.per_mlp.csv``: the whole
+    store (every split, and the rows a final wrote), so importing both files into an empty store gives
+    it back."""
     out = Path(out)
     if out.suffix.lower() != ".csv":
         raise ValueError(f"{out}: export writes CSV; give a path ending in .csv")
     out.parent.mkdir(parents=True, exist_ok=True)
-    _write_pieces(out, iter_submissions_csv(url=url))
+    _write_pieces(out, iter_submissions_csv(with_final=True, url=url))
     sibling = out.with_name(out.stem + PER_MLP_SUFFIX + ".csv")
     if per_mlp and _store.ids_with_mlp_results(url=url):
         _write_pieces(sibling, iter_mlp_results_csv(url=url))

@@ -697,15 +697,17 @@ def _frame_in_parts(query, url: str | None) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
 
 
-def iter_frames(rows_per_frame: int, *, url: str | None = None) -> Iterator[pd.DataFrame]:
+def iter_frames(rows_per_frame: int, *, with_final: bool = False, url: str | None = None) -> Iterator[pd.DataFrame]:
     """Every submission, in ``frame``'s order and columns, a few thousand rows at a time.
 
     The first frame is the empty table (the columns), so an empty store still
     yields its header; the query runs before it. What exports stream from:
-    memory follows the frame, not the store.
+    memory follows the frame, not the store. ``with_final`` adds the rows a final wrote
+    (``FINAL_SOURCE``): the organizer's export, whose rerun results name them.
     """
     with session(url) as s:  # queried before the first frame: an unreachable store fails there
-        result = s.execute(_submissions_query(None), execution_options={"yield_per": rows_per_frame})
+        result = s.execute(_submissions_query(None, public=not with_final),
+                           execution_options={"yield_per": rows_per_frame})
         yield _submission_frame([])
         for part in result.partitions(rows_per_frame):
             yield _submission_frame(part)

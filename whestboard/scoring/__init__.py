@@ -78,7 +78,7 @@ from whestboard.scoring._runs import (
     operation_flops,
     run_and_record,
 )
-from whestboard.scoring._sandboxed import is_file_spec, sandboxed_handle, shipped_spec
+from whestboard.scoring._sandboxed import is_file_spec, sandboxed_handle, shipped_spec, stored_spec
 from whestboard.scoring._uploads import (
     job_cost,
     job_spec,
@@ -156,6 +156,7 @@ __all__ = [
     "select_mlps",
     "shipped_spec",
     "SPEC_HELP",
+    "stored_spec",
     "upload_comparison",
     "verdict_row",
     "whest_shaped",

@@ -52,6 +52,16 @@ def _is_folder(text: str) -> bool:
         return False
 
 
+def stored_spec(spec: str) -> str:
+    """``upload:<sha256>`` for a file spec, its package put in the artifact store first (the upload store,
+    as the page and the CLI ingest it): what a job on another machine runs, which cannot read this one's
+    paths. A lone ``.py`` is stored as a ``.py`` upload is (the same bytes, so the same ``code_sha256``)."""
+    text = spec.strip()
+    if text.startswith("upload:"):
+        return text
+    return f"upload:{ingest_path(Path(text).expanduser().resolve()).sha256}"
+
+
 def shipped_spec(spec: str) -> dict:
     """What ships for a file spec: the mode, the files and, for a lone ``.py``, what it leaves behind."""
     text = spec.strip()
