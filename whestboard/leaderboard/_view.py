@@ -78,23 +78,26 @@ class BoardView:
 
 
 def board(round_tag: str, split: str, *, organizer: bool, team: str | None = None,
-          url: str | None = None) -> BoardView:
-    """The board of ``round_tag`` on ``split`` for a viewer (``organizer``: the token was checked)."""
+          url: str | None = None, ranking_rows: int | None = RANKING_ROWS) -> BoardView:
+    """The board of ``round_tag`` on ``split`` for a viewer (``organizer``: the token was checked).
+
+    ``ranking_rows``: how many of the top rows to turn into ``rows`` (plus the chosen team's); None for
+    none, when the caller pages ``ranking_frame`` itself.
+    """
     refused = None
     try:
         _integrity.require_split_access(split, organizer)
     except PermissionError as exc:
         refused, split = str(exc), _store.PUBLIC
     per_team, _ = _store.round_counts(round_tag, url=url)
-    table = _integrity.viewer_board(round_tag, split, organizer=organizer, url=url)
-    ordered = table.sort_values(["rank", "submission_id"], kind="mergesort", ignore_index=True)
+    ordered = ranking_frame(round_tag, split, organizer=organizer, url=url)
     summary = field_summary(round_tag, sum(per_team.values()), len(per_team))
-    if len(table) > RANKING_ROWS:
-        summary.append(f" The ranking shows the top {RANKING_ROWS:,} of {len(table):,} teams; choose a team to add "
+    if ranking_rows is not None and len(ordered) > ranking_rows:
+        summary.append(f" The ranking shows the top {ranking_rows:,} of {len(ordered):,} teams; choose a team to add "
                        "its row.")
-    table = with_pricing(table, round_tag, split, url)
-    ordered = table.sort_values(["rank", "submission_id"], kind="mergesort", ignore_index=True)
-    shown = ordered[(ordered.index < RANKING_ROWS) | (ordered["team"] == team)]
+    shown = ordered.iloc[:0] if ranking_rows is None else \
+        ordered[(ordered.index < ranking_rows) | (ordered["team"] == team)]
+    table = ordered
     return BoardView(
         round_tag=round_tag, split=split, refused=refused, per_team=per_team,
         team_unknown=bool(team) and team not in per_team, summary=summary,
@@ -102,6 +105,19 @@ def board(round_tag: str, split: str, *, organizer: bool, team: str | None = Non
         leader_id=ordered["submission_id"].iloc[0] if len(ordered) else None,
         ties=ties_text(table), flagged=flagged_teams(table), table=table, priced=priced_with(table),
     )
+
+
+def ranking_frame(round_tag: str, split: str, *, organizer: bool, url: str | None = None) -> pd.DataFrame:
+    """Every team's best on ``split`` as a viewer may see it, with what priced it, in rank order (ties by
+    submission id): the frame a paged ranking sorts, filters and pages (``ranking_row`` turns a row into
+    what the page shows). The public split when the viewer may not see ``split``."""
+    try:
+        _integrity.require_split_access(split, organizer)
+    except PermissionError:
+        split = _store.PUBLIC
+    table = with_pricing(_integrity.viewer_board(round_tag, split, organizer=organizer, url=url), round_tag, split,
+                         url)
+    return table.sort_values(["rank", "submission_id"], kind="mergesort", ignore_index=True)
 
 
 #: What priced a submission's score, as its stored row says.
