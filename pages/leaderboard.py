@@ -508,7 +508,7 @@ def _render_board(y_metric: str, x_metric: str, _revision, split: str, token: st
 
 
 def _board(y_metric: str, x_metric: str, round_tag: str, team: str | None, split: str, organizer: bool):
-    view = board(round_tag, split, organizer=organizer, team=team, ranking_rows=None)  # the table pages its own
+    view = board(round_tag, split, organizer=organizer, team=team, rows=False)  # the table pages its own
     fig = _with_highlight(_scatter(round_tag, y_metric, x_metric, _data_version(round_tag)), round_tag,
                           y_metric, x_metric, team)
     options = [{"label": t, "value": t} for t in view.teams]

@@ -1,8 +1,8 @@
 """Everything the leaderboard page shows of one round beside its figures, gathered as plain values.
 
 ``board(round_tag, split, organizer=..., team=...)`` answers a ``BoardView``: the field's counts and
-summary in words, the ranking rows the page sends (the top ``RANKING_ROWS`` and the chosen team's),
-the neighbours a paired test cannot separate, the flagged teams with their flags in words, and why a
+summary in words, the ranking rows (the top ``RANKING_ROWS`` and the chosen team's; the page pages
+``ranking_frame`` itself instead), the neighbours a paired test cannot separate, the flagged teams with their flags in words, and why a
 split was refused. The page only turns these into components; every number is read through
 ``integrity.viewer_board``, so the organizer check happens here, on the server.
 """
@@ -78,11 +78,11 @@ class BoardView:
 
 
 def board(round_tag: str, split: str, *, organizer: bool, team: str | None = None,
-          url: str | None = None, ranking_rows: int | None = RANKING_ROWS) -> BoardView:
+          url: str | None = None, rows: bool = True) -> BoardView:
     """The board of ``round_tag`` on ``split`` for a viewer (``organizer``: the token was checked).
 
-    ``ranking_rows``: how many of the top rows to turn into ``rows`` (plus the chosen team's); None for
-    none, when the caller pages ``ranking_frame`` itself.
+    ``rows``: whether to turn the top ``RANKING_ROWS`` (and the chosen team's) into ranking rows; False
+    when the caller pages ``ranking_frame`` itself.
     """
     refused = None
     try:
@@ -92,11 +92,10 @@ def board(round_tag: str, split: str, *, organizer: bool, team: str | None = Non
     per_team, _ = _store.round_counts(round_tag, url=url)
     ordered = ranking_frame(round_tag, split, organizer=organizer, url=url)
     summary = field_summary(round_tag, sum(per_team.values()), len(per_team))
-    if ranking_rows is not None and len(ordered) > ranking_rows:
-        summary.append(f" The ranking shows the top {ranking_rows:,} of {len(ordered):,} teams; choose a team to add "
+    if rows and len(ordered) > RANKING_ROWS:
+        summary.append(f" The ranking shows the top {RANKING_ROWS:,} of {len(ordered):,} teams; choose a team to add "
                        "its row.")
-    shown = ordered.iloc[:0] if ranking_rows is None else \
-        ordered[(ordered.index < ranking_rows) | (ordered["team"] == team)]
+    shown = ordered[(ordered.index < RANKING_ROWS) | (ordered["team"] == team)] if rows else ordered.iloc[:0]
     table = ordered
     return BoardView(
         round_tag=round_tag, split=split, refused=refused, per_team=per_team,
