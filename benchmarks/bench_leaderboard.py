@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from flask_dash import TestClientCaller  # noqa: E402
+from flask_dash import TestClientCaller, component_key  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 BOARD_COLD_TARGET_S = 2.0
@@ -133,13 +133,45 @@ class Client(TestClientCaller):
     def board(self, round_tag: str, y: str = "score", team: str | None = None, revision: int = 0,
               split: str = "public", token: str | None = None):
         return self.callback(
-            [("lb-scatter", "figure"), ("lb-highlight-index", "data"), ("lb-ranking", "rowData"),
-             ("lb-ranking", "getRowStyle"), ("lb-summary", "children"), ("lb-team", "options"),
-             ("lb-split-note", "children"), ("lb-flags", "children"), ("lb-ties", "children")],
+            [("lb-scatter", "figure"), ("lb-highlight-index", "data"), ("lb-summary", "children"),
+             ("lb-team", "options"), ("lb-split-note", "children"), ("lb-flags", "children"),
+             ("lb-ties", "children")],
             [("lb-y", "value", y), ("lb-x", "value", "flops"), ("lb-revision", "data", revision),
              ("lb-split", "value", split), ("lb-token", "value", token)],
             [("lb-round", "data", round_tag), ("lb-team", "value", team)],
         )
+
+    def ranking(self, round_tag: str, state: dict | None = None, sort: str | None = None, team: str | None = None):
+        """One page of the ranking table (``sort``: a click on that column's header; ``team``: a team chosen)."""
+        from pages.leaderboard import RANKING_COLUMNS
+
+        key = self.registered_output("lb-ranking-body.children")
+        sorts = [{"type": "lb-ranking-sort", "col": c.field} for c in RANKING_COLUMNS if c.sort_by]
+        clicked = next((i for i in sorts if i["col"] == sort), None)
+        plain = [("lb-ranking-prev", "n_clicks", None), ("lb-ranking-next", "n_clicks", None),
+                 ("lb-ranking-filter", "value", ""), ("lb-team", "value", team), ("lb-split", "value", "public"),
+                 ("lb-token", "value", None), ("lb-revision", "data", 0)]
+        payload = {
+            "output": key,
+            "outputs": [{"id": "lb-ranking-body", "property": "children"},
+                        [{"id": i, "property": "children"} for i in sorts],
+                        {"id": "lb-ranking-pager", "property": "children"},
+                        {"id": "lb-ranking-prev", "property": "disabled"},
+                        {"id": "lb-ranking-next", "property": "disabled"},
+                        {"id": "lb-ranking-state", "property": "data"}],
+            "inputs": [[{"id": i, "property": "n_clicks", "value": 1 if i is clicked else None} for i in sorts]]
+            + [{"id": i, "property": p, "value": v} for i, p, v in plain],
+            "state": [{"id": "lb-ranking-state", "property": "data", "value": state},
+                      {"id": "lb-round", "property": "data", "value": round_tag}],
+            "changedPropIds": [f"{component_key(clicked)}.n_clicks"] if clicked else
+            (["lb-team.value"] if team else []),
+        }
+        started = time.perf_counter()
+        response = self.http.post("/_dash-update-component", json=payload)
+        elapsed = time.perf_counter() - started
+        if response.status_code != 200:
+            raise RuntimeError(f"{response.status_code}: {response.data[:500]!r}")
+        return elapsed, len(response.data), response.get_json()
 
     def public_private(self, round_tag: str, token: str | None):
         return self.callback(
@@ -358,6 +390,15 @@ def run(args) -> list[tuple]:
     warm = [client.board(tag, split="private", token=TOKEN)[0] for _ in range(args.repeats)]
     rows.append((f"board callback, private split, warm: median of {args.repeats} (s)", statistics.median(warm), "s",
                  BOARD_TARGET_S))
+    t, n, _ = client.ranking(tag)
+    rows += [("ranking table: first page, cold (s)", t, "s", BOARD_COLD_TARGET_S),
+             ("payload: ranking page (bytes)", n, "B", PAYLOAD_TARGET_BYTES)]
+    times = [client.ranking(tag, sort="mean_flops_used")[0] for _ in range(args.repeats)]
+    rows.append((f"ranking table: sort by FLOPs, median of {args.repeats} (s)", statistics.median(times), "s",
+                 BOARD_TARGET_S))
+    times = [client.ranking(tag, team="team-007")[0] for _ in range(args.repeats)]
+    rows.append((f"ranking table: the page of a chosen team, median of {args.repeats} (s)", statistics.median(times),
+                 "s", BOARD_TARGET_S))
     t, n, _ = client.public_private(tag, TOKEN)
     rows += [("public against private (organizer) (s)", t, "s", None),
              ("payload: public against private (bytes)", n, "B", PAYLOAD_TARGET_BYTES)]

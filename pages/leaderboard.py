@@ -11,8 +11,10 @@ only patches the highlight traces and rewrites the address in place with
 ``figs.DOT_LIMIT`` graded submissions is drawn as density bins counted on the server plus
 every team's best, the frontier and the edge outliers; zooming patches in the dots of the
 window, read from the store, when at most ``figs.DOT_LIMIT`` lie there. Every figure is
-cached without a team; a team's dots are read by team. The ranking sends the top
-``view.RANKING_ROWS`` rows (and the chosen team's), so no response grows with the field. Nothing on this page
+cached without a team; a team's dots are read by team. The ranking is a plain table
+(``components.paged_table``: no JavaScript bundle of its own) sorted, filtered and paged on the server,
+one page of rows per response, so no response grows with the field; its sort, page and filter are in
+the address (``sort=-vs_mc&page=2&filter=NAME``). Nothing on this page
 writes to a ``dcc.Location``: a Location whose props went stale would push the
 old address back and re-render the page. Organizer actions (upload, edit, delete) check the token on the
 server through ``whestboard.leaderboard._auth``, exactly as the HTTP API does.
@@ -21,10 +23,9 @@ server through ``whestboard.leaderboard._auth``, exactly as the HTTP API does.
 from __future__ import annotations
 
 import base64
-import json
+from dataclasses import replace
 
 import dash
-import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
 from dash import ALL, Input, Output, State, callback, ctx, dcc, html, no_update
 
@@ -32,7 +33,18 @@ from components.compare_panels import compare_url
 from components.figures import leaderboard as figs
 from components.figures import standings as standings_figs
 from components.figures.convergence import empty_figure
-from components.format import sci
+from components.format import exponent, sci, significant
+from components.paged_table import (
+    Column,
+    TableState,
+    body_rows,
+    clicked,
+    page_holding,
+    paged_table,
+    pager_text,
+    sort_labels,
+    table_page,
+)
 from components.url_state import address_store, keep_address_in_step, query_string
 from server.api import EXPORT_PATH, MLP_EXPORT_PATH
 from whestboard import config
@@ -73,6 +85,8 @@ from whestboard.leaderboard import (
     organizer_actions_enabled,
     per_mlp_share,
     queue_rescore,
+    ranking_frame,
+    ranking_row,
     reference_fingerprint,
     require_organizer,
     rescore_progress,
@@ -146,10 +160,11 @@ COLOUR_CHOICES = [{"label": "colour: flag", "value": "flag"}, {"label": "colour:
 
 
 def _query(round_tag: str, team: str | None, y: str, x: str, split: str = "public",
-           standings: str | None = None) -> str:
+           standings: str | None = None, ranking: TableState | None = None) -> str:
     params = {"round": round_tag, "team": team or None, "y": None if y == "score" else y,
               "x": None if x == "flops" else x, "split": None if split == "public" else split,
-              "standings": None if standings in (None, STANDINGS_DEFAULT) else standings}
+              "standings": None if standings in (None, STANDINGS_DEFAULT) else standings,
+              **(ranking.query() if ranking else {})}
     return query_string(params)
 
 
@@ -159,7 +174,8 @@ def _query(round_tag: str, team: str | None, y: str, x: str, split: str = "publi
 
 
 def layout(round: str | None = None, team: str | None = None, y: str | None = None,  # noqa: A002
-           x: str | None = None, split: str | None = None, standings: str | None = None, **_query) -> html.Div:
+           x: str | None = None, split: str | None = None, standings: str | None = None, sort: str | None = None,
+           page: str | None = None, filter: str | None = None, **_query) -> html.Div:  # noqa: A002
     problem = None
     if round and round not in ALL_ROUNDS:
         problem = f"There is no round called {round!r}; showing {_default_round()}. Known rounds: {', '.join(ALL_ROUNDS)}."
@@ -167,6 +183,7 @@ def layout(round: str | None = None, team: str | None = None, y: str | None = No
     y = y if y in figs.Y_METRICS else "score"
     x = x if x in figs.X_METRICS else "flops"
     split = split if split in SPLITS else "public"
+    ranking = TableState.from_query(RANKING_COLUMNS, sort, page, filter)
     return html.Div(
         [
             html.H2("Leaderboard"),
@@ -196,7 +213,7 @@ def layout(round: str | None = None, team: str | None = None, y: str | None = No
             ),
             html.Div(id="lb-split-note"),
             _versions_warning_slot(),
-            _ranking_grid(),
+            _ranking_table(ranking),
             _integrity_section(),
             _standings_section(standings if standings in STANDINGS_TABS else STANDINGS_DEFAULT),
             html.H4("Timeline", className="mt-4"),
@@ -209,6 +226,7 @@ def layout(round: str | None = None, team: str | None = None, y: str | None = No
             dcc.Store(id="lb-revision", data=0),
             dcc.Store(id="lb-highlight-index"),
             dcc.Store(id="lb-timeline-index"),
+            dcc.Store(id="lb-ranking-state", data=ranking.to_store()),
             address_store("lb-address"),
         ]
     )
@@ -245,32 +263,39 @@ def _controls(round_tag: str, team: str | None, y: str, x: str) -> dbc.Row:
     )
 
 
+def _compare_link(row: dict):
+    """The row's link to its paired comparison with the leader (``_compare_cell``); empty without one."""
+    link = row.get("compare")
+    return dcc.Link(link[0], href=link[1]) if link else ""
+
+
+def _times(value) -> str:
+    return "—" if value is None else significant(value) + "x"
+
+
+#: The ranking's columns; a header sorts by the board's own numbers (the score text by the score).
 RANKING_COLUMNS = [
-    {"field": "rank", "headerName": "#", "width": 64, "sort": "asc"},
-    {"field": "team", "headerName": "Team", "minWidth": 250, "flex": 2},
-    {"field": "vs_leader", "headerName": "vs leader", "minWidth": 240, "flex": 1,
-     "headerTooltip": "Paired sign-flip test of the per-MLP score difference on the MLPs both were scored on."},
-    # A markdown link per row: the paired comparison of its submission with the leader's (see _compare_cell).
-    {"field": "compare", "headerName": "Compare", "width": 130, "cellRenderer": "markdown",
-     "headerTooltip": "paired comparison with the #1 submission on the MLPs both were scored on (public suite)"},
-    {"field": "score_text", "headerName": "Score (95% CI)", "minWidth": 210, "flex": 1.5,
-     "headerTooltip": "Mean adjusted score; interval from resampling its MLPs (bootstrap)."},
-    {"field": "flags", "headerName": "Flags", "minWidth": 320, "flex": 2, "tooltipField": "flags",
-     "headerTooltip": "Residual arbitrage, overfitting (organizer), failures by kind, ties with the next rank."},
-    {"field": "vs_mc", "headerName": "x better than MC@B", "width": 150, "type": "numericColumn",
-     "valueFormatter": {"function": "params.value == null ? '—' : d3.format('.3~g')(params.value) + 'x'"}},
-    {"field": "final_layer_mse", "headerName": "Final-layer MSE", "width": 140, "type": "numericColumn",
-     "headerTooltip": "Mean final-layer MSE against the reference; differences below the reference noise floor "
-                      "(in the summary above the plot) cannot be resolved.",
-     "valueFormatter": {"function": "params.value == null ? '—' : d3.format('.3~e')(params.value)"}},
-    {"field": "mean_flops_used", "headerName": "Mean FLOPs", "width": 120, "type": "numericColumn",
-     "valueFormatter": {"function": "params.value == null ? '—' : d3.format('.3~e')(params.value)"}},
-    {"field": "mean_multiplier", "headerName": "Multiplier", "width": 105, "type": "numericColumn",
-     "valueFormatter": {"function": "params.value == null ? '—' : d3.format('.3~g')(params.value)"}},
-    {"field": "n_failed_mlps", "headerName": "Failed MLPs", "width": 110, "type": "numericColumn"},
-    {"field": "n_mlps", "headerName": "MLPs", "width": 80, "type": "numericColumn"},
-    {"field": "submission_id", "headerName": "Submission", "minWidth": 220, "flex": 1.5},
-    {"field": "submitted", "headerName": "Submitted (UTC)", "width": 150},
+    Column("rank", "#", sort_by=("rank",), numeric=True),
+    Column("team", "Team", sort_by=("team",), clickable=True, width="12rem",
+           tooltip="Click a team to open its history and highlight its dots."),
+    Column("vs_leader", "vs leader", width="12rem",
+           tooltip="Paired sign-flip test of the per-MLP score difference on the MLPs both were scored on."),
+    Column("compare", "Compare", cell=_compare_link,
+           tooltip="paired comparison with the #1 submission on the MLPs both were scored on (public suite)"),
+    Column("score_text", "Score (95% CI)", sort_by=("adjusted_score",), value="adjusted_score", width="11rem",
+           tooltip="Mean adjusted score; interval from resampling its MLPs (bootstrap)."),
+    Column("flags", "Flags", title=True, width="14rem",
+           tooltip="Residual arbitrage, overfitting (organizer), failures by kind, ties with the next rank."),
+    Column("vs_mc", "x better than MC@B", sort_by=("vs_mc",), numeric=True, fmt=_times),
+    Column("final_layer_mse", "Final-layer MSE", sort_by=("final_layer_mse",), numeric=True, fmt=exponent,
+           tooltip="Mean final-layer MSE against the reference; differences below the reference noise floor "
+                   "(in the summary above the plot) cannot be resolved."),
+    Column("mean_flops_used", "Mean FLOPs", sort_by=("mean_flops_used",), numeric=True, fmt=exponent),
+    Column("mean_multiplier", "Multiplier", sort_by=("mean_multiplier",), numeric=True, fmt=significant),
+    Column("n_failed_mlps", "Failed MLPs", sort_by=("n_failed_mlps",), numeric=True),
+    Column("n_mlps", "MLPs", sort_by=("n_mlps",), numeric=True),
+    Column("submission_id", "Submission", sort_by=("submission_id",)),
+    Column("submitted", "Submitted (UTC)", sort_by=("submitted_at",), width="8rem"),
 ]
 
 
@@ -301,17 +326,9 @@ def _integrity_section() -> html.Div:
     ])
 
 
-def _ranking_grid() -> dag.AgGrid:
-    return dag.AgGrid(
-        id="lb-ranking",
-        columnDefs=RANKING_COLUMNS,
-        rowData=[],
-        defaultColDef={"sortable": True, "resizable": True, "filter": True},
-        dashGridOptions={"domLayout": "autoHeight", "tooltipShowDelay": 300},
-        getRowId="params.data.submission_id",
-        getRowStyle=_row_style(None),
-        style={"width": "100%"},
-    )
+def _ranking_table(state: TableState) -> html.Div:
+    return paged_table(RANKING_ID, RANKING_COLUMNS, filter_placeholder="filter by team or submission id…",
+                       filter_value=state.filter)
 
 
 def _export_row() -> dbc.Row:
@@ -385,28 +402,89 @@ def si_max_bytes() -> int:
 # ---------------------------------------------------------------------------
 
 
-def _compare_cell(row: dict, leader: str | None) -> str | None:
-    """A markdown link to the paired comparison of this row's submission with the leader's; None when the
-    submission has no per-MLP results (nothing to pair)."""
+def _compare_cell(row: dict, leader: str | None) -> tuple[str, str] | None:
+    """The link (text, address) to the paired comparison of this row's submission with the leader's; None
+    when the submission has no per-MLP results (nothing to pair)."""
     if not row["has_per_mlp"]:
         return None
     own = f"sub:{row['submission_id']}"
     if row["submission_id"] == leader:
-        return f"[compare]({compare_url(own)})"
-    return f"[vs #1]({compare_url(own, f'sub:{leader}')})"
+        return "compare", compare_url(own)
+    return "vs #1", compare_url(own, f"sub:{leader}")
 
 
-def _row_style(team: str | None) -> dict:
-    """AG Grid style rules (always a styleConditions object: an empty dict breaks the grid)."""
-    return {"styleConditions": [{"condition": f"params.data.team === {json.dumps(team or None)}",
-                                 "style": {"backgroundColor": "#fde2e2", "fontWeight": "600"}}]}
+RANKING_ID = "lb-ranking"
+#: What the ranking's filter box matches (plain text, any case).
+FILTER_FIELDS = ("team", "submission_id")
+#: The chosen team's row (the table's cells paint ``--bs-table-bg``, so it is set too).
+ROW_HIGHLIGHT = {"backgroundColor": "#fde2e2", "fontWeight": "600", "--bs-table-bg": "#fde2e2"}
+
+
+@callback(
+    Output("lb-ranking-body", "children"),
+    Output({"type": "lb-ranking-sort", "col": ALL}, "children"),
+    Output("lb-ranking-pager", "children"),
+    Output("lb-ranking-prev", "disabled"),
+    Output("lb-ranking-next", "disabled"),
+    Output("lb-ranking-state", "data"),
+    Input({"type": "lb-ranking-sort", "col": ALL}, "n_clicks"),
+    Input("lb-ranking-prev", "n_clicks"),
+    Input("lb-ranking-next", "n_clicks"),
+    Input("lb-ranking-filter", "value"),
+    Input("lb-team", "value"),
+    Input("lb-split", "value"),
+    Input("lb-token", "value"),
+    Input("lb-revision", "data"),
+    State("lb-ranking-state", "data"),
+    State("lb-round", "data"),
+)
+def _render_ranking(_sorts, _prev, _next, filter_text, team: str | None, split: str | None, token: str | None,
+                    _revision, stored, round_tag: str):
+    """One page of the ranking, sorted and filtered on the server; the state goes to the address."""
+    fields = [output["id"]["col"] for output in ctx.outputs_list[1]]
+    state = _ranking_state(ctx.triggered_id, TableState.from_store(RANKING_COLUMNS, stored), filter_text)
+    try:
+        frame = ranking_frame(round_tag, split or "public", organizer=is_organizer(token))
+    except READ_ERRORS:  # the board's summary says the store cannot be read
+        return [], sort_labels(RANKING_COLUMNS, state, fields), "—", True, True, no_update
+    if ctx.triggered_id == "lb-team" and team:  # a team chosen: the page that holds its row
+        holding = page_holding(frame, RANKING_COLUMNS, state, "team", team, filter_fields=FILTER_FIELDS)
+        state = replace(state, page=holding or state.page)
+    shown = table_page(frame, RANKING_COLUMNS, state, filter_fields=FILTER_FIELDS)
+    state = replace(state, page=shown.page)
+    leader = frame["submission_id"].iloc[0] if len(frame) else None
+    rows = [{**row, "compare": _compare_cell(row, leader)}
+            for row in map(ranking_row, shown.rows.to_dict("records"))]
+    body = body_rows(RANKING_ID, RANKING_COLUMNS, rows, highlight=lambda row: bool(team) and row["team"] == team,
+                     highlight_style=ROW_HIGHLIGHT)
+    kept = state.to_store()
+    return (body, sort_labels(RANKING_COLUMNS, state, fields), pager_text(shown, "teams"), shown.page <= 1,
+            shown.page >= shown.n_pages, no_update if kept == stored else kept)
+
+
+def _ranking_state(trigger, state: TableState, filter_text: str | None) -> TableState:
+    """What the viewer's action makes of the ranking's state: a header sorts, the pager turns, the filter
+    or a new split starts again from page 1."""
+    if isinstance(trigger, dict):
+        return state.sorted_by(trigger["col"])
+    if trigger == "lb-ranking-prev":
+        return replace(state, page=state.page - 1)
+    if trigger == "lb-ranking-next":
+        return replace(state, page=state.page + 1)
+    if trigger == "lb-ranking-filter":
+        return TableState.from_query(RANKING_COLUMNS, _sort_param(state), 1, filter_text)
+    if trigger in ("lb-split", "lb-token"):
+        return replace(state, page=1)
+    return state
+
+
+def _sort_param(state: TableState) -> str | None:
+    return state.query()["sort"]
 
 
 @callback(
     Output("lb-scatter", "figure"),
     Output("lb-highlight-index", "data"),
-    Output("lb-ranking", "rowData"),
-    Output("lb-ranking", "getRowStyle"),
     Output("lb-summary", "children"),
     Output("lb-team", "options"),
     Output("lb-split-note", "children"),
@@ -426,18 +504,17 @@ def _render_board(y_metric: str, x_metric: str, _revision, split: str, token: st
         return _board(y_metric, x_metric, round_tag, team, split or "public", is_organizer(token))
     except READ_ERRORS as exc:  # an unreachable store: say so instead of a traceback
         message = dbc.Alert(f"The submissions store cannot be read: {type(exc).__name__}: {exc}", color="danger")
-        return {}, None, [], _row_style(team), message, [], None, None, None
+        return {}, None, message, [], None, None, None
 
 
 def _board(y_metric: str, x_metric: str, round_tag: str, team: str | None, split: str, organizer: bool):
-    view = board(round_tag, split, organizer=organizer, team=team)
+    view = board(round_tag, split, organizer=organizer, team=team, rows=False)  # the table pages its own
     fig = _with_highlight(_scatter(round_tag, y_metric, x_metric, _data_version(round_tag)), round_tag,
                           y_metric, x_metric, team)
     options = [{"label": t, "value": t} for t in view.teams]
     if view.team_unknown:
         options.append({"label": f"{team} (no submissions in {round_tag})", "value": team})
-    rows = [{**row, "compare": _compare_cell(row, view.leader_id)} for row in view.rows]
-    return (fig, len(fig["data"]) - 1, rows, _row_style(team), view.summary, options, _refused_note(view.refused),
+    return (fig, len(fig["data"]) - 1, view.summary, options, _refused_note(view.refused),
             _flags_list(view.flagged), view.ties)
 
 
@@ -547,7 +624,6 @@ def _timeline_highlight(team: str | None, team_rows=None) -> list[dict]:
 @callback(
     Output("lb-scatter", "figure", allow_duplicate=True),
     Output("lb-timeline", "figure", allow_duplicate=True),
-    Output("lb-ranking", "getRowStyle", allow_duplicate=True),
     Input("lb-team", "value"),
     State("lb-round", "data"),
     State("lb-y", "value"),
@@ -559,7 +635,7 @@ def _timeline_highlight(team: str | None, team_rows=None) -> list[dict]:
 def _highlight(team: str | None, round_tag: str, y_metric: str, x_metric: str, index, timeline_index):
     """Only the highlight traces change: a few dots travel, not the whole field."""
     if index is None:
-        return no_update, no_update, _row_style(team)
+        return no_update, no_update
     base = _scatter(round_tag, y_metric, x_metric, _data_version(round_tag))
     team_rows = submissions_frame(team=team) if team and timeline_index is not None else None  # read once for both
     scatter_patch = dash.Patch()
@@ -570,7 +646,7 @@ def _highlight(team: str | None, round_tag: str, y_metric: str, x_metric: str, i
         best, dots = _timeline_highlight(team, team_rows)
         timeline_patch["data"][timeline_index] = dots
         timeline_patch["data"][timeline_index - 1] = best
-    return scatter_patch, timeline_patch, _row_style(team)
+    return scatter_patch, timeline_patch
 
 
 #: A zoom's window as plotly reports it (log10 of the axis values on a log axis).
@@ -712,25 +788,29 @@ def _render_public_private(colour: str, token: str | None, _revision, team: str 
 
 @callback(
     Output("lb-team", "value", allow_duplicate=True),
-    Input("lb-ranking", "cellClicked"),
+    Input({"type": "lb-ranking-click", "col": ALL, "value": ALL}, "n_clicks"),
     prevent_initial_call=True,
 )
-def _open_team_from_ranking(cell: dict | None):
+def _open_team_from_ranking(_clicks):
     """Clicking a team in the ranking chooses it: its history opens and its dots are highlighted."""
-    if not cell or cell.get("colId") != "team" or not cell.get("value"):
+    cell = clicked(ctx.triggered)
+    if not cell or cell[0] != "team" or not cell[1]:
         return no_update
-    return cell["value"]
+    return cell[1]
 
 
 @callback(Output("lb-address", "data"), Output({"type": "lb-round-link", "round": ALL}, "href"),
           Input("lb-team", "value"), Input("lb-y", "value"), Input("lb-x", "value"), Input("lb-split", "value"),
-          Input("lb-standings-tab", "active_tab"),
+          Input("lb-standings-tab", "active_tab"), Input("lb-ranking-state", "data"),
           State("lb-round", "data"), State({"type": "lb-round-link", "round": ALL}, "id"))
-def _address(team, y, x, split, standings, round_tag, link_ids):
-    """The address (on a change the user made) and the round links follow the team, axes, split and the
-    standings view in place."""
-    links = [PATH + _query(link["round"], team, y, x, split, standings) for link in link_ids]
-    return (no_update if ctx.triggered_id is None else _query(round_tag, team, y, x, split, standings)), links
+def _address(team, y, x, split, standings, ranking, round_tag, link_ids):
+    """The address (on a change the user made) and the round links follow the team, axes, split, the
+    standings view and the ranking's sort, page and filter in place (a link to another round starts at
+    its first page)."""
+    state = TableState.from_store(RANKING_COLUMNS, ranking)
+    links = [PATH + _query(link["round"], team, y, x, split, standings, replace(state, page=1))
+             for link in link_ids]
+    return (no_update if ctx.triggered_id is None else _query(round_tag, team, y, x, split, standings, state)), links
 
 
 keep_address_in_step("lb-address")
@@ -985,15 +1065,15 @@ def _edit(submission_id: str | None, team: str | None, status: str | None) -> st
 # ---------------------------------------------------------------------------
 
 
-def pricing_columns() -> list[dict]:
+def pricing_columns() -> list[Column]:
     """The ranking's columns of what priced each score (the board view's ``priced_with``, ``seed_protocol``)."""
     return [
-        {"field": "priced_with", "headerName": "Priced with", "minWidth": 260, "flex": 1.5,
-         "tooltipField": "priced_with",
-         "headerTooltip": "The whestbench and flopscope versions that metered and priced the score (flopscope "
-                          "releases move FLOP prices); “unknown” when the file it came from did not say."},
-        {"field": "seed_protocol", "headerName": "Seed protocol", "width": 130,
-         "headerTooltip": "whestbench's seed protocol of the suite it was scored on; “unknown” when not recorded."},
+        Column("priced_with", "Priced with", sort_by=("whestbench_version", "flopscope_version"), title=True,
+               width="13rem",
+               tooltip="The whestbench and flopscope versions that metered and priced the score (flopscope "
+                       "releases move FLOP prices); “unknown” when the file it came from did not say."),
+        Column("seed_protocol", "Seed protocol", sort_by=("seed_protocol",),
+               tooltip="whestbench's seed protocol of the suite it was scored on; “unknown” when not recorded."),
     ]
 
 

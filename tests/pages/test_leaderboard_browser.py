@@ -18,6 +18,7 @@ from whestboard.rules import ALL_ROUNDS
 
 pytestmark = pytest.mark.browser
 
+ROWS = "#lb-ranking tbody tr"
 PLOT_DATA = "sel => Array.from(document.querySelector(sel + ' .js-plotly-plot').data, t => [t.name, t.x ? t.x.length : 0])"
 
 
@@ -41,8 +42,10 @@ def test_board_for_each_round_shows_scatter_ranking_and_timeline(page):
         _open(page, f"?round={tag}")
         graded = served[(served["round"] == tag) & (served["status"] == "graded")]
         assert f"{tag}: {len(graded):,} graded submissions" in page.locator("#lb-scatter .gtitle").text_content()
-        rows = page.locator("#lb-ranking .ag-center-cols-container .ag-row")
-        assert rows.count() == graded["team"].nunique()
+        rows = page.locator(ROWS)
+        assert rows.count() == graded["team"].nunique()  # every team on one page (fewer than a page)
+        pager = page.locator("#lb-ranking-pager").inner_text()
+        assert pager == (f"page 1 of 1 · teams 1–{rows.count()} of {rows.count()}" if len(graded) else "no teams")
         if len(graded):
             assert "leader" in rows.first.inner_text()
         names = [name or "" for name, _ in page.evaluate(PLOT_DATA, "#lb-scatter")]
@@ -55,10 +58,10 @@ def test_board_for_each_round_shows_scatter_ranking_and_timeline(page):
 
 def test_a_ranking_rows_compare_link_opens_its_paired_verdict_with_the_leader(page):
     _open(page, "?round=v1-warmup")
-    rows = page.locator("#lb-ranking .ag-center-cols-container .ag-row")
+    rows = page.locator(ROWS)
     if rows.count() < 2:
         pytest.skip("fewer than two ranked submissions for v1-warmup")
-    second = page.locator("#lb-ranking .ag-center-cols-container .ag-row[row-index='1']")
+    second = page.locator(f"{ROWS}[data-row='1']")
     second.get_by_role("link", name="vs #1").click()
     page.wait_for_url("**/compare?a=sub*&b=sub*")
     wait_for_dash(page)
@@ -83,7 +86,7 @@ def test_highlighting_a_team_marks_its_dots_and_row_and_goes_in_the_address(page
     timeline = page.evaluate(PLOT_DATA, "#lb-timeline")
     assert timeline[-1][0] == f"team: {team}" and timeline[-1][1] > 0
     assert timeline[-2][0] == f"team: {team}, best so far" and timeline[-2][1] >= timeline[-1][1]
-    row = page.locator("#lb-ranking .ag-center-cols-container .ag-row", has_text=team)
+    row = page.locator(ROWS, has_text=team)
     assert "rgb(253, 226, 226)" in (row.get_attribute("style") or "")
 
     # The address alone reproduces the highlight, and switching round keeps the team.
@@ -93,6 +96,45 @@ def test_highlighting_a_team_marks_its_dots_and_row_and_goes_in_the_address(page
     page.wait_for_function("() => new URLSearchParams(location.search).get('round') === 'v1-phase1'")
     wait_for_dash(page)
     assert parse_qs(urlparse(page.url).query)["team"] == [team]
+
+
+#: Each shown row's team and the number its FLOPs cell carries.
+FLOPS = ("() => Array.from(document.querySelectorAll('#lb-ranking tbody tr'), tr => ["
+         "tr.querySelector('[data-col=team]').innerText, "
+         "Number(tr.querySelector('[data-col=mean_flops_used]').dataset.value)])")
+
+
+def test_sorting_and_filtering_the_ranking_go_in_the_address_and_come_back_from_it(page):
+    served = _served(page.base_url)
+    graded = served[(served["round"] == "v1-warmup") & (served["status"] == "graded")]
+    if graded["team"].nunique() < 3:
+        pytest.skip("fewer than three ranked teams for v1-warmup")
+    _open(page, "?round=v1-warmup")
+    ranked = page.evaluate(FLOPS)
+    page.click("#lb-ranking th[data-col='mean_flops_used'] button")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('sort') === 'mean_flops_used'")
+    wait_for_dash(page)
+    ascending = page.evaluate(FLOPS)
+    assert [f for _, f in ascending] == sorted(f for _, f in ranked) and len(ascending) == len(ranked)
+    assert page.locator("#lb-ranking th[data-col='mean_flops_used']").inner_text().endswith("▲")
+    page.click("#lb-ranking th[data-col='mean_flops_used'] button")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('sort') === '-mean_flops_used'")
+    wait_for_dash(page)
+    descending = page.evaluate(FLOPS)
+    assert [f for _, f in descending] == sorted((f for _, f in ranked), reverse=True)
+
+    team = ranked[1][0]
+    page.fill("#lb-ranking-filter", team)
+    page.press("#lb-ranking-filter", "Enter")
+    page.wait_for_function("t => new URLSearchParams(location.search).get('filter') === t", arg=team)
+    wait_for_dash(page)
+    shown = page.evaluate(FLOPS)
+    assert shown and all(team.lower() in t.lower() for t, _ in shown)
+    assert "(filtered from" in page.locator("#lb-ranking-pager").inner_text()
+
+    _open(page, "?" + urlparse(page.url).query)  # the address alone gives the same view
+    assert page.evaluate(FLOPS) == shown and page.input_value("#lb-ranking-filter") == team
+    assert parse_qs(urlparse(page.url).query)["sort"] == ["-mean_flops_used"]
 
 
 def test_organizer_upload_without_the_token_is_refused_by_the_server(page, tmp_path):
@@ -182,7 +224,7 @@ def test_the_download_button_saves_the_neutralised_export(organizer_page, tmp_pa
 
 
 def _first_row(page) -> str:
-    return page.locator("#lb-ranking .ag-center-cols-container .ag-row[row-index='0']").inner_text()
+    return page.locator(f"{ROWS}[data-row='0']").inner_text()
 
 
 def test_organizer_switches_splits_opens_a_team_history_and_reads_the_flags(organizer_page, tmp_path):
@@ -207,7 +249,7 @@ def test_organizer_switches_splits_opens_a_team_history_and_reads_the_flags(orga
     page.fill("#lb-token", ORGANIZER_TOKEN)
     page.press("#lb-token", "Enter")
     page.wait_for_function("() => !document.querySelector('#lb-split-refused')")
-    page.wait_for_function("() => (document.querySelector(\"#lb-ranking .ag-row[row-index='0']\") || {}).innerText"
+    page.wait_for_function("() => (document.querySelector(\"#lb-ranking tbody tr[data-row='0']\") || {}).innerText"
                            "?.includes('gamma')")
     wait_for_dash(page)
     assert parse_qs(urlparse(page.url).query)["split"] == ["private"]
@@ -218,12 +260,11 @@ def test_organizer_switches_splits_opens_a_team_history_and_reads_the_flags(orga
     assert traces["flagged: overfitting signature"] == 1 and traces["teams"] == 3
 
     page.get_by_label("rerun of the nominated (organizer)").check()
-    page.wait_for_function("() => document.querySelectorAll('#lb-ranking .ag-center-cols-container .ag-row')"
-                           ".length === 1")
+    page.wait_for_function("() => document.querySelectorAll('#lb-ranking tbody tr').length === 1")
     wait_for_dash(page)
     assert "beta" in _first_row(page) and "failed MLPs: 1 time" in _first_row(page)
 
-    page.locator("#lb-ranking .ag-center-cols-container .ag-row[row-index='0'] [col-id='team']").click()
+    page.locator(f"{ROWS}[data-row='0'] td[data-col='team'] button").click()
     page.wait_for_selector("#lb-team-card #lb-history .main-svg")
     wait_for_dash(page)
     card = page.locator("#lb-team-card").inner_text()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 from urllib.parse import parse_qs, urlparse
 
 import numpy as np
@@ -48,9 +47,9 @@ def post_callback(http, outputs, inputs, state=(), output_key=None):
     return response.get_data(as_text=True), response.get_json()["response"]
 
 
-BOARD_OUTPUTS = [("lb-scatter", "figure"), ("lb-highlight-index", "data"), ("lb-ranking", "rowData"),
-                 ("lb-ranking", "getRowStyle"), ("lb-summary", "children"), ("lb-team", "options"),
-                 ("lb-split-note", "children"), ("lb-flags", "children"), ("lb-ties", "children")]
+BOARD_OUTPUTS = [("lb-scatter", "figure"), ("lb-highlight-index", "data"), ("lb-summary", "children"),
+                 ("lb-team", "options"), ("lb-split-note", "children"), ("lb-flags", "children"),
+                 ("lb-ties", "children")]
 
 
 def _board(http, split: str, token: str | None):
@@ -58,6 +57,81 @@ def _board(http, split: str, token: str | None):
                                        ("lb-revision", "data", 0), ("lb-split", "value", split),
                                        ("lb-token", "value", token)],
                  [("lb-round", "data", "v1-warmup"), ("lb-team", "value", None)])
+
+
+def _sort_ids() -> list[dict]:
+    from pages.leaderboard import RANKING_COLUMNS
+
+    return [{"type": "lb-ranking-sort", "col": c.field} for c in RANKING_COLUMNS if c.sort_by]
+
+
+def post_ranking(http, round_tag: str = "v1-warmup", split: str = "public", token: str | None = None,
+                 team: str | None = None, state: dict | None = None, filter_text: str = "",
+                 trigger: str | dict | None = None):
+    """The ranking's callback as the renderer posts it (``trigger``: the input the viewer changed, a sort
+    header's id for a click); the answer's text, body and the body's rows (``ranking_rows``)."""
+    key = next(k for k in http.callback_map if k.startswith("..lb-ranking-body.children"))
+    sorts = _sort_ids()
+    clicks = {json.dumps(trigger, sort_keys=True, separators=(",", ":")): 1} if isinstance(trigger, dict) else {}
+    plain = [("lb-ranking-prev", "n_clicks", 1 if trigger == "lb-ranking-prev" else None),
+             ("lb-ranking-next", "n_clicks", 1 if trigger == "lb-ranking-next" else None),
+             ("lb-ranking-filter", "value", filter_text), ("lb-team", "value", team), ("lb-split", "value", split),
+             ("lb-token", "value", token), ("lb-revision", "data", 0)]
+    sort_inputs = [{"id": i, "property": "n_clicks",
+                    "value": clicks.get(json.dumps(i, sort_keys=True, separators=(",", ":")))} for i in sorts]
+    changed = ([f"{json.dumps(trigger, sort_keys=True, separators=(',', ':'))}.n_clicks"] if isinstance(trigger, dict)
+               else [f"{i}.{p}" for i, p, _ in plain if i == trigger])
+    payload = {"output": key,
+               "outputs": [{"id": "lb-ranking-body", "property": "children"},
+                           [{"id": i, "property": "children"} for i in sorts],
+                           {"id": "lb-ranking-pager", "property": "children"},
+                           {"id": "lb-ranking-prev", "property": "disabled"},
+                           {"id": "lb-ranking-next", "property": "disabled"},
+                           {"id": "lb-ranking-state", "property": "data"}],
+               "inputs": [sort_inputs] + [{"id": i, "property": p, "value": v} for i, p, v in plain],
+               "state": [{"id": "lb-ranking-state", "property": "data", "value": state},
+                         {"id": "lb-round", "property": "data", "value": round_tag}],
+               "changedPropIds": changed}
+    response = http.post("/_dash-update-component", json=payload)
+    assert response.status_code == 200, response.data[:500]
+    body = response.get_json()["response"]
+    return response.get_data(as_text=True), body, ranking_rows(body)
+
+
+def _text(component) -> str:
+    """The text a component tree shows."""
+    if isinstance(component, dict):
+        return _text(component.get("props", {}).get("children"))
+    if isinstance(component, list):
+        return "".join(_text(c) for c in component)
+    return "" if component is None else str(component)
+
+
+def _href(component) -> str | None:
+    if isinstance(component, dict):
+        props = component.get("props", {})
+        return props.get("href") or _href(props.get("children"))
+    if isinstance(component, list):
+        return next((h for h in map(_href, component) if h), None)
+    return None
+
+
+def ranking_rows(body) -> list[dict]:
+    """The ranking table's rows as sent: per column its text, and ``COLUMN.value`` / ``COLUMN.href`` /
+    ``COLUMN.title`` / ``style`` where a cell or row carries one."""
+    rows = []
+    for tr in body["lb-ranking-body"]["children"]:
+        row = {"style": tr["props"].get("style")}
+        for td in tr["props"]["children"]:
+            props, col = td["props"], td["props"]["data-col"]
+            row[col] = _text(td)
+            for attr, name in (("data-value", "value"), ("title", "title")):
+                if attr in props:
+                    row[f"{col}.{name}"] = props[attr]
+            if _href(td):
+                row[f"{col}.href"] = _href(td)
+        rows.append(row)
+    return rows
 
 
 def _numbers(value) -> list[float]:
@@ -91,7 +165,9 @@ def test_the_board_callback_holds_no_private_number_without_the_token(served, sp
     http, private = served
     text, body = _board(http, split, token)
     assert _leaks(body, private) == []
-    teams = [r["team"] for r in body["lb-ranking"]["rowData"] if not r["team"].startswith("baseline: ")]
+    _, ranking, rows = post_ranking(http, split=split, token=token)
+    assert _leaks(ranking, private) == []
+    teams = [r["team"] for r in rows if not r["team"].startswith("baseline: ")]
     assert teams == ["alpha", "beta", "gamma", "delta"]  # the public ranking (the shipped baselines rank too)
     if split != "public":
         assert f"The {split} split is shown only with the organizer token" in json.dumps(body["lb-split-note"])
@@ -100,25 +176,24 @@ def test_the_board_callback_holds_no_private_number_without_the_token(served, sp
 def test_with_the_token_the_private_and_rerun_rankings_are_served(served):
     http, private = served
     _, body = _board(http, "private", TOKEN)
-    rows = body["lb-ranking"]["rowData"]
+    _, _, rows = post_ranking(http, split="private", token=TOKEN)
     assert [r["team"] for r in rows] == ["gamma", "beta", "alpha", "delta"]
-    assert {r["team"]: r["adjusted_score"] for r in rows}["alpha"] == pytest.approx(private["alpha_private"])
+    assert {r["team"]: r["score_text.value"] for r in rows}["alpha"] == pytest.approx(private["alpha_private"])
     assert body["lb-split-note"]["children"] is None
-    _, rerun = _board(http, "rerun", TOKEN)
-    [row] = rerun["lb-ranking"]["rowData"]
-    assert row["team"] == "beta" and row["adjusted_score"] == pytest.approx(private["beta_rerun"])
-    assert "failed MLPs: 1 time" in row["flags"]
+    _, _, [row] = post_ranking(http, split="rerun", token=TOKEN)
+    assert row["team"] == "beta" and row["score_text.value"] == pytest.approx(private["beta_rerun"])
+    assert "failed MLPs: 1 time" in row["flags"] and row["flags.title"] == row["flags"]
 
 
 def test_each_ranking_row_links_to_its_paired_comparison_with_the_leader(served):
     http, _ = served
-    _, body = _board(http, "public", None)
-    rows = body["lb-ranking"]["rowData"]
-    leader = next(r for r in rows if r["rank"] == 1)["submission_id"]
-    linked = [r for r in rows if r["compare"]]
+    _, _, rows = post_ranking(http)
+    leader = next(r for r in rows if r["rank"] == "1")["submission_id"]
+    linked = [r for r in rows if r.get("compare.href")]
     assert len(linked) >= 4
     for row in linked:
-        href = re.fullmatch(r"\[[^\]]+\]\((\S+)\)", row["compare"]).group(1)
+        href = row["compare.href"]
+        assert row["compare"] == ("compare" if row["submission_id"] == leader else "vs #1")
         query = parse_qs(urlparse(href).query)
         assert urlparse(href).path == "/compare" and query["a"] == [f"sub:{row['submission_id']}"]
         assert query.get("b") == (None if row["submission_id"] == leader else [f"sub:{leader}"])
@@ -150,9 +225,13 @@ def test_public_against_private_is_built_only_for_the_organizer(served):
 def test_the_team_panel_from_the_ranking_shows_history_without_private_numbers(served):
     http, private = served
     key = next(k for k in http.callback_map if k.startswith("lb-team.value@"))  # an allow_duplicate output
-    _, clicked = post_callback(http, [("lb-team", "value")], [("lb-ranking", "cellClicked",
-                                                       {"colId": "team", "value": "alpha", "rowIndex": 0})],
-                       output_key=key)
+    _, _, rows = post_ranking(http)
+    cell = {"type": "lb-ranking-click", "col": "team", "value": "alpha"}
+    assert any(r["team"] == "alpha" for r in rows)  # the button the click comes from is in the table
+    payload = {"output": key, "outputs": {"id": "lb-team", "property": "value"},
+               "inputs": [[{"id": cell, "property": "n_clicks", "value": 1}]],
+               "changedPropIds": [json.dumps(cell, sort_keys=True, separators=(",", ":")) + ".n_clicks"]}
+    clicked = http.post("/_dash-update-component", json=payload).get_json()["response"]
     assert clicked["lb-team"]["value"] == "alpha"
     text, body = post_callback(http, [("lb-team-panel", "children")],
                        [("lb-team", "value", "alpha"), ("lb-revision", "data", 0), ("lb-token", "value", None)],

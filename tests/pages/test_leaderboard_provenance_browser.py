@@ -29,13 +29,20 @@ def page(browser, server):
 def _open(page) -> None:
     page.goto(page.base_url + "/leaderboard?round=v1-warmup")
     wait_for_dash(page)
-    page.wait_for_selector("#lb-ranking .ag-row")
+    page.wait_for_selector("#lb-ranking tbody tr")
     wait_for_dash(page)
 
 
-#: Every ranking row's pricing cells, through the grid's own API (columns out of view are not drawn).
-PRICED = ("() => { const rows = []; dash_ag_grid.getApi('lb-ranking').forEachNode(n => rows.push("
-          "[n.data.team, n.data.priced_with, n.data.seed_protocol])); return rows; }")
+#: Every shown ranking row's pricing cells (each board here fits on the table's first page: see ``_priced``).
+PRICED = ("() => Array.from(document.querySelectorAll('#lb-ranking tbody tr'), tr => ["
+          "'team', 'priced_with', 'seed_protocol'].map(c => tr.querySelector(`[data-col=${c}]`).innerText))")
+
+
+def _priced(page) -> list[list[str]]:
+    """Every ranked team's pricing cells: the board is on one page (the pager says how many teams it has)."""
+    rows = page.evaluate(PRICED)
+    assert page.locator("#lb-ranking-pager").inner_text().endswith(f"of {len(rows)}"), "the board is paged"
+    return rows
 
 
 def _import(base: str, rows: list[dict], tmp_path) -> None:
@@ -49,7 +56,7 @@ def _import(base: str, rows: list[dict], tmp_path) -> None:
 def test_the_board_shows_what_priced_each_score_and_warns_when_versions_differ(page, tmp_path):
     _open(page)  # the shipped baselines: one pair of versions, no warning
     assert page.locator("#lb-mixed-versions").count() == 0
-    shipped = page.evaluate(PRICED)
+    shipped = _priced(page)
     assert shipped and {priced for _, priced, _ in shipped} == {"whestbench 0.16.2 · flopscope 0.12.4"}
 
     old, _ = submission_row("old-flopscope", "zeta", scores=(1e-9, 1e-9), flopscope_version="0.11.0")
@@ -61,7 +68,7 @@ def test_the_board_shows_what_priced_each_score_and_warns_when_versions_differ(p
     assert "ranks together scores priced by different versions" in warning
     assert "whestbench 0.16.2 · flopscope 0.11.0: 1 submission" in warning
     assert "whestbench unknown · flopscope unknown: 1 submission" in warning
-    priced = {team: (versions, protocol) for team, versions, protocol in page.evaluate(PRICED)}
+    priced = {team: (versions, protocol) for team, versions, protocol in _priced(page)}
     assert priced["zeta"] == ("whestbench 0.16.2 · flopscope 0.11.0", "unknown")
     assert priced["eta"] == ("whestbench unknown · flopscope unknown", "unknown")
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import base64
 import json
+from urllib.parse import parse_qs
 
 import numpy as np
 import pytest
 
 from tests.leaderboard import submissions_helpers as helpers
-from tests.pages.test_leaderboard_pages import post_callback
+from tests.pages.test_leaderboard_pages import post_callback, post_ranking
 from whestboard.leaderboard import import_files
 
 ROUND = "v2-phase2"
@@ -67,9 +68,9 @@ def _call(http, outputs, inputs, state=(), output_key=None):
 
 
 def _board(http):
-    outputs = [("lb-scatter", "figure"), ("lb-highlight-index", "data"), ("lb-ranking", "rowData"),
-               ("lb-ranking", "getRowStyle"), ("lb-summary", "children"), ("lb-team", "options"),
-               ("lb-split-note", "children"), ("lb-flags", "children"), ("lb-ties", "children")]
+    outputs = [("lb-scatter", "figure"), ("lb-highlight-index", "data"), ("lb-summary", "children"),
+               ("lb-team", "options"), ("lb-split-note", "children"), ("lb-flags", "children"),
+               ("lb-ties", "children")]
     return _call(http, outputs, [("lb-y", "value", "score"), ("lb-x", "value", "flops"), ("lb-revision", "data", 0),
                                  ("lb-split", "value", "public"), ("lb-token", "value", None)],
                  [("lb-round", "data", ROUND), ("lb-team", "value", None)])
@@ -196,3 +197,99 @@ def test_the_timeline_of_a_large_field_bins_every_submission_and_keeps_each_team
     assert set(_ids(bests)) == expected_bests
     records = [t for t in figure["data"] if str(t.get("name", "")).endswith("record so far")]
     assert {sid for t in records for sid in _ids(t)} == expected_records
+
+
+def _ranked(graded):
+    """Every team's best in the public ranking's order, by brute force: score, then time, then id."""
+    return _best_per_team(graded).reset_index()
+
+
+SORT_FLOPS = {"type": "lb-ranking-sort", "col": "mean_flops_used"}
+
+
+def test_the_ranking_is_sorted_and_paged_on_the_server_one_page_per_answer(served):
+    http, graded = served
+    ranked = _ranked(graded)
+    n = len(ranked)
+    assert n > 25 + 1  # more teams than one page
+    text, body, rows = post_ranking(http, ROUND)
+    assert [r["submission_id"] for r in rows] == ranked["submission_id"].tolist()[:25]
+    ranks = [int(r["rank"]) for r in rows]
+    assert ranks[0] == 1 and ranks == sorted(ranks)  # tied teams share a rank
+    assert body["lb-ranking-pager"]["children"] == f"page 1 of 2 · teams 1–25 of {n}"
+    assert body["lb-ranking-prev"]["disabled"] and not body["lb-ranking-next"]["disabled"]
+    assert len(rows) == 25 and len(text.encode()) < 25 * 4_000  # one page of rows, whatever the field
+
+    _, body, rows = post_ranking(http, ROUND, trigger=SORT_FLOPS)  # a header click: ascending
+    state = body["lb-ranking-state"]["data"]
+    assert state == {"sort": "mean_flops_used", "descending": False, "page": 1, "filter": ""}
+    by_flops = ranked.sort_values("mean_flops_used", kind="mergesort")["submission_id"].tolist()
+    assert [r["submission_id"] for r in rows] == by_flops[:25]
+    assert [r["mean_flops_used.value"] for r in rows] == sorted(r["mean_flops_used.value"] for r in rows)
+    header = body['{"col":"mean_flops_used","type":"lb-ranking-sort"}']["children"]
+    assert header == "Mean FLOPs ▲" and body['{"col":"rank","type":"lb-ranking-sort"}']["children"] == "#"
+
+    _, body, rows = post_ranking(http, ROUND, state=state, trigger=SORT_FLOPS)  # again: descending
+    state = body["lb-ranking-state"]["data"]
+    assert state["descending"] and [r["submission_id"] for r in rows] == by_flops[::-1][:25]
+    _, body, rows = post_ranking(http, ROUND, state=state, trigger="lb-ranking-next")
+    assert body["lb-ranking-state"]["data"]["page"] == 2
+    assert [r["submission_id"] for r in rows] == by_flops[::-1][25:]
+    assert body["lb-ranking-pager"]["children"] == f"page 2 of 2 · teams 26–{n} of {n}"
+    assert body["lb-ranking-next"]["disabled"] and not body["lb-ranking-prev"]["disabled"]
+
+
+def test_the_filter_and_a_chosen_team_pick_the_rows_and_the_page_and_the_team_is_highlighted(served):
+    http, graded = served
+    ranked = _ranked(graded)
+    _, body, rows = post_ranking(http, ROUND, filter_text="TEAM-0", trigger="lb-ranking-filter")
+    expected = ranked[ranked["team"].str.lower().str.contains("team-0", regex=False)
+                      | ranked["submission_id"].str.lower().str.contains("team-0", regex=False)]
+    assert [r["team"] for r in rows] == expected["team"].tolist() and len(rows) == 10
+    assert body["lb-ranking-pager"]["children"].endswith(f"of 10 (filtered from {len(ranked)})")
+    assert body["lb-ranking-state"]["data"]["filter"] == "TEAM-0"
+
+    team = ranked["team"].iloc[30]  # on the second page
+    _, body, rows = post_ranking(http, ROUND, team=team, trigger="lb-team")
+    assert body["lb-ranking-state"]["data"]["page"] == 2
+    marked = [r["team"] for r in rows if r["style"]]
+    assert marked == [team] and next(r for r in rows if r["style"])["style"]["backgroundColor"] == "#fde2e2"
+
+
+def test_the_rankings_sort_page_and_filter_go_in_the_address_and_come_back_from_it(served):
+    http, _ = served
+    from pages import leaderboard as page
+
+    key = next(k for k in http.callback_map if k.startswith("..lb-address.data"))
+    state = {"sort": "vs_mc", "descending": True, "page": 2, "filter": "team"}
+    payload = {"output": key,
+               "outputs": [{"id": "lb-address", "property": "data"},
+                           [{"id": {"type": "lb-round-link", "round": ROUND}, "property": "href"}]],
+               "inputs": [{"id": i, "property": p, "value": v} for i, p, v in (
+                   ("lb-team", "value", None), ("lb-y", "value", "score"), ("lb-x", "value", "flops"),
+                   ("lb-split", "value", "public"), ("lb-standings-tab", "active_tab", "shakeup"),
+                   ("lb-ranking-state", "data", state))],
+               "state": [{"id": "lb-round", "property": "data", "value": ROUND},
+                         [{"id": {"type": "lb-round-link", "round": ROUND}, "property": "id",
+                           "value": {"type": "lb-round-link", "round": ROUND}}]],
+               "changedPropIds": ["lb-ranking-state.data"]}
+    answer = http.post("/_dash-update-component", json=payload).get_json()["response"]
+    address = answer["lb-address"]["data"]
+    assert address == f"?round={ROUND}&sort=-vs_mc&page=2&filter=team"
+    link = answer['{"round":"v2-phase2","type":"lb-round-link"}']["href"]
+    assert link == f"/leaderboard?round={ROUND}&sort=-vs_mc&filter=team"  # another round starts at its page 1
+
+    query = {k: v[0] for k, v in parse_qs(address[1:]).items()}
+    layout = page.layout(**query)
+    found = {}
+
+    def walk(node):
+        if hasattr(node, "id") and node.id in ("lb-ranking-state", "lb-ranking-filter"):
+            found[node.id] = node
+        children = getattr(node, "children", None)
+        for child in children if isinstance(children, list | tuple) else [children]:
+            if child is not None and not isinstance(child, str | int | float):
+                walk(child)
+
+    walk(layout)
+    assert found["lb-ranking-state"].data == state and found["lb-ranking-filter"].value == "team"

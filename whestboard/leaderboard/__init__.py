@@ -135,6 +135,8 @@ from whestboard.leaderboard._view import (
     board,
     flags_text,
     priced_with,
+    ranking_frame,
+    ranking_row,
     versions_text,
     versions_warning,
 )
@@ -167,6 +169,8 @@ __all__ = [
     "suite_scores",
     "SuiteScores",
     "board",
+    "ranking_frame",
+    "ranking_row",
     "board_revision",
     "BoardView",
     "BOOTSTRAP_DRAWS",

@@ -1,8 +1,8 @@
 """Everything the leaderboard page shows of one round beside its figures, gathered as plain values.
 
 ``board(round_tag, split, organizer=..., team=...)`` answers a ``BoardView``: the field's counts and
-summary in words, the ranking rows the page sends (the top ``RANKING_ROWS`` and the chosen team's),
-the neighbours a paired test cannot separate, the flagged teams with their flags in words, and why a
+summary in words, the ranking rows (the top ``RANKING_ROWS`` and the chosen team's; the page pages
+``ranking_frame`` itself instead), the neighbours a paired test cannot separate, the flagged teams with their flags in words, and why a
 split was refused. The page only turns these into components; every number is read through
 ``integrity.viewer_board``, so the organizer check happens here, on the server.
 """
@@ -78,23 +78,25 @@ class BoardView:
 
 
 def board(round_tag: str, split: str, *, organizer: bool, team: str | None = None,
-          url: str | None = None) -> BoardView:
-    """The board of ``round_tag`` on ``split`` for a viewer (``organizer``: the token was checked)."""
+          url: str | None = None, rows: bool = True) -> BoardView:
+    """The board of ``round_tag`` on ``split`` for a viewer (``organizer``: the token was checked).
+
+    ``rows``: whether to turn the top ``RANKING_ROWS`` (and the chosen team's) into ranking rows; False
+    when the caller pages ``ranking_frame`` itself.
+    """
     refused = None
     try:
         _integrity.require_split_access(split, organizer)
     except PermissionError as exc:
         refused, split = str(exc), _store.PUBLIC
     per_team, _ = _store.round_counts(round_tag, url=url)
-    table = _integrity.viewer_board(round_tag, split, organizer=organizer, url=url)
-    ordered = table.sort_values(["rank", "submission_id"], kind="mergesort", ignore_index=True)
+    ordered = ranking_frame(round_tag, split, organizer=organizer, url=url)
     summary = field_summary(round_tag, sum(per_team.values()), len(per_team))
-    if len(table) > RANKING_ROWS:
-        summary.append(f" The ranking shows the top {RANKING_ROWS:,} of {len(table):,} teams; choose a team to add "
+    if rows and len(ordered) > RANKING_ROWS:
+        summary.append(f" The ranking shows the top {RANKING_ROWS:,} of {len(ordered):,} teams; choose a team to add "
                        "its row.")
-    table = with_pricing(table, round_tag, split, url)
-    ordered = table.sort_values(["rank", "submission_id"], kind="mergesort", ignore_index=True)
-    shown = ordered[(ordered.index < RANKING_ROWS) | (ordered["team"] == team)]
+    shown = ordered[(ordered.index < RANKING_ROWS) | (ordered["team"] == team)] if rows else ordered.iloc[:0]
+    table = ordered
     return BoardView(
         round_tag=round_tag, split=split, refused=refused, per_team=per_team,
         team_unknown=bool(team) and team not in per_team, summary=summary,
@@ -102,6 +104,19 @@ def board(round_tag: str, split: str, *, organizer: bool, team: str | None = Non
         leader_id=ordered["submission_id"].iloc[0] if len(ordered) else None,
         ties=ties_text(table), flagged=flagged_teams(table), table=table, priced=priced_with(table),
     )
+
+
+def ranking_frame(round_tag: str, split: str, *, organizer: bool, url: str | None = None) -> pd.DataFrame:
+    """Every team's best on ``split`` as a viewer may see it, with what priced it, in rank order (ties by
+    submission id): the frame a paged ranking sorts, filters and pages (``ranking_row`` turns a row into
+    what the page shows). The public split when the viewer may not see ``split``."""
+    try:
+        _integrity.require_split_access(split, organizer)
+    except PermissionError:
+        split = _store.PUBLIC
+    table = with_pricing(_integrity.viewer_board(round_tag, split, organizer=organizer, url=url), round_tag, split,
+                         url)
+    return table.sort_values(["rank", "submission_id"], kind="mergesort", ignore_index=True)
 
 
 #: What priced a submission's score, as its stored row says.
