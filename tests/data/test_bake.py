@@ -36,10 +36,16 @@ def _bake_args(out: Path) -> list[str]:
             "--out", str(out), "--quiet"]
 
 
-def test_killed_bake_resumes_to_the_uninterrupted_result(tmp_path):
-    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
-    assert _bake_here(whole) == 0
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory) -> Path:
+    """One uninterrupted bake in this process, the reference both multi-process bakes are compared with."""
+    out = tmp_path_factory.mktemp("uninterrupted") / "whole"
+    assert _bake_here(out) == 0
+    return out
 
+
+def test_killed_bake_resumes_to_the_uninterrupted_result(tmp_path, whole):
+    resumed = tmp_path / "resumed"
     proc = _cli(*_bake_args(resumed))
     deadline = time.time() + 120
     while not _compact.baked_indices(resumed) and time.time() < deadline:
@@ -98,13 +104,12 @@ def test_cli_reports_errors_without_traceback(tmp_path):
     assert err.strip().startswith("error:") and "Traceback" not in err
 
 
-def test_two_bakes_share_one_dataset(tmp_path):
+def test_two_bakes_share_one_dataset(tmp_path, whole):
     """Two processes on one folder split the MLPs between them and agree with a single bake."""
-    shared, single = tmp_path / "shared", tmp_path / "single"
+    shared = tmp_path / "shared"
     procs = [_cli(*_bake_args(shared)) for _ in range(2)]
     assert [p.wait(timeout=300) for p in procs] == [0, 0]
-    assert _bake_here(single) == 0
-    a, b = open_dataset(shared), open_dataset(single)
+    a, b = open_dataset(shared), open_dataset(whole)
     assert a.indices == b.indices == list(range(8))
     for i in a.indices:
         np.testing.assert_array_equal(a.truth(i)[0], b.truth(i)[0])
