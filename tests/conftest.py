@@ -108,6 +108,17 @@ def serve_app(state: Path, *, timeout: float = 120.0, **env_overrides: str) -> I
                 proc.kill()
 
 
+@pytest.fixture(scope="session")
+def preloaded(tmp_path_factory):
+    """``whest`` and ``python -m whestboard`` commands as forks of one process that imported whestbench
+    once (tests/preloaded.py): each command still a process of its own, without two seconds of imports."""
+    from tests.preloaded import Preloaded
+
+    server = Preloaded(tmp_path_factory.mktemp("preloaded"))
+    yield server
+    server.close()
+
+
 @pytest.fixture
 def private_state(tmp_path, monkeypatch) -> Iterator[Path]:
     """A state folder (run store, caches, queues) of this test's own, and no engine left behind."""
