@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 import warnings
 from pathlib import Path
@@ -26,7 +24,6 @@ from tests.upstream import make_official, whestbench_mlps
 from whestboard.sandbox import _host
 from whestboard.sandbox._host import SandboxedEstimator, SandboxLimits, SubmissionFiles
 
-WHEST = Path(sys.executable).with_name("whest")
 WALL_S, BUDGET = 1.5, 10**9
 pytestmark = pytest.mark.slow
 PAST_THE_CAP = f"""
@@ -58,17 +55,17 @@ def official(tmp_path_factory):
     return make_official(tmp_path_factory.mktemp("cap") / "ds", width=16, depth=2, n_samples=500, seeds=[3])
 
 
-def start_whest_run(official, folder, runner: str, hf: Path) -> subprocess.Popen:
-    """``whest run`` started, not waited for: the runs each sleep past the cap, so they sleep side by side."""
-    return subprocess.Popen([str(WHEST), "run", "--estimator", str(folder / "estimator.py"), "--dataset", str(official),
-                             "--json", "--runner", runner, "--flop-budget", str(BUDGET), "--wall-time-limit",
-                             str(WALL_S), "--no-residual-wall-time-limit",
-                             "--setup-timeout", "60"],  # its worker's spawn counts as setup: a busy machine is slow
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, HF_HOME=str(hf), HF_DATASETS_OFFLINE="1"))
+def start_whest_run(preloaded, official, folder, runner: str, hf: Path):
+    """``whest run`` started (its own process, forked: tests/preloaded.py), not waited for: the runs each sleep
+    past the cap, so they sleep side by side."""
+    return preloaded.start("whest", "run", "--estimator", str(folder / "estimator.py"), "--dataset", str(official),
+                           "--json", "--runner", runner, "--flop-budget", str(BUDGET), "--wall-time-limit",
+                           str(WALL_S), "--no-residual-wall-time-limit",
+                           "--setup-timeout", "60",  # its worker's spawn counts as setup: a busy machine is slow
+                           env=dict(os.environ, HF_HOME=str(hf), HF_DATASETS_OFFLINE="1"))
 
 
-def whest_result(proc: subprocess.Popen) -> dict:
+def whest_result(proc) -> dict:
     out, err = proc.communicate(timeout=300)
     assert out.strip(), err[-2000:]
     report = json.loads(out)
@@ -96,8 +93,8 @@ def ours(official, folder, hf: Path) -> dict:
         _host.prewarm()
 
 
-def test_an_mlp_stopped_by_the_wall_cap_bills_what_the_server_runner_bills(official, folder, tmp_path):
-    running = {runner: start_whest_run(official, folder, runner, tmp_path / f"hf-{runner}")
+def test_an_mlp_stopped_by_the_wall_cap_bills_what_the_server_runner_bills(official, folder, tmp_path, preloaded):
+    running = {runner: start_whest_run(preloaded, official, folder, runner, tmp_path / f"hf-{runner}")
                for runner in ("server", "local")}
     try:
         mine = ours(official, folder, tmp_path / "hf-ours")
