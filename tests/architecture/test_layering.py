@@ -8,6 +8,7 @@ must break a named contract. grimp reads imports inside functions too, so hiding
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import inspect
 import shutil
@@ -20,6 +21,8 @@ import pytest
 from tests.conftest import REPO
 
 PACKAGES = ("whestboard", "components", "server", "pages")
+#: One process runs this module's tests, so the tree is parsed once for all of them (see ``_import_statements``).
+pytestmark = pytest.mark.xdist_group("architecture")
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 
@@ -81,14 +84,31 @@ def _home(root: Path, path: Path) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
+def _import_statements(text: str) -> tuple[tuple, ...]:
+    """Every import statement of a source text, module-level or in a function: ``("import", line, ((name,
+    alias), ...))`` or ``("from", line, module, level, ((name, alias), ...))``. Keyed by the text itself, so
+    the tree's copies (each with one line added) parse only the file that differs, and an edit is never missed."""
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            found.append(("import", node.lineno, tuple((a.name, a.asname) for a in node.names)))
+        elif isinstance(node, ast.ImportFrom):
+            found.append(("from", node.lineno, node.module, node.level, tuple((a.name, a.asname) for a in node.names)))
+    return tuple(found)
+
+
 def _imports(path: Path):
     """``(line, module, alias)`` for each module-level or in-function import, ``from`` names resolved."""
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            yield from ((node.lineno, a.name, a.asname) for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            yield node.lineno, node.module, None
-            yield from ((node.lineno, f"{node.module}.{a.name}", a.asname) for a in node.names)
+    for statement in _import_statements(path.read_text()):
+        if statement[0] == "import":
+            _, line, names = statement
+            yield from ((line, name, alias) for name, alias in names)
+        else:
+            _, line, module, level, names = statement
+            if module and level == 0:
+                yield line, module, None
+                yield from ((line, f"{module}.{name}", alias) for name, alias in names)
 
 
 def faces_problems(root: Path) -> list[str]:
@@ -113,11 +133,10 @@ def test_nothing_imports_another_modules_private_name():
     private_modules = _private_modules(REPO)
     found = []
     for path in _python_files(REPO):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
-                    and node.module.split(".")[0] in (*PACKAGES, "app", "tests"):
-                found += [f"{path.relative_to(REPO)}:{node.lineno} {node.module}.{a.name}" for a in node.names
-                          if a.name.startswith("_") and f"{node.module}.{a.name}" not in private_modules]
+        for kind, line, module, *rest in _import_statements(path.read_text()):
+            if kind == "from" and module and rest[0] == 0 and module.split(".")[0] in (*PACKAGES, "app", "tests"):
+                found += [f"{path.relative_to(REPO)}:{line} {module}.{name}" for name, _alias in rest[1]
+                          if name.startswith("_") and f"{module}.{name}" not in private_modules]
     assert not found, found
 
 

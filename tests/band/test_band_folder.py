@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -141,11 +139,13 @@ def test_cli_band_computes_resumes_and_reports_user_errors(tmp_path, capsys):
     assert "between 1" in capsys.readouterr().err
 
 
-def test_a_killed_band_resumes_without_recomputing_finished_mlps(tmp_path):
+def test_a_killed_band_resumes_without_recomputing_finished_mlps(tmp_path, preloaded):
+    """``python -m whestboard band`` killed mid-run, then run again (each its own process, forked:
+    tests/preloaded.py)."""
     path = _bake(tmp_path / "kill-ds", seeds=[11, 12, 13, 14, 15, 16])
-    args = [sys.executable, "-m", "whestboard", "band", "--dataset", str(path), "--budget", str(PER_SAMPLE * 200_000),
-            "--jobs", "1", "--quiet", "--no-baselines"]
-    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    args = ["band", "--dataset", str(path), "--budget", str(PER_SAMPLE * 200_000), "--jobs", "1", "--quiet",
+            "--no-baselines"]
+    proc = preloaded.start("whestboard", *args)
     folder = path / "band" / "mlps"
     deadline = time.time() + 120
     while not list(folder.glob("*.json")) and time.time() < deadline:
@@ -154,7 +154,7 @@ def test_a_killed_band_resumes_without_recomputing_finished_mlps(tmp_path):
     proc.wait()
     kept = {p.name: p.stat().st_mtime_ns for p in folder.glob("*.json")}
     assert 0 < len(kept) < 6, "the kill should land mid-run"
-    assert subprocess.run(args, cwd=REPO, capture_output=True, timeout=300).returncode == 0
+    assert preloaded.start("whestboard", *args).wait(timeout=300) == 0
     assert len(list(folder.glob("*.json"))) == 6
     for name, mtime in kept.items():
         assert (folder / name).stat().st_mtime_ns == mtime

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -14,7 +12,6 @@ import pytest
 from tests.upstream import assert_same_per_mlp, make_official, untimed
 from whestboard.cli import main
 
-WHEST = Path(sys.executable).with_name("whest")
 BUDGET = 5_000_000
 pytestmark = pytest.mark.usefixtures("private_state")
 
@@ -47,16 +44,15 @@ def estimator_file(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def whest_report(official, estimator_file, tmp_path_factory) -> dict:
-    """What whestbench's own CLI reports for the same file and dataset."""
+def whest_report(official, estimator_file, preloaded, tmp_path_factory) -> dict:
+    """What whestbench's own CLI reports for the same file and dataset (a process of its own, forked:
+    tests/preloaded.py)."""
     env = dict(os.environ, HF_HOME=str(tmp_path_factory.mktemp("hf")), HF_DATASETS_OFFLINE="1")
-    out = subprocess.run(
-        [str(WHEST), "run", "--estimator", str(estimator_file), "--dataset", str(official), "--json",
-         "--runner", "local", "--flop-budget", str(BUDGET)],
-        capture_output=True, text=True, env=env, timeout=300,
-    )
-    assert out.returncode == 1 and "1 of 3 MLP(s) raised during predict" in out.stderr, out.stderr[-2000:]
-    return json.loads(out.stdout)
+    run = preloaded.start("whest", "run", "--estimator", str(estimator_file), "--dataset", str(official), "--json",
+                          "--runner", "local", "--flop-budget", str(BUDGET), env=env)
+    stdout, stderr = run.communicate(timeout=300)
+    assert run.returncode == 1 and "1 of 3 MLP(s) raised during predict" in stderr, stderr[-2000:]
+    return json.loads(stdout)
 
 
 def score_json(capsys, *args: str, status: int = 0) -> dict:

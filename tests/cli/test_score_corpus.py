@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -24,7 +22,6 @@ from whestbench.packaging import package_submission
 from tests.upstream import assert_same_per_mlp, make_official
 from whestboard.cli import main
 
-WHEST = Path(sys.executable).with_name("whest")
 BUDGET = 5_000_000
 pytestmark = [pytest.mark.usefixtures("private_state"), pytest.mark.slow]
 
@@ -110,16 +107,16 @@ def corpus(tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def whest_reports(official, corpus, tmp_path_factory) -> dict[str, tuple[int, dict]]:
-    """``whest run --json`` on each submission's estimator.py, all started at once (each its own HF cache)."""
+def whest_reports(official, corpus, preloaded, tmp_path_factory) -> dict[str, tuple[int, dict]]:
+    """``whest run --json`` on each submission's estimator.py, all started at once, each its own process
+    (forked from one that imported whestbench: tests/preloaded.py)."""
     hf = tmp_path_factory.mktemp("hf")
     jobs = {name: [str(corpus[name] / "estimator.py"), "--flop-budget", str(BUDGET)] for name in corpus
             if name != "numpy"}
     jobs["numpy-v1"] = [str(corpus["numpy"] / "estimator.py"), "--flop-budget", "68000000000", *V1_FLAGS]
-    running = {name: subprocess.Popen([str(WHEST), "run", "--estimator", args[0], "--dataset", str(official),
-                                       "--json", "--runner", "local", *args[1:]],
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                      env=dict(os.environ, HF_HOME=str(hf / name), HF_DATASETS_OFFLINE="1"))
+    running = {name: preloaded.start("whest", "run", "--estimator", args[0], "--dataset", str(official),
+                                     "--json", "--runner", "local", *args[1:],
+                                     env=dict(os.environ, HF_HOME=str(hf / name), HF_DATASETS_OFFLINE="1"))
                for name, args in jobs.items()}
     reports = {}
     for name, proc in running.items():

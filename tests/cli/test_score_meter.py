@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +19,6 @@ from whestboard.cli import main
 from whestboard.scoring import verdict_row
 
 TAMPERING = Path(__file__).parents[1] / "sandbox" / "tampering"
-WHEST = Path(sys.executable).with_name("whest")
 BUDGET = 5_000_000
 pytestmark = [pytest.mark.usefixtures("private_state"), pytest.mark.slow]
 
@@ -55,7 +52,7 @@ def rendered(component) -> str:
     return json.dumps(component.to_plotly_json(), default=lambda c: c.to_plotly_json())
 
 
-def test_a_counter_reset_is_flagged_in_json_text_and_the_upload_result(capsys, official, tmp_path):
+def test_a_counter_reset_is_flagged_in_json_text_and_the_upload_result(capsys, official, tmp_path, preloaded):
     folder = submission(tmp_path, "counter_reset.py")
     common = ["--dataset", str(official), "--estimator", str(folder), "--budget", str(BUDGET), "--no-cache"]
     status, out = score(capsys, *common, "--json")
@@ -66,12 +63,11 @@ def test_a_counter_reset_is_flagged_in_json_text_and_the_upload_result(capsys, o
     for entry in per_mlp:
         assert "counter was reset or rewritten" in entry["meter_tampering"]
         assert not entry["failed"]  # the verdict stays the grader's
-    if WHEST.exists():  # the oracle: whest run bills the same (tampered) FLOPs and MSEs
-        env = dict(os.environ, HF_HOME=str(tmp_path / "hf"), HF_DATASETS_OFFLINE="1")
-        theirs = subprocess.run([str(WHEST), "run", "--estimator", str(folder / "estimator.py"), "--dataset",
-                                 str(official), "--json", "--runner", "local", "--flop-budget", str(BUDGET)],
-                                capture_output=True, text=True, env=env, timeout=600)
-        assert assert_same_per_mlp(ours, json.loads(theirs.stdout)) > 0
+    # the oracle: whest run bills the same (tampered) FLOPs and MSEs (its own process, forked: tests/preloaded.py)
+    env = dict(os.environ, HF_HOME=str(tmp_path / "hf"), HF_DATASETS_OFFLINE="1")
+    theirs = preloaded.start("whest", "run", "--estimator", str(folder / "estimator.py"), "--dataset",
+                             str(official), "--json", "--runner", "local", "--flop-budget", str(BUDGET), env=env)
+    assert assert_same_per_mlp(ours, json.loads(theirs.communicate(timeout=600)[0])) > 0
     status, text = score(capsys, *common)
     assert status == 0
     assert text.count("ok, METER TAMPERING") == 2

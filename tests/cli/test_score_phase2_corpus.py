@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -23,7 +21,6 @@ from tests.cli.test_score_corpus import write_folder
 from tests.upstream import assert_same_per_mlp, make_official
 from whestboard.cli import main
 
-WHEST = Path(sys.executable).with_name("whest")
 BUDGET = 5_000_000
 pytestmark = [pytest.mark.usefixtures("private_state"), pytest.mark.slow]
 
@@ -103,12 +100,12 @@ def corpus(tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def whest_reports(official, corpus, tmp_path_factory) -> dict[str, tuple[int, dict]]:
+def whest_reports(official, corpus, preloaded, tmp_path_factory) -> dict[str, tuple[int, dict]]:
+    """``whest run --json`` on each, all at once, each its own process (forked: tests/preloaded.py)."""
     hf = tmp_path_factory.mktemp("hf")
-    running = {name: subprocess.Popen([str(WHEST), "run", "--estimator", str(folder / "estimator.py"), "--dataset",
-                                       str(official), "--json", "--runner", "local", "--flop-budget", str(BUDGET)],
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                      env=dict(os.environ, HF_HOME=str(hf / name), HF_DATASETS_OFFLINE="1"))
+    running = {name: preloaded.start("whest", "run", "--estimator", str(folder / "estimator.py"), "--dataset",
+                                     str(official), "--json", "--runner", "local", "--flop-budget", str(BUDGET),
+                                     env=dict(os.environ, HF_HOME=str(hf / name), HF_DATASETS_OFFLINE="1"))
                for name, folder in corpus.items()}
     reports = {}
     for name, proc in running.items():

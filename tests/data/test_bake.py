@@ -26,6 +26,11 @@ def _cli(*args: str, **kw) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
+def _bake_process(preloaded, out: Path):
+    """``python -m whestboard bake`` in a process of its own (forked: tests/preloaded.py), not waited for."""
+    return preloaded.start("whestboard", *_bake_args(out))
+
+
 def _bake_here(out: Path) -> int:
     """The same bake in this process: a reference to compare a multi-process bake with."""
     return main(_bake_args(out))
@@ -36,11 +41,17 @@ def _bake_args(out: Path) -> list[str]:
             "--out", str(out), "--quiet"]
 
 
-def test_killed_bake_resumes_to_the_uninterrupted_result(tmp_path):
-    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
-    assert _bake_here(whole) == 0
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory) -> Path:
+    """One uninterrupted bake in this process, the reference both multi-process bakes are compared with."""
+    out = tmp_path_factory.mktemp("uninterrupted") / "whole"
+    assert _bake_here(out) == 0
+    return out
 
-    proc = _cli(*_bake_args(resumed))
+
+def test_killed_bake_resumes_to_the_uninterrupted_result(tmp_path, whole, preloaded):
+    resumed = tmp_path / "resumed"
+    proc = _bake_process(preloaded, resumed)
     deadline = time.time() + 120
     while not _compact.baked_indices(resumed) and time.time() < deadline:
         time.sleep(0.05)
@@ -49,7 +60,7 @@ def test_killed_bake_resumes_to_the_uninterrupted_result(tmp_path):
     kept = {i: os.stat(_compact.mlp_path(resumed, i)).st_mtime_ns for i in _compact.baked_indices(resumed)}
     assert 0 < len(kept) < 8, "the kill should land mid-bake"
 
-    assert _cli(*_bake_args(resumed)).wait(timeout=300) == 0
+    assert _bake_process(preloaded, resumed).wait(timeout=300) == 0
     for i, mtime in kept.items():  # finished MLPs were not recomputed
         assert os.stat(_compact.mlp_path(resumed, i)).st_mtime_ns == mtime
     a, b = open_dataset(whole), open_dataset(resumed)
@@ -98,13 +109,12 @@ def test_cli_reports_errors_without_traceback(tmp_path):
     assert err.strip().startswith("error:") and "Traceback" not in err
 
 
-def test_two_bakes_share_one_dataset(tmp_path):
+def test_two_bakes_share_one_dataset(tmp_path, whole, preloaded):
     """Two processes on one folder split the MLPs between them and agree with a single bake."""
-    shared, single = tmp_path / "shared", tmp_path / "single"
-    procs = [_cli(*_bake_args(shared)) for _ in range(2)]
+    shared = tmp_path / "shared"
+    procs = [_bake_process(preloaded, shared) for _ in range(2)]
     assert [p.wait(timeout=300) for p in procs] == [0, 0]
-    assert _bake_here(single) == 0
-    a, b = open_dataset(shared), open_dataset(single)
+    a, b = open_dataset(shared), open_dataset(whole)
     assert a.indices == b.indices == list(range(8))
     for i in a.indices:
         np.testing.assert_array_equal(a.truth(i)[0], b.truth(i)[0])

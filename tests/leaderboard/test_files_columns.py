@@ -192,8 +192,8 @@ def test_a_flood_of_problems_stops_where_the_row_parser_stops(tmp_path, monkeypa
     assert batch.problems.full and batch.problems.stopped_at
 
 
-def _field_csv(n: int, *, last_bad: bool) -> bytes:
-    """``n`` valid submissions (many chunks of CHUNK_ROWS), the last one broken when ``last_bad``."""
+def _field_csv(n: int) -> bytes:
+    """``n`` valid submissions (many chunks of CHUNK_ROWS)."""
     ids = np.char.add("s-", np.arange(n).astype(str))
     frame = pd.DataFrame({
         "submission_id": ids, "team": np.char.add("team-", (np.arange(n) % 97).astype(str)), "round": "v2-phase2",
@@ -201,31 +201,40 @@ def _field_csv(n: int, *, last_bad: bool) -> bytes:
         "mean_flops_used": np.linspace(1e6, 1e9, n), "final_layer_mse": np.geomspace(1e-6, 1e-3, n),
         "adjusted_score": np.geomspace(1e-7, 1e-4, n), "mean_multiplier": 0.1, "n_failed_mlps": 0, "n_mlps": 100,
     })
-    if last_bad:
-        frame.loc[n - 1, "submitted_at"] = "soon"
     buffer = io.StringIO()
     frame.to_csv(buffer, index=False, float_format="%.10g")
     return buffer.getvalue().encode()
 
 
+def _last_row_broken(csv: bytes) -> bytes:
+    """The same file with the last row's ``submitted_at`` (the only time in it) replaced by ``soon``."""
+    head, last = csv.rstrip(b"\n").rsplit(b"\n", 1)
+    assert last.count(b"2026-05-01T12:00:00Z") == 1
+    return head + b"\n" + last.replace(b"2026-05-01T12:00:00Z", b"soon") + b"\n"
+
+
 def test_a_large_import_is_all_or_nothing(store_url, tmp_path):
     n = 2 * _files.CHUNK_ROWS + 5
+    csv = _field_csv(n)
     bad = tmp_path / "bad.csv"
-    bad.write_bytes(_field_csv(n, last_bad=True))
+    bad.write_bytes(_last_row_broken(csv))
     with pytest.raises(_files.ImportRejected) as err:
         _files.import_files([bad], url=store_url)
     assert err.value.problems == [f"{bad.resolve()} line {n + 1} (submission_id 's-{n - 1}'): submitted_at is "
                                   "'soon'; write an ISO 8601 time such as 2026-05-01T12:00:00Z"]
     assert _store.submission_count(url=store_url) == 0
     good = tmp_path / "good.csv"
-    good.write_bytes(_field_csv(n, last_bad=False))
+    good.write_bytes(csv)
     assert len(_files.import_files([good], url=store_url).inserted) == n
     stored = _store.submissions_frame(url=store_url).set_index("submission_id")
-    expected = _row_by_row(good).submissions
-    assert len(stored) == n
-    for sub in (expected[0], expected[n // 2], expected[-1]):
+    header, *lines = csv.decode().splitlines()
+    probed = tmp_path / "probed.csv"  # the rows compared, parsed by the row parser (the reference)
+    probed.write_text("\n".join([header, lines[0], lines[n // 2], lines[-1]]) + "\n")
+    expected = _row_by_row(probed).submissions
+    assert len(stored) == n and len(expected) == 3
+    for sub in expected:
         row = stored.loc[sub.submission_id]
         assert (row["team"], row["adjusted_score"], row["mean_flops_used"]) == (
             sub.team, sub.adjusted_score, sub.mean_flops_used)
         assert pd.Timestamp(row["submitted_at"]) == pd.Timestamp(sub.submitted_at)
-    assert _files.import_files([good], url=store_url).unchanged == [s.submission_id for s in expected]
+    assert _files.import_files([good], url=store_url).unchanged == [line.split(",", 1)[0] for line in lines]

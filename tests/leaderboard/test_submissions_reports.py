@@ -7,7 +7,6 @@ import io
 import json
 import os
 import subprocess
-import sys
 import traceback
 from pathlib import Path
 
@@ -20,7 +19,6 @@ from whestboard.cli import main
 from whestboard.leaderboard import _files, _store
 
 sqlite_store = helpers.sqlite_store
-WHEST = Path(sys.executable).with_name("whest")
 
 ESTIMATOR = '''
 from whestbench.estimators import MeanPropagationEstimator
@@ -32,18 +30,18 @@ class Estimator(MeanPropagationEstimator):
 
 
 @pytest.fixture(scope="module")
-def run_report(tmp_path_factory) -> Path:
-    """``whest run --json`` exactly as a participant runs it: 2 MLPs at the graded shape, its defaults."""
+def run_report(tmp_path_factory, preloaded) -> Path:
+    """``whest run --json`` exactly as a participant runs it: 2 MLPs at the graded shape, its defaults (in a
+    process of its own, forked: tests/preloaded.py)."""
     folder = tmp_path_factory.mktemp("whest-run")
     (folder / "estimator.py").write_text(ESTIMATOR)
     out = folder / "report.json"
-    with out.open("w") as fh:
-        subprocess.run(
-            [str(WHEST), "run", "--json", "--estimator", "estimator.py", "--runner", "local", "--n-mlps", "2",
-             "--n-samples", "2000", "--seed", "7"],
-            cwd=folder, stdout=fh, stderr=subprocess.PIPE, check=True, timeout=300,
-            env=dict(os.environ, HF_DATASETS_OFFLINE="1"),
-        )
+    run = preloaded.start("whest", "run", "--json", "--estimator", "estimator.py", "--runner", "local", "--n-mlps",
+                          "2", "--n-samples", "2000", "--seed", "7", cwd=folder,
+                          env=dict(os.environ, HF_DATASETS_OFFLINE="1"))
+    stdout, stderr = run.communicate(timeout=300)
+    assert run.returncode == 0, stderr[-2000:]
+    out.write_text(stdout)
     return out
 
 

@@ -188,16 +188,17 @@ def test_file_specs_run_in_the_sandbox_and_equal_the_builtin(tmp_path, tiny_data
         assert ours["flops_used"] == theirs["flops_used"] and ours["final_layer_mse"] == theirs["final_layer_mse"]
 
 
-def test_cli_scores_a_whest_package_archive_in_the_sandbox(tmp_path, tiny_dataset, store):
+def test_cli_scores_a_whest_package_archive_in_the_sandbox(tmp_path, tiny_dataset, store, preloaded):
+    """``python -m whestboard score`` in a process of its own (forked: tests/preloaded.py)."""
     folder = folder_with(tmp_path, MEAN_FILE, "submission")
     (folder / "notes.md").write_text("how it works\n")
     archive = package_submission(folder, output_path=tmp_path / "submission.tar.gz")
     env = {**os.environ, "WHESTBOARD_STATE_DIR": str(store)}
-    done = subprocess.run([sys.executable, "-m", "whestboard", "score", "--dataset", str(tiny_dataset),
-                           "--estimator", str(archive), "--mlps", "0", "--budget", "1e9", "--json"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    done = preloaded.start("whestboard", "score", "--dataset", str(tiny_dataset), "--estimator", str(archive),
+                           "--mlps", "0", "--budget", "1e9", "--json", env=env)
+    stdout, stderr = done.communicate(timeout=300)
+    assert done.returncode == 0, stderr
+    report = json.loads(stdout)
     estimator = report["whestboard"]["estimator"]
     assert estimator["code_sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()
     assert "sandboxed" in estimator["description"] and estimator["class_name"] == "Estimator"

@@ -25,7 +25,7 @@ import pytest
 from whestbench.scoring import ContestSpec, evaluate_estimator, make_contest
 from whestbench.sdk import SetupContext
 
-from tests.cli.test_score_cli import WHEST, score_json
+from tests.cli.test_score_cli import score_json
 from tests.upstream import assert_same_per_mlp, make_official
 from whestboard.rules import verdict_of
 from whestboard.sandbox import _host
@@ -149,7 +149,7 @@ def tmp_mounts() -> list[str]:
 
 @pytest.mark.usefixtures("private_state")
 def test_a_tmp_writing_estimator_scores_as_under_whest_run_and_the_host_tmp_stays_untouched(
-        capsys, official, tmp_path, token):
+        capsys, official, tmp_path, token, preloaded):
     path = estimator_file(tmp_path / "est", SCRATCH_ESTIMATOR.format(folder=IN_TMP, token=token))
     host_files = scratch_paths(token)
     mounts_before = tmp_mounts()
@@ -159,11 +159,11 @@ def test_a_tmp_writing_estimator_scores_as_under_whest_run_and_the_host_tmp_stay
         assert tmp_mounts() == mounts_before
 
         env = dict(os.environ, HF_HOME=str(tmp_path / "hf"), HF_DATASETS_OFFLINE="1")
-        done = subprocess.run([str(WHEST), "run", "--estimator", str(path), "--dataset", str(official), "--json",
-                               "--runner", "local", "--flop-budget", str(BUDGET)],
-                              capture_output=True, text=True, env=env, timeout=300)
-        assert done.returncode == 0, done.stderr[-2000:]
-        theirs = json.loads(done.stdout)
+        done = preloaded.start("whest", "run", "--estimator", str(path), "--dataset", str(official), "--json",
+                               "--runner", "local", "--flop-budget", str(BUDGET), env=env)
+        stdout, stderr = done.communicate(timeout=300)
+        assert done.returncode == 0, stderr[-2000:]
+        theirs = json.loads(stdout)
         assert all(p.is_file() for p in host_files), "unconfined, the same file must land in the host's /tmp"
     finally:
         for p in host_files:

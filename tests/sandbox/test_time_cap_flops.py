@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 import warnings
 from pathlib import Path
@@ -26,7 +24,6 @@ from tests.upstream import make_official, whestbench_mlps
 from whestboard.sandbox import _host
 from whestboard.sandbox._host import SandboxedEstimator, SandboxLimits, SubmissionFiles
 
-WHEST = Path(sys.executable).with_name("whest")
 WALL_S, BUDGET = 1.5, 10**9
 pytestmark = pytest.mark.slow
 PAST_THE_CAP = f"""
@@ -58,16 +55,21 @@ def official(tmp_path_factory):
     return make_official(tmp_path_factory.mktemp("cap") / "ds", width=16, depth=2, n_samples=500, seeds=[3])
 
 
-def whest_run(official, folder, runner: str, hf: Path) -> dict:
-    proc = subprocess.run([str(WHEST), "run", "--estimator", str(folder / "estimator.py"), "--dataset", str(official),
-                           "--json", "--runner", runner, "--flop-budget", str(BUDGET), "--wall-time-limit", str(WALL_S),
-                           "--no-residual-wall-time-limit",
-                           "--setup-timeout", "60"],  # its worker's spawn counts as setup: a busy machine is slow
-                          capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, HF_HOME=str(hf), HF_DATASETS_OFFLINE="1"))
-    assert proc.stdout.strip(), proc.stderr[-2000:]
-    report = json.loads(proc.stdout)
-    assert "results" in report, (report, proc.stderr[-2000:])
+def start_whest_run(preloaded, official, folder, runner: str, hf: Path):
+    """``whest run`` started (its own process, forked: tests/preloaded.py), not waited for: the runs each sleep
+    past the cap, so they sleep side by side."""
+    return preloaded.start("whest", "run", "--estimator", str(folder / "estimator.py"), "--dataset", str(official),
+                           "--json", "--runner", runner, "--flop-budget", str(BUDGET), "--wall-time-limit",
+                           str(WALL_S), "--no-residual-wall-time-limit",
+                           "--setup-timeout", "60",  # its worker's spawn counts as setup: a busy machine is slow
+                           env=dict(os.environ, HF_HOME=str(hf), HF_DATASETS_OFFLINE="1"))
+
+
+def whest_result(proc) -> dict:
+    out, err = proc.communicate(timeout=300)
+    assert out.strip(), err[-2000:]
+    report = json.loads(out)
+    assert "results" in report, (report, err[-2000:])
     return report["results"]["per_mlp"][0]
 
 
@@ -91,10 +93,17 @@ def ours(official, folder, hf: Path) -> dict:
         _host.prewarm()
 
 
-def test_an_mlp_stopped_by_the_wall_cap_bills_what_the_server_runner_bills(official, folder, tmp_path):
-    server = whest_run(official, folder, "server", tmp_path / "hf-server")
-    local = whest_run(official, folder, "local", tmp_path / "hf-local")
-    mine = ours(official, folder, tmp_path / "hf-ours")
+def test_an_mlp_stopped_by_the_wall_cap_bills_what_the_server_runner_bills(official, folder, tmp_path, preloaded):
+    running = {runner: start_whest_run(preloaded, official, folder, runner, tmp_path / f"hf-{runner}")
+               for runner in ("server", "local")}
+    try:
+        mine = ours(official, folder, tmp_path / "hf-ours")
+    except BaseException:
+        for proc in running.values():
+            proc.kill()
+            proc.wait()
+        raise
+    server, local = whest_result(running["server"]), whest_result(running["local"])
     assert server["time_exhausted"] and local["time_exhausted"] and mine["time_exhausted"]
     assert local["flops_used"] == 0  # the in-process runner keeps no per-predict count
     assert server["flops_used"] > 0
