@@ -40,40 +40,19 @@ FAST_TIER = "not browser and not services"
 def pytest_cmdline_main(config) -> None:
     """The fast tier is CPU-bound (each sandbox worker and CLI process imports whestbench, about a
     second): spread it over the machine's cores with pytest-xdist unless ``-n`` says otherwise. The full
-    suite stays in one process: its servers and timing-aware tests want the cores to themselves.
-
-    Spread as ``loadgroup``: the tests sharing a module-scoped fixture go to one process (see
-    ``pytest_collection_modifyitems``), so an expensive fixture (``whest run`` reports, a dataset) is
-    computed once rather than once in each process that got one of its tests; every other test is
-    balanced one by one, as ``load`` does."""
+    suite stays in one process: its servers and timing-aware tests want the cores to themselves."""
     if (config.option.markexpr.strip() != FAST_TIER or not hasattr(config.option, "numprocesses")
             or hasattr(config, "workerinput") or os.environ.get("PYTEST_XDIST_WORKER")):
         return
     if config.option.numprocesses is None and (os.cpu_count() or 1) > 1:
         config.option.numprocesses = min(4, os.cpu_count() or 1)
-    if config.option.numprocesses and config.option.dist == "no":
-        config.option.dist = "loadgroup"
 
 
-def _shared_fixture_scope(item) -> str | None:
-    """The module a test shares a fixture with (one of module, package or class scope), else None."""
-    info = getattr(item, "_fixtureinfo", None)
-    for defs in getattr(info, "name2fixturedefs", {}).values():
-        if defs and defs[-1].scope in ("module", "package", "class"):
-            return item.nodeid.split("::")[0]
-    return None
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks
 def pytest_collection_modifyitems(items) -> None:
     """Mark what needs Chromium (``browser``) or a server (``services``), so the fast tier
     (``pytest -m "not browser and not services"``) needs neither. Modules that start servers inside
-    their tests say so with ``pytestmark``; fixtures and the PostgreSQL half of a store test are found here.
-    A test that shares a module-scoped fixture joins its module's ``xdist_group`` (``--dist loadgroup``)."""
+    their tests say so with ``pytestmark``; fixtures and the PostgreSQL half of a store test are found here."""
     for item in items:
-        shared = _shared_fixture_scope(item)
-        if shared and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(shared))
         names = set(getattr(item, "fixturenames", ()))
         if "browser" in names:
             item.add_marker(pytest.mark.browser)
