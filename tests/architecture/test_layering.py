@@ -21,8 +21,6 @@ import pytest
 from tests.conftest import REPO
 
 PACKAGES = ("whestboard", "components", "server", "pages")
-#: One process runs this module's tests, so the tree is parsed once for all of them (see ``_import_statements``).
-pytestmark = pytest.mark.xdist_group("architecture")
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 
