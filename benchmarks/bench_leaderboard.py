@@ -166,12 +166,7 @@ class Client(TestClientCaller):
             "changedPropIds": [f"{component_key(clicked)}.n_clicks"] if clicked else
             (["lb-team.value"] if team else []),
         }
-        started = time.perf_counter()
-        response = self.http.post("/_dash-update-component", json=payload)
-        elapsed = time.perf_counter() - started
-        if response.status_code != 200:
-            raise RuntimeError(f"{response.status_code}: {response.data[:500]!r}")
-        return elapsed, len(response.data), response.get_json()
+        return self.post(payload)
 
     def public_private(self, round_tag: str, token: str | None):
         return self.callback(

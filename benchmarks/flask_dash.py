@@ -40,6 +40,10 @@ class TestClientCaller:
             "state": [{"id": i, "property": p, "value": v} for i, p, v in state],
             "changedPropIds": changed or [f"{component_key(inputs[0][0])}.{inputs[0][1]}"],
         }
+        return self.post(payload)
+
+    def post(self, payload: dict) -> tuple[float, int, dict]:
+        """POST a callback payload as the renderer does; returns (seconds, response bytes, response JSON)."""
         started = time.perf_counter()
         response = self.http.post("/_dash-update-component", json=payload)
         elapsed = time.perf_counter() - started
