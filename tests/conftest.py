@@ -48,6 +48,16 @@ def pytest_cmdline_main(config) -> None:
         config.option.numprocesses = min(4, os.cpu_count() or 1)
 
 
+def pytest_collection_finish(session) -> None:
+    """Everything imported by now (Dash, plotly, pandas, whestbench, the test modules) lives as long as the
+    process: frozen, it is left out of the garbage collector's full passes, which otherwise walk it again
+    every few thousand allocations of every test."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
 def pytest_collection_modifyitems(items) -> None:
     """Mark what needs Chromium (``browser``) or a server (``services``), so the fast tier
     (``pytest -m "not browser and not services"``) needs neither. Modules that start servers inside
