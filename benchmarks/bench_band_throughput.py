@@ -13,7 +13,11 @@ For each round's shape the script times, interleaved over several repetitions
   thread each: exactly how ``python -m whestboard band`` runs;
 * ``band, 1 core`` and ``bare, 1 core``: per-core efficiency without contention
   between our own threads; ``band forward only`` is the same pass with the inputs
-  drawn beforehand, which separates the forward pass from the cost of the draws.
+  drawn beforehand, which separates the forward pass from the cost of the draws;
+* ``draws only, 1 core``: the band's input draws alone (numpy's float32 ziggurat on
+  the band's stream, into the band's reused buffer). They must stay bit-identical,
+  so ``bare / (bare + draws)`` is the most the band could reach on one core even if
+  ReLU and the float64 sums cost nothing: the ceiling the ratios are judged against.
 
 GFLOP/s count only the matmuls (2 d w^2 per sample) so every row is comparable;
 the band's rate therefore includes the cost of drawing inputs, ReLU and sums.
@@ -92,6 +96,14 @@ class PreDrawn:
         return out
 
 
+def draws_only(width: int, n_samples: int, seed: int) -> None:
+    """Only the band's input draws, chunk by chunk into one reused buffer, as ``checkpoint_means`` draws them."""
+    chunk = chunk_size_for(width)
+    rng, inputs = band_rng(seed), np.empty((chunk, width), dtype=np.float32)
+    for start in range(0, n_samples, chunk):
+        rng.standard_normal(dtype=np.float32, out=inputs[:min(chunk, n_samples - start)])
+
+
 def forward_pass(weights: list[np.ndarray], n_samples: int, inputs: PreDrawn, tag: str) -> None:
     points, variance = checkpoints_like_the_band(tag, n_samples)
     checkpoint_means(weights, points, inputs, variance_samples=variance)
@@ -114,6 +126,8 @@ def parallel(fn, jobs: int, per_job: int, weights_per_job: list[list[np.ndarray]
 
 BARE_ALL, BARE_PAR, BAND_PAR = "bare, BLAS on all cores", "bare, one BLAS thread per core", "band, one MLP per core"
 BARE_1, BAND_1, FORWARD_1 = "bare, 1 core", "band, 1 core", "band forward only, 1 core"
+DRAWS_1 = "draws only, 1 core"
+CEILING = "ceiling: bare / (bare + draws), one core"
 RATIOS = {
     "band / best bare matmul, whole machine": (BAND_PAR, (BARE_ALL, BARE_PAR)),
     "band / bare matmul, one core": (BAND_1, (BARE_1,)),
@@ -137,6 +151,7 @@ def measure(tag: str, reps: int, target_s: float, jobs: int) -> tuple[dict[str, 
         BARE_1: lambda: _single(lambda: bare_matmul(weights[0], per_job)),
         BAND_1: lambda: _single(lambda: band_pass(weights[0], per_job, 0, tag)),
         FORWARD_1: lambda: _single(lambda: forward_pass(weights[0], per_job, predrawn, tag)),
+        DRAWS_1: lambda: _single(lambda: draws_only(width, per_job, 0)),
     }
     predrawn = PreDrawn(width)
     forward_pass(weights[0], chunk, predrawn, tag)  # fills its input buffer once, outside the timings
@@ -159,6 +174,10 @@ def _ratios(rates: dict[str, list[float]]) -> dict[str, float]:
         per_rep = [rates[mine][i] / max(rates[b][i] for b in bares) for i in range(len(rates[mine]))]
         out[label] = statistics.median(per_rep)
         out[label + " (best / best)"] = max(rates[mine]) / max(max(rates[b]) for b in bares)
+    # rates are matmul FLOPs per second, so time ratios invert them: t_bare / (t_bare + t_draws)
+    per_rep = [1 / (1 + b / d) for b, d in zip(rates[BARE_1], rates[DRAWS_1], strict=True)]
+    out[CEILING] = statistics.median(per_rep)
+    out[CEILING + " (best / best)"] = 1 / (1 + max(rates[BARE_1]) / max(rates[DRAWS_1]))
     return out
 
 
@@ -183,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{tag} ({rnd.width} x {rnd.depth}, chunk {chunk_size_for(rnd.width)})")
         for name, values in rates.items():
             print(f"  {name:34s} median {statistics.median(values):7.1f}  best {max(values):7.1f} GFLOP/s")
-        for label in RATIOS:
+        for label in (*RATIOS, CEILING):
             print(f"  ratio {label:55s} {ratios[label]:.2f}  (best/best {ratios[label + ' (best / best)']:.2f})")
         worst = min(worst, ratios["band / best bare matmul, whole machine"])
     print(f"\nworst whole-machine ratio (median of paired repetitions): {worst:.2f} (target >= 0.80); "
