@@ -98,6 +98,19 @@ def test_prune_drops_the_oldest_by_count_and_by_bytes(store):
     assert _blobs.prune_blobs(ns, max_count=0, keep_newer_than_s=3600) == 0  # young ones stay
 
 
+def test_stored_keys_are_looked_up_by_key_across_query_batches(store):
+    """More keys than one ``IN`` query takes, some stored, some not, and a namespace beside with the same keys."""
+    ns, other = namespace("lookup"), namespace("beside")
+    keys = [f"k{i:04d}" for i in range(2 * _blobs._KEYS_PER_QUERY + 7)]
+    stored = set(keys[::3])
+    for key in stored:
+        _blobs.put_blob(ns, key, b"x")
+    _blobs.put_blob(other, keys[1], b"x")
+    assert _blobs.stored_blob_keys(ns, keys + ["k0000"]) == stored
+    assert _blobs.stored_blob_keys(ns, []) == set()
+    assert _blobs.stored_blob_keys(other, keys) == {keys[1]}
+
+
 def test_arrays_round_trip_without_pickles(store):
     ns = namespace("arrays")
     means = np.arange(12, dtype=np.float32).reshape(3, 4)

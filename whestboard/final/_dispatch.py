@@ -29,7 +29,7 @@ from whestboard.final._suite import FinalSuite
 from whestboard.jobs import STALE_AFTER_S, celery_app, find_job, owner_alive, register_body, spread
 from whestboard.rules import get_round
 from whestboard.scoring import EstimatorHandle, RunError, rulebook_for, sandboxed_handle, stored_spec
-from whestboard.store import blob_keys
+from whestboard.store import stored_blob_keys
 
 #: The job body's kind: one team's batch of one final.
 FINAL_TEAM = "final-team"
@@ -85,9 +85,10 @@ def dispatch(suite: FinalSuite, teams: Sequence[str], indices: Sequence[int], ha
     keys = {Pair(suite.key, team, handles[team].code_sha256, int(i)).key for team in teams for i in indices}
     batches = [batch_key(suite.key, team, handles[team].code_sha256, list(indices)) for team in teams]
     idle_s = config.final_worker_idle_s()
-    last_stored, last_sign = -1, time.time()
+    last_stored, last_sign, waiting = -1, time.time(), set(keys)
     while True:
-        stored = len(keys.intersection(blob_keys(PAIR_RESULTS)))
+        waiting -= stored_blob_keys(PAIR_RESULTS, waiting)  # only this suite's keys, and only those still awaited
+        stored = len(keys) - len(waiting)
         if stored != last_stored:
             report(stored, len(keys))
             last_stored, last_sign = stored, time.time()

@@ -22,6 +22,7 @@ from whestboard.store._blobs import (
     put_blob_folder,
     remove_blob,
     shared_secret,
+    stored_blob_keys,
 )
 from whestboard.store._database import Base, engine, reset_engines, session
 from whestboard.store._values import DuplicateKey, finite, json_safe, sci, strict_json
@@ -49,6 +50,7 @@ __all__ = [
     "sci",
     "session",
     "shared_secret",
+    "stored_blob_keys",
     "strict_json",
     "write_json",
     "write_text",

@@ -25,6 +25,7 @@ import tarfile
 import tempfile
 import time
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,21 @@ def blob_keys(namespace: str, *, url: str | None = None) -> list[str]:
     """Every key of a namespace, oldest first."""
     with session(url) as s:
         return list(s.scalars(select(Blob.key).where(Blob.namespace == namespace).order_by(Blob.created_at)))
+
+
+#: Keys per ``IN (...)`` query: well under SQLite's 32,766 bound variables and PostgreSQL's 65,535.
+_KEYS_PER_QUERY = 500
+
+
+def stored_blob_keys(namespace: str, keys: Iterable[str], *, url: str | None = None) -> set[str]:
+    """Which of ``keys`` the namespace holds: a lookup of those keys only, by primary key, so a caller
+    waiting on a few thousand results never reads every key a busy namespace has ever stored."""
+    wanted, found = sorted(set(keys)), set()
+    with session(url) as s:
+        for start in range(0, len(wanted), _KEYS_PER_QUERY):
+            part = wanted[start:start + _KEYS_PER_QUERY]
+            found.update(s.scalars(select(Blob.key).where(Blob.namespace == namespace, Blob.key.in_(part))))
+    return found
 
 
 def remove_blob(namespace: str, key: str, *, url: str | None = None) -> bool:
