@@ -55,3 +55,17 @@ def test_the_top_of_a_long_board_is_sent_with_the_chosen_teams_row(sqlite_store,
     board = _view.board(ROUND, "public", organizer=False, team=last, url=sqlite_store)
     assert len(board.rows) == 11 and board.rows[-1]["team"] == last
     assert f"top 10 of {len(table):,} teams" in board.summary[-1]
+
+
+def test_the_ranking_frame_is_built_once_per_store_revision_and_viewer(sqlite_store, tmp_path):  # noqa: F811
+    """The board's summary and every page turn of the paged ranking read one frame until the store changes."""
+    _import(sqlite_store, tmp_path / "files", n=20, teams=5)
+    first = _view.ranking_frame(ROUND, "public", organizer=False, url=sqlite_store)
+    assert _view.ranking_frame(ROUND, "public", organizer=False, url=sqlite_store) is first
+    organizer = _view.ranking_frame(ROUND, "public", organizer=True, url=sqlite_store)
+    assert organizer is not first and set(_integrity.ORGANIZER_COLUMNS) & set(organizer.columns)
+    assert not set(_integrity.ORGANIZER_COLUMNS) & set(first.columns)
+    row, mlps = submission_row("late", "team-new", round_tag=ROUND, scores=(1e-9, 1e-9), minutes=99)
+    _files.import_files([write_csvs(tmp_path / "more", [(row, mlps)])], url=sqlite_store)
+    after = _view.ranking_frame(ROUND, "public", organizer=False, url=sqlite_store)
+    assert after is not first and after["team"].iloc[0] == "team-new" and len(after) == len(first) + 1

@@ -114,9 +114,15 @@ def ranking_frame(round_tag: str, split: str, *, organizer: bool, url: str | Non
         _integrity.require_split_access(split, organizer)
     except PermissionError:
         split = _store.PUBLIC
-    table = with_pricing(_integrity.viewer_board(round_tag, split, organizer=organizer, url=url), round_tag, split,
-                         url)
-    return table.sort_values(["rank", "submission_id"], kind="mergesort", ignore_index=True)
+
+    def compute() -> pd.DataFrame:
+        table = with_pricing(_integrity.viewer_board(round_tag, split, organizer=organizer, url=url), round_tag,
+                             split, url)
+        return table.sort_values(["rank", "submission_id"], kind="mergesort", ignore_index=True)
+
+    # One frame per store revision and viewer serves the board's summary and every page turn, sort and filter
+    # of the paged ranking (each reads it, none changes it), instead of a join and a sort for each.
+    return _store.cached(f"ranking:{round_tag}:{split}:{'organizer' if organizer else 'public'}", compute, url=url)
 
 
 #: What priced a submission's score, as its stored row says.
