@@ -39,7 +39,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from flask_dash import TestClientCaller, component_key  # noqa: E402
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
+from flask_dash import TestClientCaller  # noqa: E402
+
+from tests.pages.ranking_request import ranking_request, sort_ids  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 BOARD_COLD_TARGET_S = 2.0
@@ -143,29 +146,9 @@ class Client(TestClientCaller):
 
     def ranking(self, round_tag: str, state: dict | None = None, sort: str | None = None, team: str | None = None):
         """One page of the ranking table (``sort``: a click on that column's header; ``team``: a team chosen)."""
-        from pages.leaderboard import RANKING_COLUMNS
-
-        key = self.registered_output("lb-ranking-body.children")
-        sorts = [{"type": "lb-ranking-sort", "col": c.field} for c in RANKING_COLUMNS if c.sort_by]
-        clicked = next((i for i in sorts if i["col"] == sort), None)
-        plain = [("lb-ranking-prev", "n_clicks", None), ("lb-ranking-next", "n_clicks", None),
-                 ("lb-ranking-filter", "value", ""), ("lb-team", "value", team), ("lb-split", "value", "public"),
-                 ("lb-token", "value", None), ("lb-revision", "data", 0)]
-        payload = {
-            "output": key,
-            "outputs": [{"id": "lb-ranking-body", "property": "children"},
-                        [{"id": i, "property": "children"} for i in sorts],
-                        {"id": "lb-ranking-pager", "property": "children"},
-                        {"id": "lb-ranking-prev", "property": "disabled"},
-                        {"id": "lb-ranking-next", "property": "disabled"},
-                        {"id": "lb-ranking-state", "property": "data"}],
-            "inputs": [[{"id": i, "property": "n_clicks", "value": 1 if i is clicked else None} for i in sorts]]
-            + [{"id": i, "property": p, "value": v} for i, p, v in plain],
-            "state": [{"id": "lb-ranking-state", "property": "data", "value": state},
-                      {"id": "lb-round", "property": "data", "value": round_tag}],
-            "changedPropIds": [f"{component_key(clicked)}.n_clicks"] if clicked else
-            (["lb-team.value"] if team else []),
-        }
+        clicked = next((i for i in sort_ids() if i["col"] == sort), None)
+        payload = ranking_request(self.registered_output("lb-ranking-body.children"), round_tag, team=team,
+                                  state=state, trigger=clicked or ("lb-team" if team else None))
         return self.post(payload)
 
     def public_private(self, round_tag: str, token: str | None):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tests.leaderboard import submissions_helpers as helpers
+from tests.pages.ranking_request import ranking_request
 from whestboard.compare import load_side, verdict
 
 TOKEN = "page-organizer-token"
@@ -59,39 +60,13 @@ def _board(http, split: str, token: str | None):
                  [("lb-round", "data", "v1-warmup"), ("lb-team", "value", None)])
 
 
-def _sort_ids() -> list[dict]:
-    from pages.leaderboard import RANKING_COLUMNS
-
-    return [{"type": "lb-ranking-sort", "col": c.field} for c in RANKING_COLUMNS if c.sort_by]
-
-
 def post_ranking(http, round_tag: str = "v1-warmup", split: str = "public", token: str | None = None,
                  team: str | None = None, state: dict | None = None, filter_text: str = "",
                  trigger: str | dict | None = None):
-    """The ranking's callback as the renderer posts it (``trigger``: the input the viewer changed, a sort
-    header's id for a click); the answer's text, body and the body's rows (``ranking_rows``)."""
+    """The ranking's callback as the renderer posts it (``ranking_request``); the answer's text, body and the
+    body's rows (``ranking_rows``)."""
     key = next(k for k in http.callback_map if k.startswith("..lb-ranking-body.children"))
-    sorts = _sort_ids()
-    clicks = {json.dumps(trigger, sort_keys=True, separators=(",", ":")): 1} if isinstance(trigger, dict) else {}
-    plain = [("lb-ranking-prev", "n_clicks", 1 if trigger == "lb-ranking-prev" else None),
-             ("lb-ranking-next", "n_clicks", 1 if trigger == "lb-ranking-next" else None),
-             ("lb-ranking-filter", "value", filter_text), ("lb-team", "value", team), ("lb-split", "value", split),
-             ("lb-token", "value", token), ("lb-revision", "data", 0)]
-    sort_inputs = [{"id": i, "property": "n_clicks",
-                    "value": clicks.get(json.dumps(i, sort_keys=True, separators=(",", ":")))} for i in sorts]
-    changed = ([f"{json.dumps(trigger, sort_keys=True, separators=(',', ':'))}.n_clicks"] if isinstance(trigger, dict)
-               else [f"{i}.{p}" for i, p, _ in plain if i == trigger])
-    payload = {"output": key,
-               "outputs": [{"id": "lb-ranking-body", "property": "children"},
-                           [{"id": i, "property": "children"} for i in sorts],
-                           {"id": "lb-ranking-pager", "property": "children"},
-                           {"id": "lb-ranking-prev", "property": "disabled"},
-                           {"id": "lb-ranking-next", "property": "disabled"},
-                           {"id": "lb-ranking-state", "property": "data"}],
-               "inputs": [sort_inputs] + [{"id": i, "property": p, "value": v} for i, p, v in plain],
-               "state": [{"id": "lb-ranking-state", "property": "data", "value": state},
-                         {"id": "lb-round", "property": "data", "value": round_tag}],
-               "changedPropIds": changed}
+    payload = ranking_request(key, round_tag, split, token, team, state, filter_text, trigger)
     response = http.post("/_dash-update-component", json=payload)
     assert response.status_code == 200, response.data[:500]
     body = response.get_json()["response"]
