@@ -53,6 +53,24 @@ def banded(pristine_band, tmp_path):
     return open_dataset(shutil.copytree(pristine_band, tmp_path / pristine_band.name))
 
 
+@pytest.fixture(scope="module")
+def pristine_baselines(pristine_band, tmp_path_factory) -> tuple[Path, dict, list]:
+    """Every baseline scored once beside a copy of the band: the folder, what ``compute_baselines``
+    returned and the progress it reported."""
+    path = shutil.copytree(pristine_band, tmp_path_factory.mktemp("baselines") / pristine_band.name)
+    seen = []
+    results = compute_baselines(open_dataset(path), budget=BUDGET, directory=path / "band",
+                                on_progress=lambda kind, done, total: seen.append((kind, done, total)))
+    return path, results, seen
+
+
+@pytest.fixture()
+def with_baselines(pristine_baselines, tmp_path):
+    """This test's own copy of the dataset, its band and its baseline files."""
+    path = pristine_baselines[0]
+    return open_dataset(shutil.copytree(path, tmp_path / path.name))
+
+
 def test_band_is_stored_beside_the_dataset_and_loaded_back(dataset):
     report = compute_band(dataset, budget=BUDGET, jobs=2, show_progress=False)
     assert report.directory == Path(dataset.info.path) / "band"
@@ -112,11 +130,10 @@ def test_read_only_datasets_get_their_band_in_the_state_folder(dataset, tmp_path
     assert load_band(dataset).directory == report.directory
 
 
-def test_baselines_are_the_runs_modules_numbers_and_resume_per_mlp(dataset):
+def test_baselines_are_the_runs_modules_numbers_and_resume_per_mlp(pristine_baselines, with_baselines):
+    _scored, results, seen = pristine_baselines
+    dataset = with_baselines
     directory = Path(dataset.info.path) / "band"
-    seen = []
-    results = compute_baselines(dataset, budget=BUDGET, directory=directory,
-                                on_progress=lambda kind, done, total: seen.append((kind, done, total)))
     assert set(results) == set(BASELINE_LABELS) and seen[-1] == (list(BASELINE_LABELS)[-1], 4, 4)
     request = RunRequest(dataset=dataset, indices=[0, 1, 2, 3], estimator=resolve_estimator("cov"),
                          rulebook=rulebook_for(None, BUDGET))
@@ -131,10 +148,10 @@ def test_baselines_are_the_runs_modules_numbers_and_resume_per_mlp(dataset):
     data = json.loads(path.read_text())
     data["per_mlp"] = data["per_mlp"][:3]
     path.write_text(json.dumps(data))
-    seen.clear()
+    resumed = []
     compute_baselines(dataset, budget=BUDGET, directory=directory,
-                      on_progress=lambda kind, done, total: seen.append((kind, done, total)))
-    assert seen == [("mean", 1, 1)]
+                      on_progress=lambda kind, done, total: resumed.append((kind, done, total)))
+    assert resumed == [("mean", 1, 1)]
     assert len(load_baselines(dataset)["mean"].per_mlp) == 4
 
 
@@ -288,9 +305,9 @@ def test_a_damaged_dataset_mlp_is_left_out_of_the_band_and_said_so(banded, priva
     assert "python -m whestboard bake" in notes
 
 
-def test_an_unreadable_baseline_file_is_ignored_named_and_rewritten(banded, private_state):
+def test_an_unreadable_baseline_file_is_ignored_named_and_rewritten(with_baselines, private_state):
+    banded = with_baselines
     directory = Path(banded.info.path) / "band"
-    compute_baselines(banded, budget=BUDGET, directory=directory)
     path = directory / "baselines" / "mean.json"
     path.write_text('{"per_mlp": [{"mlp_index": 0, "final_layer_mse": "lots"}]}')
     assert set(load_baselines(banded)) == set(BASELINE_LABELS) - {"mean"}
