@@ -4,12 +4,12 @@ A fresh ``whest run`` or ``python -m whestboard`` spends about two seconds of CP
 (through its package ``__init__``, Hugging Face ``datasets``, pandas and pyarrow) before it reads its
 first argument; a test that starts seven of them pays fourteen. Here one server process, started fresh
 (``python -c``, never forked from pytest, whose threads may hold locks), imports both command lines and
-every ``whestboard`` command's module (half a second more per command: its parser imports them all),
-then forks a child per command. The child takes the command's environment, working folder and argv,
-has its stdout and stderr in files, calls the command's ``main`` as its console script does
-(``sys.exit(main())``), runs the exit handlers and exits with its status. The server reaps it and
-reports that status as ``Popen.returncode`` reads it (negative for a signal), so a test can kill a
-command mid-run by its pid and see it gone, as with a process it spawned.
+every ``whestboard`` command's module (its parser imports them all: half a second of CPU that each fork
+would otherwise repeat), then forks a child per command. The child takes the command's environment,
+working folder and argv, has its stdout and stderr in files, calls the command's ``main`` as its
+console script does (``sys.exit(main())``), runs the exit handlers and exits with its status. The
+server reaps it and reports that status as ``Popen.returncode`` reads it (negative for a signal), so a
+test can kill a command mid-run by its pid and see it gone, as with a process it spawned.
 
 What a fork cannot take from the command's environment: what a library read when it was imported, in
 the server. The server is started with ``HF_DATASETS_OFFLINE=1`` and a Hugging Face home of its own, so
