@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -38,6 +39,38 @@ def dataset(tmp_path):
     return open_dataset(_bake(tmp_path / "ds"))
 
 
+@pytest.fixture(scope="module")
+def pristine_band(tmp_path_factory) -> Path:
+    """The dataset with its band beside it, measured once (one job) for the tests that start from a band."""
+    path = _bake(tmp_path_factory.mktemp("banded") / "ds")
+    compute_band(open_dataset(path), budget=BUDGET, jobs=1, show_progress=False)
+    return path
+
+
+@pytest.fixture()
+def banded(pristine_band, tmp_path):
+    """This test's own copy of the dataset and its band (file times kept), to damage, resume or redo."""
+    return open_dataset(shutil.copytree(pristine_band, tmp_path / pristine_band.name))
+
+
+@pytest.fixture(scope="module")
+def pristine_baselines(pristine_band, tmp_path_factory) -> tuple[Path, dict, list]:
+    """Every baseline scored once beside a copy of the band: the folder, what ``compute_baselines``
+    returned and the progress it reported."""
+    path = shutil.copytree(pristine_band, tmp_path_factory.mktemp("baselines") / pristine_band.name)
+    seen = []
+    results = compute_baselines(open_dataset(path), budget=BUDGET, directory=path / "band",
+                                on_progress=lambda kind, done, total: seen.append((kind, done, total)))
+    return path, results, seen
+
+
+@pytest.fixture()
+def with_baselines(pristine_baselines, tmp_path):
+    """This test's own copy of the dataset, its band and its baseline files."""
+    path = pristine_baselines[0]
+    return open_dataset(shutil.copytree(path, tmp_path / path.name))
+
+
 def test_band_is_stored_beside_the_dataset_and_loaded_back(dataset):
     report = compute_band(dataset, budget=BUDGET, jobs=2, show_progress=False)
     assert report.directory == Path(dataset.info.path) / "band"
@@ -55,37 +88,36 @@ def test_band_is_stored_beside_the_dataset_and_loaded_back(dataset):
     assert not list((report.directory / "mlps").glob("*.tmp"))
 
 
-def test_resume_recomputes_only_missing_mlps_and_reproduces_them_bit_for_bit(dataset):
-    first = compute_band(dataset, budget=BUDGET, jobs=1, show_progress=False)
-    kept = {i: os.stat(mlp_file(first.directory, i)).st_mtime_ns for i in (0, 1, 3)}
-    removed = json.loads(mlp_file(first.directory, 2).read_text())
-    mlp_file(first.directory, 2).unlink()
-    again = compute_band(dataset, budget=BUDGET, jobs=2, show_progress=False)
+def test_resume_recomputes_only_missing_mlps_and_reproduces_them_bit_for_bit(banded):
+    directory = Path(banded.info.path) / "band"  # measured with one job
+    kept = {i: os.stat(mlp_file(directory, i)).st_mtime_ns for i in (0, 1, 3)}
+    removed = json.loads(mlp_file(directory, 2).read_text())
+    mlp_file(directory, 2).unlink()
+    again = compute_band(banded, budget=BUDGET, jobs=2, show_progress=False)
     assert [b.index for b in again.computed] == [2] and again.skipped == 3
     for i, mtime in kept.items():
-        assert os.stat(mlp_file(first.directory, i)).st_mtime_ns == mtime
-    redone = json.loads(mlp_file(first.directory, 2).read_text())
+        assert os.stat(mlp_file(directory, i)).st_mtime_ns == mtime
+    redone = json.loads(mlp_file(directory, 2).read_text())
     assert redone["per_layer_mse_raw"] == removed["per_layer_mse_raw"]  # one BLAS thread: same bits, any --jobs
 
 
-def test_other_settings_are_refused_unless_restarted(dataset):
-    compute_band(dataset, budget=BUDGET, show_progress=False)
+def test_other_settings_are_refused_unless_restarted(banded):
     with pytest.raises(BandError, match="--restart"):
-        compute_band(dataset, budget=BUDGET, max_budget_multiple=2, show_progress=False)
-    report = compute_band(dataset, budget=BUDGET, max_budget_multiple=2, restart=True, show_progress=False)
+        compute_band(banded, budget=BUDGET, max_budget_multiple=2, show_progress=False)
+    report = compute_band(banded, budget=BUDGET, max_budget_multiple=2, restart=True, show_progress=False)
     assert len(report.computed) == 4
-    assert load_band(dataset).plan.max_budget_multiple == 2
+    assert load_band(banded).plan.max_budget_multiple == 2
 
 
-def test_a_file_for_another_reference_is_stale_and_recomputed(dataset):
-    report = compute_band(dataset, budget=BUDGET, show_progress=False)
-    path = mlp_file(report.directory, 1)
+def test_a_file_for_another_reference_is_stale_and_recomputed(banded):
+    directory = Path(banded.info.path) / "band"
+    path = mlp_file(directory, 1)
     data = json.loads(path.read_text())
     data["reference_sha256"] = "0" * 64
     path.write_text(json.dumps(data))
-    band = load_band(dataset)
+    band = load_band(banded)
     assert band.stale == [1] and band.indices == [0, 2, 3] and not band.complete
-    again = compute_band(dataset, budget=BUDGET, show_progress=False)
+    again = compute_band(banded, budget=BUDGET, show_progress=False)
     assert [b.index for b in again.computed] == [1]
 
 
@@ -98,11 +130,10 @@ def test_read_only_datasets_get_their_band_in_the_state_folder(dataset, tmp_path
     assert load_band(dataset).directory == report.directory
 
 
-def test_baselines_are_the_runs_modules_numbers_and_resume_per_mlp(dataset):
+def test_baselines_are_the_runs_modules_numbers_and_resume_per_mlp(pristine_baselines, with_baselines):
+    _scored, results, seen = pristine_baselines
+    dataset = with_baselines
     directory = Path(dataset.info.path) / "band"
-    seen = []
-    results = compute_baselines(dataset, budget=BUDGET, directory=directory,
-                                on_progress=lambda kind, done, total: seen.append((kind, done, total)))
     assert set(results) == set(BASELINE_LABELS) and seen[-1] == (list(BASELINE_LABELS)[-1], 4, 4)
     request = RunRequest(dataset=dataset, indices=[0, 1, 2, 3], estimator=resolve_estimator("cov"),
                          rulebook=rulebook_for(None, BUDGET))
@@ -117,10 +148,10 @@ def test_baselines_are_the_runs_modules_numbers_and_resume_per_mlp(dataset):
     data = json.loads(path.read_text())
     data["per_mlp"] = data["per_mlp"][:3]
     path.write_text(json.dumps(data))
-    seen.clear()
+    resumed = []
     compute_baselines(dataset, budget=BUDGET, directory=directory,
-                      on_progress=lambda kind, done, total: seen.append((kind, done, total)))
-    assert seen == [("mean", 1, 1)]
+                      on_progress=lambda kind, done, total: resumed.append((kind, done, total)))
+    assert resumed == [("mean", 1, 1)]
     assert len(load_baselines(dataset)["mean"].per_mlp) == 4
 
 
@@ -141,15 +172,19 @@ def test_cli_band_computes_resumes_and_reports_user_errors(tmp_path, capsys):
 
 def test_a_killed_band_resumes_without_recomputing_finished_mlps(tmp_path, preloaded):
     """``python -m whestboard band`` killed mid-run, then run again (each its own process, forked:
-    tests/preloaded.py)."""
+    tests/preloaded.py).
+
+    The kill lands within milliseconds of the first MLP file (polled every 5 ms); an MLP at this budget
+    (200,000 samples, four times the budget's 50,000) takes about 0.12 s of CPU, so the other five leave
+    0.6 s for it to land mid-run. What is kept and redone does not depend on the sample count."""
     path = _bake(tmp_path / "kill-ds", seeds=[11, 12, 13, 14, 15, 16])
-    args = ["band", "--dataset", str(path), "--budget", str(PER_SAMPLE * 200_000), "--jobs", "1", "--quiet",
+    args = ["band", "--dataset", str(path), "--budget", str(PER_SAMPLE * 50_000), "--jobs", "1", "--quiet",
             "--no-baselines"]
     proc = preloaded.start("whestboard", *args)
     folder = path / "band" / "mlps"
     deadline = time.time() + 120
     while not list(folder.glob("*.json")) and time.time() < deadline:
-        time.sleep(0.05)
+        time.sleep(0.005)
     proc.kill()
     proc.wait()
     kept = {p.name: p.stat().st_mtime_ns for p in folder.glob("*.json")}
@@ -180,33 +215,33 @@ def _truncate(path: Path) -> None:
     ],
     ids=["garbage", "not-an-object", "not-text", "no-plan", "other-format"],
 )
-def test_an_unreadable_manifest_is_named_and_the_band_command_rewrites_it(dataset, content, reason):
-    report = compute_band(dataset, budget=BUDGET, show_progress=False)
-    manifest = report.directory / "band.json"
+def test_an_unreadable_manifest_is_named_and_the_band_command_rewrites_it(banded, content, reason):
+    directory = Path(banded.info.path) / "band"
+    manifest = directory / "band.json"
     plan = json.loads(manifest.read_text())["plan"]
-    folder = report.directory / "mlps"
+    folder = directory / "mlps"
     kept = {p.name: p.stat().st_mtime_ns for p in folder.glob("*.json")}
     manifest.write_bytes(content)
     with pytest.raises(BandFileUnreadable) as caught:
-        load_band(dataset)
+        load_band(banded)
     message = str(caught.value)
     assert message.startswith(f"{manifest} is unreadable (") and reason in message
-    assert f"Re-run `python -m whestboard band --dataset {dataset.info.path}` to rewrite it" in message
+    assert f"Re-run `python -m whestboard band --dataset {banded.info.path}` to rewrite it" in message
     assert caught.value.path == manifest and reason in caught.value.reason
 
-    again = compute_band(dataset, budget=BUDGET, show_progress=False)  # what the message says to run
+    again = compute_band(banded, budget=BUDGET, show_progress=False)  # what the message says to run
     assert again.computed == [] and again.skipped == 4
     assert {p.name: p.stat().st_mtime_ns for p in folder.glob("*.json")} == kept
     assert json.loads(manifest.read_text())["plan"] == plan
-    assert load_band(dataset).complete
+    assert load_band(banded).complete
 
 
-def test_an_oversized_band_file_is_refused_before_it_is_parsed(dataset, monkeypatch):
-    report = compute_band(dataset, budget=BUDGET, show_progress=False)
+def test_an_oversized_band_file_is_refused_before_it_is_parsed(banded, monkeypatch):
+    directory = Path(banded.info.path) / "band"
     monkeypatch.setattr(_folder, "MAX_FILE_BYTES", 64)
     with pytest.raises(BandFileUnreadable, match="bytes, more than any band file \\(64\\)"):
-        load_band(dataset)
-    assert (report.directory / "band.json").stat().st_size > 64
+        load_band(banded)
+    assert (directory / "band.json").stat().st_size > 64
 
 
 @pytest.mark.parametrize(
@@ -220,69 +255,68 @@ def test_an_oversized_band_file_is_refused_before_it_is_parsed(dataset, monkeypa
     ],
     ids=["truncated", "another-mlp", "mismatched-shapes", "missing-field", "nan"],
 )
-def test_an_unreadable_mlp_band_file_is_reported_as_unreadable_and_recomputed(dataset, private_state, mangle, reason):
-    report = compute_band(dataset, budget=BUDGET, show_progress=False)
-    path = mlp_file(report.directory, 1)
+def test_an_unreadable_mlp_band_file_is_reported_as_unreadable_and_recomputed(banded, private_state, mangle, reason):
+    directory = Path(banded.info.path) / "band"
+    path = mlp_file(directory, 1)
     good = path.read_text()
     path.write_text(mangle(good))
-    band = load_band(dataset)
+    band = load_band(banded)
     assert band.stale == [] and list(band.unreadable) == [1]
     assert band.unreadable[1].startswith(f"{path}: ") and reason in band.unreadable[1]
     assert band.indices == [0, 2, 3] and not band.complete
 
-    view = convergence_view(dataset, runs=[])
+    view = convergence_view(banded, runs=[])
     notes = " ".join(view.notes)
     assert f"1 stored band file(s) are unreadable and left out: {band.unreadable[1]}" in notes
-    assert f"Re-run `python -m whestboard band --dataset {dataset.info.path}` to recompute them" in notes
+    assert f"Re-run `python -m whestboard band --dataset {banded.info.path}` to recompute them" in notes
     assert "another reference" not in notes
     assert view.has_band and view.band_n_mlps == 3  # the other MLPs' band is still drawn
 
-    again = compute_band(dataset, budget=BUDGET, show_progress=False)
+    again = compute_band(banded, budget=BUDGET, show_progress=False)
     assert [b.index for b in again.computed] == [1]
     assert json.loads(path.read_text())["per_layer_mse_raw"] == json.loads(good)["per_layer_mse_raw"]
-    assert load_band(dataset).complete
+    assert load_band(banded).complete
 
 
-def test_a_file_for_another_reference_is_still_reported_as_such(dataset, private_state):
-    report = compute_band(dataset, budget=BUDGET, show_progress=False)
-    path = mlp_file(report.directory, 3)
+def test_a_file_for_another_reference_is_still_reported_as_such(banded, private_state):
+    directory = Path(banded.info.path) / "band"
+    path = mlp_file(directory, 3)
     path.write_text(json.dumps({**json.loads(path.read_text()), "reference_sha256": "0" * 64}))
-    notes = " ".join(convergence_view(dataset, runs=[]).notes)
+    notes = " ".join(convergence_view(banded, runs=[]).notes)
     assert "1 stored band file(s) were measured against another reference" in notes and "unreadable" not in notes
 
 
-def test_a_damaged_dataset_mlp_is_left_out_of_the_band_and_said_so(dataset, private_state):
-    report = compute_band(dataset, budget=BUDGET, show_progress=False)
-    record = Path(dataset.info.path) / "mlps" / "00002.npz"
+def test_a_damaged_dataset_mlp_is_left_out_of_the_band_and_said_so(banded, private_state):
+    directory = Path(banded.info.path) / "band"
+    record = Path(banded.info.path) / "mlps" / "00002.npz"
     _truncate(record)
-    damaged = open_dataset(dataset.info.path)
+    damaged = open_dataset(banded.info.path)
     band = load_band(damaged)
     assert band.indices == [0, 1, 3] and band.complete and band.stale == [] and band.unreadable == {}
     again = compute_band(damaged, budget=BUDGET, show_progress=False)
     assert again.computed == [] and again.skipped == 3
-    assert mlp_file(report.directory, 2).is_file()  # the band file of the damaged MLP is kept, not rewritten
+    assert mlp_file(directory, 2).is_file()  # the band file of the damaged MLP is kept, not rewritten
 
     view = convergence_view(damaged, runs=[])
     assert view.n_mlps == 3 and view.band_n_mlps == 3
-    assert view.sigma2["final"] == pytest.approx(np.mean([dataset.truth(i)[1] for i in (0, 1, 3)]), rel=1e-15)
+    assert view.sigma2["final"] == pytest.approx(np.mean([banded.truth(i)[1] for i in (0, 1, 3)]), rel=1e-15)
     notes = " ".join(view.notes)
     assert f"{record}: the archive is truncated or corrupt (BadZipFile" in notes and "3 of 4 MLPs" in notes
     assert "python -m whestboard bake" in notes
 
 
-def test_an_unreadable_baseline_file_is_ignored_named_and_rewritten(dataset, private_state):
-    compute_band(dataset, budget=BUDGET, show_progress=False)
-    directory = Path(dataset.info.path) / "band"
-    compute_baselines(dataset, budget=BUDGET, directory=directory)
+def test_an_unreadable_baseline_file_is_ignored_named_and_rewritten(with_baselines, private_state):
+    banded = with_baselines
+    directory = Path(banded.info.path) / "band"
     path = directory / "baselines" / "mean.json"
     path.write_text('{"per_mlp": [{"mlp_index": 0, "final_layer_mse": "lots"}]}')
-    assert set(load_baselines(dataset)) == set(BASELINE_LABELS) - {"mean"}
-    assert list(unreadable_files(dataset)) == [str(path)]
-    assert "per_mlp is not a list of entries" in unreadable_files(dataset)[str(path)]
-    notes = " ".join(convergence_view(dataset, runs=[]).notes)
+    assert set(load_baselines(banded)) == set(BASELINE_LABELS) - {"mean"}
+    assert list(unreadable_files(banded)) == [str(path)]
+    assert "per_mlp is not a list of entries" in unreadable_files(banded)[str(path)]
+    notes = " ".join(convergence_view(banded, runs=[]).notes)
     assert f"Baseline file(s) unreadable and ignored: {path}: per_mlp is not a list" in notes
     seen = []
-    compute_baselines(dataset, budget=BUDGET, directory=directory,
+    compute_baselines(banded, budget=BUDGET, directory=directory,
                       on_progress=lambda kind, done, total: seen.append((kind, done, total)))
     assert seen[-1] == ("mean", 4, 4) and {kind for kind, _, _ in seen} == {"mean"}
-    assert set(load_baselines(dataset)) == set(BASELINE_LABELS) and unreadable_files(dataset) == {}
+    assert set(load_baselines(banded)) == set(BASELINE_LABELS) and unreadable_files(banded) == {}

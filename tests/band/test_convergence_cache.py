@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -16,14 +18,43 @@ from whestboard.scoring import RunRequest, resolve_estimator, rulebook_for, run_
 ROUND, BUDGET = "v1-warmup", 200_000_000  # a round's shape, so its runs are listed; a small band budget
 
 
+def _baked_with_band(folder: Path, seeds: list[int]) -> Path:
+    """A dataset of the round's shape and its band, made in ``folder`` with a state folder of its own."""
+    path = folder / "ds"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("WHESTBOARD_STATE_DIR", str(folder / "state"))
+        bake(path, plan_from_args(round_tag=ROUND, width=None, depth=None, n_mlps=None, n_samples=4096,
+                                  seeds=seeds), explicit_seeds=True, show_progress=False)
+        compute_band(open_dataset(path), budget=BUDGET, show_progress=False)
+    return path
+
+
+def _own_copy(pristine: Path, tmp_path: Path):
+    """The dataset and band made once per module, copied (times kept) into this test's folder: a test
+    changes only its own copy, and its views are cached under its own path."""
+    return open_dataset(shutil.copytree(pristine, tmp_path / pristine.name))
+
+
+@pytest.fixture(scope="module")
+def three_mlps(tmp_path_factory) -> Path:
+    return _baked_with_band(tmp_path_factory.mktemp("three-mlps"), [31, 32, 33])
+
+
+@pytest.fixture(scope="module")
+def one_mlp(tmp_path_factory) -> Path:
+    return _baked_with_band(tmp_path_factory.mktemp("one-mlp"), [31])
+
+
 @pytest.fixture
-def dataset(tmp_path, private_state):
-    path = tmp_path / "ds"
-    bake(path, plan_from_args(round_tag=ROUND, width=None, depth=None, n_mlps=None, n_samples=4096,
-                              seeds=[31, 32, 33]), explicit_seeds=True, show_progress=False)
-    ds = open_dataset(path)
-    compute_band(ds, budget=BUDGET, show_progress=False)
-    return ds
+def dataset(three_mlps, tmp_path, private_state):
+    return _own_copy(three_mlps, tmp_path)
+
+
+@pytest.fixture
+def one_mlp_dataset(one_mlp, tmp_path, private_state):
+    """One MLP: scoring every baseline on it costs a third of three, and whether new baseline files
+    change the view's version does not depend on how many MLPs they cover."""
+    return _own_copy(one_mlp, tmp_path)
 
 
 def test_unchanged_data_serves_the_same_view_and_version(dataset):
@@ -44,7 +75,8 @@ def test_a_recorded_run_changes_the_version_and_appears_in_the_view(dataset):
                                                                            convergence_view(dataset).runs]
 
 
-def test_new_baselines_and_band_files_change_the_version(dataset):
+def test_new_baselines_and_band_files_change_the_version(one_mlp_dataset):
+    dataset = one_mlp_dataset
     view, version = cached_convergence_view(dataset)
     assert view.missing_baselines() == missing_baselines(dataset) == list(BASELINE_LABELS)
     compute_baselines(dataset)

@@ -84,13 +84,15 @@ def iter_chunk_sums(
         n = min(chunk, n_samples - start)
         x = rng.standard_normal((n, width), dtype=np.float32)
         for layer, w in enumerate(ws):
-            x = np.maximum(np.matmul(x, w), 0.0)
-            sums[layer] = sums[layer] + np.sum(x.astype(np.float64), axis=0)
+            x = np.matmul(x, w)
+            np.maximum(x, 0.0, out=x)
+            # whestbench sums x.astype(float64) over axis 0; a float64 reduce of the float32 rows adds
+            # them in the same order (row by row), so the same bits, without the float64 copy
+            sums[layer] = sums[layer] + np.add.reduce(x, axis=0, dtype=np.float64)
             if layer_sq is not None:
                 layer_sq[layer] += np.sum(np.square(x, dtype=np.float64), axis=0)
         if with_squares:
-            x64 = x.astype(np.float64)
-            final_sq = final_sq + np.sum(x64**2, axis=0)
+            final_sq = final_sq + np.sum(np.square(x, dtype=np.float64), axis=0)
         done += n
         yield RunningSums(layer_sums=sums, final_sum_sq=final_sq, n=done, layer_sum_sq=layer_sq)
 
