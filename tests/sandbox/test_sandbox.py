@@ -206,14 +206,16 @@ def test_cli_scores_a_whest_package_archive_in_the_sandbox(tmp_path, tiny_datase
     assert entry["flops_used"] > 0 and not entry.get("error_code")
 
 
-def test_cli_refuses_a_tampered_archive_with_one_line(tmp_path, tiny_dataset, store):
+def test_cli_refuses_a_tampered_archive_with_one_line(tmp_path, tiny_dataset, store, preloaded):
+    """``python -m whestboard score`` in a process of its own (forked: tests/preloaded.py); a traceback
+    escaping the command would be printed to its stderr there as by a fresh interpreter."""
     archive = tmp_path / "broken.tar.gz"
     archive.write_bytes(b"not an archive at all")
-    done = subprocess.run([sys.executable, "-m", "whestboard", "score", "--dataset", str(tiny_dataset),
-                           "--estimator", str(archive)], cwd=REPO, env={**os.environ, "WHESTBOARD_STATE_DIR": str(store)},
-                          capture_output=True, text=True, timeout=120)
+    done = preloaded.start("whestboard", "score", "--dataset", str(tiny_dataset), "--estimator", str(archive),
+                           env={**os.environ, "WHESTBOARD_STATE_DIR": str(store)})
+    _, stderr = done.communicate(timeout=120)
     assert done.returncode == 2
-    assert done.stderr.strip().startswith("error: not a readable .tar.gz archive") and "Traceback" not in done.stderr
+    assert stderr.strip().startswith("error: not a readable .tar.gz archive") and "Traceback" not in stderr
 
 
 # -- the contract check ------------------------------------------------------------------------------
