@@ -310,27 +310,14 @@ def test_verdicts_name_the_cause(entry, verdict):
     assert verdict_of(entry)[0] == verdict
 
 
-def test_a_worker_dies_with_the_app_process_that_started_it(tmp_path):
+def test_a_worker_dies_with_the_app_process_that_started_it(preloaded):
     """An app worker killed mid-job must not leave a sandbox sleeping forever (PR_SET_PDEATHSIG)."""
-    script = textwrap.dedent(f"""
-        import os, sys, time
-        from pathlib import Path
-        from whestbench.generation import sample_mlp
-        from whestbench.sdk import SetupContext
-        from whestboard.sandbox._host import SandboxedEstimator, SandboxLimits, SubmissionFiles
-        estimator = SandboxedEstimator(SubmissionFiles.single_file(Path({str(HOSTILE / "sleeper.py")!r})),
-                                       SetupContext(width=8, depth=2, flop_budget=10**8, api_version="1.0"),
-                                       SandboxLimits(memory_mb=1024, wall_time_limit_s=600))
-        estimator.start()
-        worker = estimator.worker
-        worker.send({{"cmd": "predict", "budget": 10**8, "width": 8, "depth": 2,
-                     "weights_path": str(estimator._hand_over(worker, sample_mlp(8, 2)))}})
-        print(worker.pid, flush=True)
-        time.sleep(0.5)
-        os._exit(0)  # the app process dies while predict sleeps
-    """)
-    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
-    pid = int(done.stdout.split()[-1])
+    from tests.sandbox.test_forkserver import a_worker_in_predict, sleeping_check
+
+    command = sleeping_check(preloaded)
+    _, pid = a_worker_in_predict(command.pid)
+    command.kill()  # the app process dies while predict sleeps
+    command.wait(timeout=30)
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         try:
