@@ -67,6 +67,14 @@ def run_surveyor(tmp_path: Path) -> tuple[dict, dict, bool]:
     return survey_of(estimator), facts, forked
 
 
+def a_serving_fork_server() -> _forkserver.ForkServer | None:
+    """This process's fork server once it has forked a worker: the spare the next sandbox takes."""
+    _host.prewarm()
+    spare = _host.spare_worker()
+    assert spare is not None and spare.wait_hello().get("forked")
+    return _forkserver.current_fork_server()
+
+
 def test_a_forked_worker_is_confined_exactly_as_a_spawned_one(tmp_path, monkeypatch):
     forked_survey, forked_facts, forked = run_surveyor(tmp_path)
     monkeypatch.setenv("WHESTBOARD_SANDBOX_FORK_SERVER", "off")
@@ -91,9 +99,8 @@ def test_forked_workers_draw_their_own_random_streams(tmp_path):
     assert first["pid"] != second["pid"] and first["random"] != second["random"]
 
 
-def test_the_fork_server_is_a_fresh_single_threaded_process_with_a_bare_environment(tmp_path):
-    run_surveyor(tmp_path)
-    server = _forkserver.current_fork_server()
+def test_the_fork_server_is_a_fresh_single_threaded_process_with_a_bare_environment():
+    server = a_serving_fork_server()
     assert server is not None and server.alive()
     proc = Path("/proc") / str(server.pid)
     assert b"whestboard.sandbox._forkserver" in (proc / "cmdline").read_bytes()  # exec'd, not a fork of the app
@@ -129,9 +136,8 @@ def test_the_fork_server_and_its_workers_die_with_the_process_that_started_them(
     assert not _alive(worker_pid, wait_s=5), "a forked worker outlived its owner"
 
 
-def test_a_fork_of_the_owner_never_uses_the_owners_server(tmp_path):
-    run_surveyor(tmp_path)
-    server = _forkserver.current_fork_server()
+def test_a_fork_of_the_owner_never_uses_the_owners_server():
+    server = a_serving_fork_server()
     assert server is not None
     read, write = os.pipe()
     pid = os.fork()
