@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ from whestbench.sdk import SetupContext
 from whestboard.sandbox import _forkserver, _host
 from whestboard.sandbox._host import SandboxedEstimator, SandboxLimits, SubmissionFiles
 
-REPO = Path(__file__).resolve().parents[2]
+HOSTILE = Path(__file__).parent / "hostile"
 LIMITS = SandboxLimits(memory_mb=2048, wall_time_limit_s=20.0, residual_wall_time_limit_s=None, grace_s=2.0)
 CONTEXT = SetupContext(width=8, depth=2, flop_budget=10**8, api_version="1.0")
 #: An estimator that reports, from inside its worker, what it can see of the process it lives in.
@@ -68,6 +67,14 @@ def run_surveyor(tmp_path: Path) -> tuple[dict, dict, bool]:
     return survey_of(estimator), facts, forked
 
 
+def a_serving_fork_server() -> _forkserver.ForkServer | None:
+    """This process's fork server once it has forked a worker: the spare the next sandbox takes."""
+    _host.prewarm()
+    spare = _host.spare_worker()
+    assert spare is not None and spare.wait_hello().get("forked")
+    return _forkserver.current_fork_server()
+
+
 def test_a_forked_worker_is_confined_exactly_as_a_spawned_one(tmp_path, monkeypatch):
     forked_survey, forked_facts, forked = run_surveyor(tmp_path)
     monkeypatch.setenv("WHESTBOARD_SANDBOX_FORK_SERVER", "off")
@@ -92,9 +99,8 @@ def test_forked_workers_draw_their_own_random_streams(tmp_path):
     assert first["pid"] != second["pid"] and first["random"] != second["random"]
 
 
-def test_the_fork_server_is_a_fresh_single_threaded_process_with_a_bare_environment(tmp_path):
-    run_surveyor(tmp_path)
-    server = _forkserver.current_fork_server()
+def test_the_fork_server_is_a_fresh_single_threaded_process_with_a_bare_environment():
+    server = a_serving_fork_server()
     assert server is not None and server.alive()
     proc = Path("/proc") / str(server.pid)
     assert b"whestboard.sandbox._forkserver" in (proc / "cmdline").read_bytes()  # exec'd, not a fork of the app
@@ -121,29 +127,17 @@ def test_a_killed_fork_server_takes_its_workers_and_the_next_worker_still_starts
     estimator.close()
 
 
-def test_the_fork_server_and_its_workers_die_with_the_process_that_started_them(tmp_path):
-    script = textwrap.dedent(f"""
-        import os, sys
-        from pathlib import Path
-        from whestbench.sdk import SetupContext
-        from whestboard.sandbox import _forkserver
-        from whestboard.sandbox._host import SandboxedEstimator, SandboxLimits, SubmissionFiles
-        estimator = SandboxedEstimator(SubmissionFiles(root=Path({str(surveyor(tmp_path).root)!r})),
-                                       SetupContext(width=8, depth=2, flop_budget=10**8, api_version="1.0"),
-                                       SandboxLimits(memory_mb=1024))
-        estimator.start()
-        print(_forkserver.current_fork_server().pid, estimator.worker.pid, flush=True)
-        os._exit(0)  # no atexit, no close: as if killed
-    """)
-    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
-    server_pid, worker_pid = (int(n) for n in done.stdout.split()[-2:])
+def test_the_fork_server_and_its_workers_die_with_the_process_that_started_them(preloaded):
+    command = sleeping_check(preloaded)
+    server_pid, worker_pid = a_worker_in_predict(command.pid)
+    command.kill()  # no atexit, no close: killed
+    assert command.wait(timeout=30) == -signal.SIGKILL
     assert not _alive(server_pid, wait_s=5), "the fork server outlived its owner"
     assert not _alive(worker_pid, wait_s=5), "a forked worker outlived its owner"
 
 
-def test_a_fork_of_the_owner_never_uses_the_owners_server(tmp_path):
-    run_surveyor(tmp_path)
-    server = _forkserver.current_fork_server()
+def test_a_fork_of_the_owner_never_uses_the_owners_server():
+    server = a_serving_fork_server()
     assert server is not None
     read, write = os.pipe()
     pid = os.fork()
@@ -161,6 +155,55 @@ def test_a_fork_of_the_owner_never_uses_the_owners_server(tmp_path):
 @pytest.fixture
 def contest_mlp():
     return sample_mlp(8, 2)
+
+
+def sleeping_check(preloaded):
+    """``python -m whestboard check`` on an estimator that sleeps in predict: an app process mid-job, of its
+    own (forked with whestboard imported: tests/preloaded.py), whose sandbox is started as every app's is."""
+    return preloaded.start("whestboard", "check", "--estimator", str(HOSTILE / "sleeper.py"))
+
+
+def a_worker_in_predict(owner_pid: int, timeout_s: float = 120.0) -> tuple[int, int]:
+    """(fork server pid, worker pid) once a worker forked for ``owner_pid`` is in predict.
+
+    The worker's folder names its hand-over folder (``owner``); the MLP's weights lie there from just
+    before predict is sent until its answer comes back.
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for server in _children(owner_pid):
+            if b"whestboard.sandbox._forkserver" not in _read(Path("/proc") / str(server) / "cmdline"):
+                continue
+            for worker in _children(server):
+                handover = _handover_folder(worker)
+                if handover is not None and (handover / "weights.f32").exists():
+                    return server, worker
+        time.sleep(0.1)
+    raise AssertionError(f"no sandbox worker of process {owner_pid} reached predict within {timeout_s:g} s")
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        stat = _read(Path("/proc") / entry / "stat") if entry.isdigit() else b""
+        if stat and int(stat.rsplit(b")", 1)[1].split()[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+def _handover_folder(worker_pid: int) -> Path | None:
+    for root in Path(tempfile.gettempdir()).glob(f"{_host.ROOT_PREFIX}*"):
+        pid, _, handover = _read(root / _host.OWNER_FILE).decode().partition("\n")
+        if pid == str(worker_pid) and handover:
+            return Path(handover)
+    return None
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:  # gone meanwhile
+        return b""
 
 
 def _alive(pid: int, wait_s: float) -> bool:

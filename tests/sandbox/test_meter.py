@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -27,7 +26,6 @@ from whestboard.sandbox._host import SandboxedEstimator, SandboxLimits, Submissi
 
 TAMPERING = Path(__file__).parent / "tampering"
 HOSTILE = Path(__file__).parent / "hostile"
-WHEST = Path(sys.executable).with_name("whest")
 V1 = SandboxLimits(memory_mb=1024, wall_time_limit_s=10.0, residual_wall_time_limit_s=None, grace_s=2.0,
                    setup_timeout_s=5.0, environment=environment_for("v1-warmup"))
 V2 = SandboxLimits(memory_mb=1024, wall_time_limit_s=10.0, residual_wall_time_limit_s=None, grace_s=2.0,
@@ -188,9 +186,11 @@ def test_whestbench_baselines_are_clean(contest, tmp_path, baseline, limits):
     assert seen == [None, None]
 
 
-@pytest.mark.skipif(not WHEST.exists(), reason="whestbench's CLI is not installed beside this Python")
-def test_the_starter_estimator_whest_init_writes_is_clean(contest, tmp_path):
-    subprocess.run([str(WHEST), "init", str(tmp_path / "starter")], check=True, capture_output=True, timeout=120)
+def test_the_starter_estimator_whest_init_writes_is_clean(contest, tmp_path, preloaded):
+    """``whest init`` as a process of its own, forked with whestbench imported (tests/preloaded.py)."""
+    init = preloaded.start("whest", "init", str(tmp_path / "starter"))
+    _, stderr = init.communicate(timeout=120)
+    assert init.returncode == 0, stderr
     per_mlp, seen = score(contest, SubmissionFiles(root=tmp_path / "starter"), V2)
     assert all(not e.get("error") for e in per_mlp)
     assert seen == [None, None]

@@ -206,14 +206,16 @@ def test_cli_scores_a_whest_package_archive_in_the_sandbox(tmp_path, tiny_datase
     assert entry["flops_used"] > 0 and not entry.get("error_code")
 
 
-def test_cli_refuses_a_tampered_archive_with_one_line(tmp_path, tiny_dataset, store):
+def test_cli_refuses_a_tampered_archive_with_one_line(tmp_path, tiny_dataset, store, preloaded):
+    """``python -m whestboard score`` in a process of its own (forked: tests/preloaded.py); a traceback
+    escaping the command would be printed to its stderr there as by a fresh interpreter."""
     archive = tmp_path / "broken.tar.gz"
     archive.write_bytes(b"not an archive at all")
-    done = subprocess.run([sys.executable, "-m", "whestboard", "score", "--dataset", str(tiny_dataset),
-                           "--estimator", str(archive)], cwd=REPO, env={**os.environ, "WHESTBOARD_STATE_DIR": str(store)},
-                          capture_output=True, text=True, timeout=120)
+    done = preloaded.start("whestboard", "score", "--dataset", str(tiny_dataset), "--estimator", str(archive),
+                           env={**os.environ, "WHESTBOARD_STATE_DIR": str(store)})
+    _, stderr = done.communicate(timeout=120)
     assert done.returncode == 2
-    assert done.stderr.strip().startswith("error: not a readable .tar.gz archive") and "Traceback" not in done.stderr
+    assert stderr.strip().startswith("error: not a readable .tar.gz archive") and "Traceback" not in stderr
 
 
 # -- the contract check ------------------------------------------------------------------------------
@@ -308,27 +310,14 @@ def test_verdicts_name_the_cause(entry, verdict):
     assert verdict_of(entry)[0] == verdict
 
 
-def test_a_worker_dies_with_the_app_process_that_started_it(tmp_path):
+def test_a_worker_dies_with_the_app_process_that_started_it(preloaded):
     """An app worker killed mid-job must not leave a sandbox sleeping forever (PR_SET_PDEATHSIG)."""
-    script = textwrap.dedent(f"""
-        import os, sys, time
-        from pathlib import Path
-        from whestbench.generation import sample_mlp
-        from whestbench.sdk import SetupContext
-        from whestboard.sandbox._host import SandboxedEstimator, SandboxLimits, SubmissionFiles
-        estimator = SandboxedEstimator(SubmissionFiles.single_file(Path({str(HOSTILE / "sleeper.py")!r})),
-                                       SetupContext(width=8, depth=2, flop_budget=10**8, api_version="1.0"),
-                                       SandboxLimits(memory_mb=1024, wall_time_limit_s=600))
-        estimator.start()
-        worker = estimator.worker
-        worker.send({{"cmd": "predict", "budget": 10**8, "width": 8, "depth": 2,
-                     "weights_path": str(estimator._hand_over(worker, sample_mlp(8, 2)))}})
-        print(worker.pid, flush=True)
-        time.sleep(0.5)
-        os._exit(0)  # the app process dies while predict sleeps
-    """)
-    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
-    pid = int(done.stdout.split()[-1])
+    from tests.sandbox.test_forkserver import a_worker_in_predict, sleeping_check
+
+    command = sleeping_check(preloaded)
+    _, pid = a_worker_in_predict(command.pid)
+    command.kill()  # the app process dies while predict sleeps
+    command.wait(timeout=30)
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         try:

@@ -28,7 +28,9 @@ package's ``__init__``, which imports it; installing the package without running
 (and running it on first use of a dataset name) works for every estimator, but the worker names a
 load or setup failure with whest's own code (``whestbench.cli``, imported only then), which needs
 ``datasets``, and by then the worker is confined: pandas and pyarrow cannot be imported there. So
-the server imports whestbench whole, as a spawned worker does, and pays for it once.
+the server imports whestbench whole, as a spawned worker does, and pays for it once. It imports
+whestbench's CLI too (which ``whest run``, the grader, has loaded when it runs an estimator), so a
+worker that names a failure does not import it under confinement.
 
 **Lifetime.** The host holds the only other end of the socket (close-on-exec, and closed in any
 fork of the host): when the host process ends, for whatever reason, the server reads EOF, kills
@@ -76,6 +78,7 @@ def serve(sock_fd: int) -> int:
     from whestboard.sandbox import _worker
 
     _worker._preload()
+    _preload_what_workers_import_later()
     sock = socket.socket(fileno=sock_fd)
     threads = len(os.listdir("/proc/self/task"))
     if threads != 1:  # a fork copies one thread: a lock another one holds would stay held in every worker
@@ -110,6 +113,20 @@ def serve(sock_fd: int) -> int:
     finally:
         for pid in children:
             _kill_group(pid)
+
+
+def _preload_what_workers_import_later() -> None:
+    """Import here what a worker would otherwise import itself, each time, after the fork.
+
+    Every worker reads its BLAS in its hello (threadpoolctl, before any participant code, so its
+    modules are in every worker's ``sys.modules`` either way); a worker whose estimator fails to load
+    or set up names the failure with whestbench's CLI, 0.3 s of imports (rich, click, httpx) under
+    confinement. The worker still computes both itself; only the imports are done once, here.
+    """
+    from whestboard.sandbox import _worker
+
+    _worker._blas()
+    import whestbench.cli  # noqa: F401
 
 
 def _drain_wakeups(fd: int) -> None:
