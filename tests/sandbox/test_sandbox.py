@@ -330,9 +330,15 @@ def test_a_worker_dies_with_the_app_process_that_started_it(preloaded):
     raise AssertionError(f"sandbox worker {pid} outlived the process that started it")
 
 
-def test_folders_of_workers_whose_app_died_are_swept(tmp_path):
+def test_folders_of_workers_whose_app_died_are_swept(tmp_path, monkeypatch):
+    """In temporary folders of the test's own: a sweep told it is twenty minutes later takes every young
+    ownerless folder, and in the shared /tmp those include the workers other test processes are starting."""
     import tempfile
 
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.setattr(_host, "handover_base", lambda: str(tmp_path / "shm"))
+    for folder in ("tmp", "shm"):
+        (tmp_path / folder).mkdir()
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     handover = Path(tempfile.mkdtemp(prefix=_host.HANDOVER_PREFIX, dir=_host.handover_base()))
     orphan = Path(tempfile.mkdtemp(prefix=_host.ROOT_PREFIX))
