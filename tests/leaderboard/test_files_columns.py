@@ -184,11 +184,12 @@ def test_per_mlp_rows_give_the_row_parsers_records_and_messages(tmp_path):
 
 
 def test_a_flood_of_problems_stops_where_the_row_parser_stops(tmp_path, monkeypatch):
-    monkeypatch.setattr(_files, "CHUNK_ROWS", 7)  # the stop falls inside a chunk, after several
+    # the stop (the 1,000th problem, row 1,499) falls inside a chunk (its 45th row), after 15 whole chunks
+    monkeypatch.setattr(_files, "CHUNK_ROWS", 97)
     rows = [{**submission_row(f"f-{i}", "eps", minutes=i)[0], "adjusted_score": "x" if i % 3 else "1e-5"}
             for i in range(1_700)]
     batch = _same_outcome(_write(tmp_path, rows, "flood.csv"))
-    assert batch.problems.full and batch.problems.stopped_at
+    assert batch.problems.full and batch.problems.stopped_at.endswith("flood.csv line 1501")
 
 
 def _field_csv(n: int) -> bytes:
