@@ -11,7 +11,6 @@ import sqlalchemy
 
 from tests.leaderboard import submissions_helpers as helpers
 from tests.leaderboard.submissions_helpers import submission_row, write_csvs
-from tests.leaderboard.test_submissions_reports import run_report  # noqa: F401 - a real `whest run --json` report
 from whestboard.leaderboard import _files, _store, _view
 from whestboard.store import reset_engines
 
@@ -53,8 +52,8 @@ def test_a_file_without_versions_imports_them_as_unknown(sqlite_store, tmp_path)
     assert shown["priced_with"] == "whestbench unknown · flopscope unknown" and shown["seed_protocol"] == "unknown"
 
 
-def test_a_whest_run_report_gives_the_versions_it_states_and_leaves_the_rest_unknown(sqlite_store,
-                                                                                     run_report):  # noqa: F811
+def test_a_whest_run_report_gives_the_versions_it_states_and_leaves_the_rest_unknown(sqlite_store, run_report,
+                                                                                     tmp_path):
     """whestbench 0.16 writes its version at the top and the host's flopscope in ``run_meta.host``."""
     report = json.loads(run_report.read_text())
     sid = _files.import_files([run_report], team="gamma").inserted[0]
@@ -66,7 +65,7 @@ def test_a_whest_run_report_gives_the_versions_it_states_and_leaves_the_rest_unk
     with pytest.raises(_files.ImportRejected, match="the report says flopscope '0.12.4' priced it, not '0.11.0'"):
         _files.import_files([run_report], team="gamma", flopscope_version="0.11.0")
     del report["run_meta"]["host"]["flopscope_version"]
-    bare = run_report.parent / "bare.json"
+    bare = tmp_path / "bare.json"
     bare.write_text(json.dumps(report))
     other = _files.import_files([bare], team="delta", submission_id="bare").inserted
     assert other == ["bare"] and _store.get_submission("bare").flopscope_version is None  # unknown, not guessed

@@ -1,4 +1,5 @@
-"""A real ``whest run --json`` report imports as it is; the command line imports and exports."""
+"""A real ``whest run --json`` report (``run_report``: tests/leaderboard/conftest.py) imports as it is; the
+command line imports and exports."""
 
 from __future__ import annotations
 
@@ -19,30 +20,6 @@ from whestboard.cli import main
 from whestboard.leaderboard import _files, _store
 
 sqlite_store = helpers.sqlite_store
-
-ESTIMATOR = '''
-from whestbench.estimators import MeanPropagationEstimator
-
-
-class Estimator(MeanPropagationEstimator):
-    """Mean propagation, written as a participant's file."""
-'''
-
-
-@pytest.fixture(scope="module")
-def run_report(tmp_path_factory, preloaded) -> Path:
-    """``whest run --json`` exactly as a participant runs it: 2 MLPs at the graded shape, its defaults (in a
-    process of its own, forked: tests/preloaded.py)."""
-    folder = tmp_path_factory.mktemp("whest-run")
-    (folder / "estimator.py").write_text(ESTIMATOR)
-    out = folder / "report.json"
-    run = preloaded.start("whest", "run", "--json", "--estimator", "estimator.py", "--runner", "local", "--n-mlps",
-                          "2", "--n-samples", "2000", "--seed", "7", cwd=folder,
-                          env=dict(os.environ, HF_DATASETS_OFFLINE="1"))
-    stdout, stderr = run.communicate(timeout=300)
-    assert run.returncode == 0, stderr[-2000:]
-    out.write_text(stdout)
-    return out
 
 
 def test_whest_run_report_imports_as_it_is(sqlite_store, run_report):

