@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 from datetime import UTC, datetime
+from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
@@ -67,7 +68,7 @@ def _upload_run() -> tuple[str, str]:
 
 
 @pytest.fixture(scope="module")
-def upload_run_store(tmp_path_factory) -> tuple:
+def upload_run_store(tmp_path_factory) -> tuple[Path, str, str]:
     """(state folder, run id, upload sha256) of a store holding one upload job's run, made once for the module.
 
     The upload job (contract check, sandboxed scoring, both baselines) costs more than the rest of a test;
@@ -240,6 +241,7 @@ def test_a_store_that_had_a_final_round_trips_through_export_and_import(small_ro
     """The organizer's export keeps the final's own rows and every rerun result; importing it into an
     empty store gives the same rows and results back, still off the public board."""
     from whestboard.leaderboard import export_submissions, import_files
+
     run_id, _sha = upload_run
     _stored_from_run("mean-1", "mean", run_id, nominated=True)
     packages = write_packages(tmp_path / "packages")
