@@ -67,19 +67,23 @@ def _flaky_class(path):
 
 
 @pytest.fixture(scope="module")
-def whestbench_oracle(tmp_path_factory):
-    """whestbench's own suite for SEED (``make_contest``, N MLPs) and ``evaluate_estimator``'s results on it
-    for each team, made once for the module. The copies ship one estimator, so it is evaluated once for both."""
+def whestbench_suite():
+    """whestbench's own suite for SEED (``make_contest``, N MLPs), made once for the module."""
     with pytest.MonkeyPatch.context() as patch:
         register_round(patch, small_round_config())
-        data = _whestbench_suite(N)
+        return _whestbench_suite(N)
+
+
+@pytest.fixture(scope="module")
+def whestbench_official(whestbench_suite, tmp_path_factory) -> dict[str, dict]:
+    """``evaluate_estimator``'s results on that suite for each team, made once for the module. The copies
+    ship one estimator, so it is evaluated once for both."""
     flaky_file = tmp_path_factory.mktemp("oracle") / "flaky.py"
     flaky_file.write_text(FLAKY)
-    covariance = evaluate_estimator(CovariancePropagationEstimator(), data)
-    official = {"covariance": covariance, "copycat": covariance,
-                "mean": evaluate_estimator(MeanPropagationEstimator(), data),
-                "flaky": evaluate_estimator(_flaky_class(flaky_file)(), data)}
-    return data, official
+    covariance = evaluate_estimator(CovariancePropagationEstimator(), whestbench_suite)
+    return {"covariance": covariance, "copycat": covariance,
+            "mean": evaluate_estimator(MeanPropagationEstimator(), whestbench_suite),
+            "flaky": evaluate_estimator(_flaky_class(flaky_file)(), whestbench_suite)}
 
 
 def _stored_pairs() -> int:
@@ -95,12 +99,12 @@ def _scored_pairs() -> dict[str, set[int]]:
     return out
 
 
-def test_the_suite_is_whestbenchs_for_the_seed_and_extra_mlps_continue_it(small_round, whestbench_oracle):
+def test_the_suite_is_whestbenchs_for_the_seed_and_extra_mlps_continue_it(small_round, whestbench_suite):
     """The first five MLPs of whestbench's suite for the seed (the module's, of N: make_contest's MLP i
     depends on the seed and i alone) are the final's, three baked and two more extending them."""
     suite = FinalSuite(small_round, SEED, 3, K)
     suite.extend(5)
-    data, _official = whestbench_oracle
+    data = whestbench_suite
     for i in range(5):
         mlp = suite.mlp(i)
         assert [np.asarray(w).tobytes() for w in mlp.weights] == [np.asarray(w).tobytes() for w in data.mlps[i].weights]
@@ -112,7 +116,7 @@ def test_the_suite_is_whestbenchs_for_the_seed_and_extra_mlps_continue_it(small_
     assert again.sampled == 0  # the references were kept in the store, never drawn twice
 
 
-def test_final_end_to_end(small_round, packages, whestbench_oracle, capsys):
+def test_final_end_to_end(small_round, packages, whestbench_suite, whestbench_official, capsys):
     argv = ["final", "--round", SMALL_ROUND, "--suite-seed", str(SEED), "--n-mlps", str(N),
             "--truth-samples", str(K), "--max-extra-mlps", str(EXTRA), "--json"]
     for team, path in packages.items():
@@ -138,7 +142,7 @@ def test_final_end_to_end(small_round, packages, whestbench_oracle, capsys):
     assert record["scorings"] == {"scored": 4 * N + 2 * EXTRA, "reused": 0}
 
     # the separable teams rank where whestbench's evaluate_estimator puts them on the same suite
-    data, official = whestbench_oracle
+    data, official = whestbench_suite, whestbench_official
     order = sorted(official, key=lambda t: official[t]["adjusted_final_layer_score"])
     for team in ("mean", "flaky"):
         assert rows[team]["rank"] == order.index(team) + 1
