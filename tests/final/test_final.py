@@ -17,7 +17,7 @@ import pytest
 from whestbench.estimators import CovariancePropagationEstimator, MeanPropagationEstimator
 from whestbench.scoring import evaluate_estimator, make_contest
 
-from tests.final.participants import SMALL_ROUND, register_round, small_round_config, write_packages
+from tests.final.participants import FLAKY, SMALL_ROUND, register_round, small_round_config, write_packages
 from whestboard.cli import main
 from whestboard.final import (
     PAIR_RESULTS,
@@ -37,6 +37,9 @@ from whestboard.store import blob_keys, blob_meta
 pytestmark = pytest.mark.slow
 
 SEED, N, K, EXTRA = 20261202, 16, 20_000, 4
+#: MLPs of the resume tests' finals: as with eight, the copies and the mean/flaky pair are each a close
+#: group that takes two extra MLPs, and an interruption after 5 or 11 pairs lands inside a team's batch.
+RESUME_N = 6
 
 
 @pytest.fixture()
@@ -63,6 +66,31 @@ def _flaky_class(path):
     return module.Estimator
 
 
+@pytest.fixture(scope="module")
+def whestbench_suite():
+    """whestbench's own suite for SEED (``make_contest``, N MLPs), made once for the module."""
+    with pytest.MonkeyPatch.context() as patch:
+        register_round(patch, small_round_config())
+        return _whestbench_suite(N)
+
+
+@pytest.fixture(scope="module")
+def whestbench_official(whestbench_suite, tmp_path_factory) -> dict[str, dict]:
+    """``evaluate_estimator``'s results on that suite for each team, made once for the module. The copies
+    ship one estimator, so it is evaluated once for both."""
+    flaky_file = tmp_path_factory.mktemp("oracle") / "flaky.py"
+    flaky_file.write_text(FLAKY)
+    covariance = evaluate_estimator(CovariancePropagationEstimator(), whestbench_suite)
+    return {"covariance": covariance, "copycat": covariance,
+            "mean": evaluate_estimator(MeanPropagationEstimator(), whestbench_suite),
+            "flaky": evaluate_estimator(_flaky_class(flaky_file)(), whestbench_suite)}
+
+
+def _stored_pairs() -> int:
+    """How many (team, MLP) results the store keeps (one key each), in one query."""
+    return len(blob_keys(PAIR_RESULTS))
+
+
 def _scored_pairs() -> dict[str, set[int]]:
     out: dict[str, set[int]] = {}
     for key in blob_keys(PAIR_RESULTS):
@@ -71,10 +99,12 @@ def _scored_pairs() -> dict[str, set[int]]:
     return out
 
 
-def test_the_suite_is_whestbenchs_for_the_seed_and_extra_mlps_continue_it(small_round):
+def test_the_suite_is_whestbenchs_for_the_seed_and_extra_mlps_continue_it(small_round, whestbench_suite):
+    """The first five MLPs of whestbench's suite for the seed (the module's, of N: make_contest's MLP i
+    depends on the seed and i alone) are the final's, three baked and two more extending them."""
     suite = FinalSuite(small_round, SEED, 3, K)
     suite.extend(5)
-    data = _whestbench_suite(5)
+    data = whestbench_suite
     for i in range(5):
         mlp = suite.mlp(i)
         assert [np.asarray(w).tobytes() for w in mlp.weights] == [np.asarray(w).tobytes() for w in data.mlps[i].weights]
@@ -86,7 +116,7 @@ def test_the_suite_is_whestbenchs_for_the_seed_and_extra_mlps_continue_it(small_
     assert again.sampled == 0  # the references were kept in the store, never drawn twice
 
 
-def test_final_end_to_end(small_round, packages, capsys):
+def test_final_end_to_end(small_round, packages, whestbench_suite, whestbench_official, capsys):
     argv = ["final", "--round", SMALL_ROUND, "--suite-seed", str(SEED), "--n-mlps", str(N),
             "--truth-samples", str(K), "--max-extra-mlps", str(EXTRA), "--json"]
     for team, path in packages.items():
@@ -112,10 +142,7 @@ def test_final_end_to_end(small_round, packages, capsys):
     assert record["scorings"] == {"scored": 4 * N + 2 * EXTRA, "reused": 0}
 
     # the separable teams rank where whestbench's evaluate_estimator puts them on the same suite
-    data = _whestbench_suite(N)
-    oracle = {"covariance": CovariancePropagationEstimator(), "copycat": CovariancePropagationEstimator(),
-              "mean": MeanPropagationEstimator(), "flaky": _flaky_class(packages["flaky"])()}
-    official = {team: evaluate_estimator(est, data) for team, est in oracle.items()}
+    data, official = whestbench_suite, whestbench_official
     order = sorted(official, key=lambda t: official[t]["adjusted_final_layer_score"])
     for team in ("mean", "flaky"):
         assert rows[team]["rank"] == order.index(team) + 1
@@ -143,7 +170,7 @@ class Interrupted(Exception):
 
 def test_an_interrupted_final_resumes_without_rescoring(small_round, packages):
     nominees = tuple(Nominee(team, str(path)) for team, path in packages.items())
-    request = FinalRequest(SMALL_ROUND, nominees, SEED + 1, 8, K, 2)
+    request = FinalRequest(SMALL_ROUND, nominees, SEED + 1, RESUME_N, K, 2)
     seen = {"scored": 0}
 
     def stop_after(limit):
@@ -217,7 +244,7 @@ def test_a_final_killed_mid_run_resumes_where_it_stopped(small_round, packages, 
 
     from tests.conftest import REPO
 
-    argv = ["final", "--round", SMALL_ROUND, "--suite-seed", str(SEED + 2), "--n-mlps", "8",
+    argv = ["final", "--round", SMALL_ROUND, "--suite-seed", str(SEED + 2), "--n-mlps", str(RESUME_N),
             "--truth-samples", str(K), "--max-extra-mlps", "2"]
     for team, path in packages.items():
         argv += ["--submission", f"{team}={path}"]
@@ -225,14 +252,14 @@ def test_a_final_killed_mid_run_resumes_where_it_stopped(small_round, packages, 
     proc = subprocess.Popen([sys.executable, "-c", KILLED_RUN, *argv], cwd=REPO, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 240
-    while sum(len(v) for v in _scored_pairs().values()) < 5 and time.time() < deadline and proc.poll() is None:
+    while _stored_pairs() < 5 and time.time() < deadline and proc.poll() is None:
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     kept = sum(len(v) for v in _scored_pairs().values())
-    assert 5 <= kept < 32, "the run was killed mid-way"
+    assert 5 <= kept < len(packages) * RESUME_N, "the run was killed mid-way"
     resumed = run_final(FinalRequest(SMALL_ROUND, tuple(Nominee(t, str(p)) for t, p in packages.items()),
-                                     SEED + 2, 8, K, 2))
+                                     SEED + 2, RESUME_N, K, 2))
     total = sum(row["n_mlps"] + row["extra_mlps_scored"] for row in resumed["standings"])
     assert resumed["scorings"] == {"scored": total - kept, "reused": kept}
     assert sum(len(v) for v in _scored_pairs().values()) == total

@@ -9,7 +9,9 @@ the rerun split: no count, field, timeline, ranking or public export of the boar
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import UTC, datetime
+from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
@@ -41,6 +43,7 @@ from whestboard.leaderboard import (
 from whestboard.rules import get_round, library_versions
 from whestboard.sandbox import ingest_upload
 from whestboard.scoring import get_run, job_spec, rulebook_for, run_upload_job
+from whestboard.store import reset_engines
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning")]
 
@@ -62,6 +65,32 @@ def _upload_run() -> tuple[str, str]:
     result = run_upload_job(ctx)
     assert result["ok"], result.get("error")
     return result["run_id"], upload.sha256
+
+
+@pytest.fixture(scope="module")
+def upload_run_store(tmp_path_factory) -> tuple[Path, str, str]:
+    """(state folder, run id, upload sha256) of a store holding one upload job's run, made once for the module.
+
+    The upload job (contract check, sandboxed scoring, both baselines) costs more than the rest of a test;
+    its store comes out the same every time, so it is made once and each test takes a copy of its own."""
+    state = tmp_path_factory.mktemp("upload-run") / "state"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("WHESTBOARD_STATE_DIR", str(state))
+        reset_engines()
+        try:
+            run_id, sha = _upload_run()
+        finally:
+            reset_engines()
+    return state, run_id, sha
+
+
+@pytest.fixture()
+def upload_run(upload_run_store, private_state) -> tuple[str, str]:
+    """(run id, upload sha256): this test's store is a copy of the one the upload job scored the mean file in."""
+    state, run_id, sha = upload_run_store
+    reset_engines()
+    shutil.copytree(state, private_state, dirs_exist_ok=True)
+    return run_id, sha
 
 
 def _stored_from_run(sid: str, team: str, run_id: str, *, at: datetime = T0, nominated: bool = False) -> None:
@@ -98,8 +127,8 @@ def _whestbench_suite():
     return make_contest(spec)
 
 
-def test_a_submission_made_from_an_upload_run_is_nominated_by_id(small_round, tmp_path, capsys):
-    run_id, sha = _upload_run()
+def test_a_submission_made_from_an_upload_run_is_nominated_by_id(small_round, upload_run, tmp_path, capsys):
+    run_id, sha = upload_run
     _stored_from_run("mean-1", "mean", run_id)
     assert nominee("mean=submission:mean-1").spec == f"upload:{sha}"  # the run's package, not the label
     packages = write_packages(tmp_path / "packages")
@@ -117,12 +146,12 @@ def test_a_submission_made_from_an_upload_run_is_nominated_by_id(small_round, tm
     # and it scores what whestbench's evaluate_estimator gives the same estimator on the same suite
     data = _whestbench_suite()
     rows = {row["team"]: row for row in printed["standings"]}
-    for team, estimator in (("mean", MeanPropagationEstimator()), ("covariance", CovariancePropagationEstimator())):
-        official = evaluate_estimator(estimator, data)
-        assert rows[team]["score"] == pytest.approx(official["adjusted_final_layer_score"], rel=1e-9)
+    official = {team: evaluate_estimator(estimator, data) for team, estimator in (
+        ("mean", MeanPropagationEstimator()), ("covariance", CovariancePropagationEstimator()))}
+    for team, results in official.items():
+        assert rows[team]["score"] == pytest.approx(results["adjusted_final_layer_score"], rel=1e-9)
     assert rerun["adjusted_score"].tolist() == pytest.approx(
-        [m["adjusted_final_layer_score"] for m in evaluate_estimator(MeanPropagationEstimator(), data)["per_mlp"]],
-        rel=1e-9)
+        [m["adjusted_final_layer_score"] for m in official["mean"]["per_mlp"]], rel=1e-9)
 
     # the team nominated by file has a row of its own, priced like any submission
     own = get_submission(final_submission_id(SMALL_ROUND, "covariance"))
@@ -154,10 +183,10 @@ def test_a_stored_submission_without_a_package_is_refused_naming_what_to_nominat
     assert load_final_record(SMALL_ROUND) is None
 
 
-def test_another_teams_submission_is_refused_naming_both_teams_and_what_to_write(small_round, capsys):
+def test_another_teams_submission_is_refused_naming_both_teams_and_what_to_write(small_round, upload_run, capsys):
     """Each team designates one submission of its own: ``TEAM=submission:ID`` of another team's is refused
     before anything runs, the sentence naming the stored team, the team written and the line to write."""
-    run_id, _sha = _upload_run()
+    run_id, _sha = upload_run
     _stored_from_run("mean-1", "mean", run_id)
     with pytest.raises(FinalError) as refused:
         nominee("alpha=submission:mean-1")
@@ -185,8 +214,8 @@ def _public_state(team: str) -> dict:
     }
 
 
-def test_a_finals_rows_leave_the_public_board_exactly_as_it_was(small_round, tmp_path, capsys):
-    run_id, _sha = _upload_run()
+def test_a_finals_rows_leave_the_public_board_exactly_as_it_was(small_round, upload_run, tmp_path, capsys):
+    run_id, _sha = upload_run
     _stored_from_run("mean-1", "mean", run_id, nominated=True)  # designated by its team before the final
     _stored_from_run("mean-2", "other", run_id, at=T0.replace(hour=13))
     packages = write_packages(tmp_path / "packages")
@@ -207,14 +236,13 @@ def test_a_finals_rows_leave_the_public_board_exactly_as_it_was(small_round, tmp
                                                   final_submission_id(SMALL_ROUND, "flaky")}
 
 
-def test_a_store_that_had_a_final_round_trips_through_export_and_import(small_round, tmp_path, capsys,
+def test_a_store_that_had_a_final_round_trips_through_export_and_import(small_round, upload_run, tmp_path, capsys,
                                                                          monkeypatch):
     """The organizer's export keeps the final's own rows and every rerun result; importing it into an
     empty store gives the same rows and results back, still off the public board."""
     from whestboard.leaderboard import export_submissions, import_files
-    from whestboard.store import reset_engines
 
-    run_id, _sha = _upload_run()
+    run_id, _sha = upload_run
     _stored_from_run("mean-1", "mean", run_id, nominated=True)
     packages = write_packages(tmp_path / "packages")
     _final(["mean=submission:mean-1", f"covariance={packages['covariance']}"], capsys)
