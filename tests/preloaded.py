@@ -35,7 +35,15 @@ _SERVER = r"""
 import atexit, ctypes, json, os, select, signal, sys, traceback
 import whestbench.cli, whestboard.cli
 whestboard.cli.build_parser()  # imports every command's module, as each whestboard command does first
-ENTRIES = {"whest": whestbench.cli.main, "whestboard": whestboard.cli.main}
+
+
+def python_c():
+    # ``python -c CODE ARGS...`` for a test whose command needs set-up first (a test round registered)
+    code, sys.argv = sys.argv[1], ["-c", *sys.argv[2:]]
+    exec(compile(code, "<string>", "exec"), {"__name__": "__main__"})
+
+
+ENTRIES = {"whest": whestbench.cli.main, "whestboard": whestboard.cli.main, "python": python_c}
 report = os.fdopen(os.dup(1), "w", buffering=1)
 devnull = os.open(os.devnull, os.O_RDWR)
 os.dup2(devnull, 1)
@@ -134,7 +142,8 @@ class Preloaded:
         return message
 
     def start(self, entry: str, *args: str, env: dict[str, str] | None = None, cwd: Path = REPO) -> ForkedRun:
-        """``entry`` (``whest`` or ``whestboard``, as ``python -m whestboard``) with ``args``, not waited for."""
+        """``entry`` (``whest``, ``whestboard`` as ``python -m whestboard``, or ``python`` as ``python -c CODE``)
+        with ``args``, not waited for."""
         self._runs += 1
         out, err = self.folder / f"run-{self._runs}.out", self.folder / f"run-{self._runs}.err"
         request = {"entry": entry, "args": [str(a) for a in args], "env": dict(os.environ if env is None else env),

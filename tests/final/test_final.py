@@ -234,27 +234,25 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def test_a_final_killed_mid_run_resumes_where_it_stopped(small_round, packages, private_state):
-    """SIGKILL, not an exception: the job's process is gone, its row says running; the resume takes it over."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
+def test_a_final_killed_mid_run_resumes_where_it_stopped(small_round, packages, private_state, preloaded):
+    """SIGKILL, not an exception: the job's process is gone, its row says running; the resume takes it over.
 
-    from tests.conftest import REPO
+    The command is a process of its own, forked from one that imported whestboard already
+    (tests/preloaded.py); its sandbox fork server and workers die with it, as they would with a killed CLI.
+    """
+    import os
+    import time
 
     argv = ["final", "--round", SMALL_ROUND, "--suite-seed", str(SEED + 2), "--n-mlps", str(RESUME_N),
             "--truth-samples", str(K), "--max-extra-mlps", "2"]
     for team, path in packages.items():
         argv += ["--submission", f"{team}={path}"]
-    env = dict(os.environ, WHESTBOARD_STATE_DIR=str(private_state))
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_RUN, *argv], cwd=REPO, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = preloaded.start("python", KILLED_RUN, *argv, env=dict(os.environ, WHESTBOARD_STATE_DIR=str(private_state)))
     deadline = time.time() + 240
     while _stored_pairs() < 5 and time.time() < deadline and proc.poll() is None:
         time.sleep(0.2)
-    os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.poll() is None, proc.communicate()[1][-2000:]
+    proc.kill()
     proc.wait()
     kept = sum(len(v) for v in _scored_pairs().values())
     assert 5 <= kept < len(packages) * RESUME_N, "the run was killed mid-way"
