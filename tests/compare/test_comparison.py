@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from datetime import UTC, datetime
 
 import numpy as np
@@ -33,6 +34,7 @@ from whestboard.scoring import (
     run_and_record,
     whest_shaped,
 )
+from whestboard.store import reset_engines
 
 pytestmark = [pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning"),
               pytest.mark.usefixtures("private_state")]
@@ -49,9 +51,25 @@ def _run(dataset, kind: str, mlps: str = "0:6") -> RunOutcome:
     return run_and_record(RunRequest(dataset, mlps, resolve_estimator(kind), rulebook_for(None)))
 
 
+@pytest.fixture(scope="module")
+def recorded_two_runs(dataset, tmp_path_factory):
+    """A state folder in which ``run_and_record`` stored the mean and the cov run of MLPs 0:6, once per module."""
+    state = tmp_path_factory.mktemp("cmp-state") / "state"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("WHESTBOARD_STATE_DIR", str(state))
+        reset_engines()
+        runs = _run(dataset, "mean"), _run(dataset, "cov")
+        reset_engines()  # closes the store, so the folder holds every write
+    return state, runs
+
+
 @pytest.fixture
-def two_runs(dataset):
-    return _run(dataset, "mean"), _run(dataset, "cov")
+def two_runs(recorded_two_runs, private_state):
+    """The two recorded runs, in a copy of their state folder that is this test's own: what one test adds
+    to its store (submissions, further runs) never reaches another."""
+    state, runs = recorded_two_runs
+    shutil.copytree(state, private_state, dirs_exist_ok=True)
+    return runs
 
 
 def test_verdict_pairs_the_runs_grader_numbers(two_runs):
@@ -254,7 +272,7 @@ def test_the_fewest_mlps_for_a_verdict_is_where_the_sign_flip_test_can_first_rej
     assert sign_flip_p_value(clear) < ALPHA <= sign_flip_p_value(clear[:-1])
 
 
-def test_a_comparison_on_too_few_mlps_says_so_instead_of_a_verdict(dataset, capsys):
+def test_a_comparison_on_too_few_mlps_says_so_instead_of_a_verdict(dataset, two_runs, capsys):
     from components.compare_panels import verdict_panel
     from whestboard.cli import main
 
@@ -270,8 +288,7 @@ def test_a_comparison_on_too_few_mlps_says_so_instead_of_a_verdict(dataset, caps
     assert "lower (better)" not in text and "[95%" not in text
     page = str(verdict_panel(out))
     assert "No verdict on score" in page and "lower (better)" not in page
-    six = verdict(load_side(f"run:{_run(dataset, 'mean', '0:6').run_id}"),
-                  load_side(f"run:{_run(dataset, 'cov', '0:6').run_id}"))
+    six = verdict(*(load_side(f"run:{run.run_id}") for run in two_runs))  # the same runs on MLPs 0:6
     assert six["score"]["verdict_possible"] and six["score"]["verdict"] != "too few MLPs"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import threading
 
@@ -55,6 +56,18 @@ def reference(official, tmp_path_factory):
 @pytest.fixture(scope="module")
 def dataset(official):
     return open_dataset(official)
+
+
+@pytest.fixture(scope="module")
+def solo_run(dataset):
+    """``solo_run(spec, budget)``: a run of every MLP with nothing else scoring, executed once per module.
+
+    The split-run tests check each against the grader; the thread test takes from the same runs the FLOP
+    counts that concurrent runs must reproduce. A run is read, never changed, by whoever asks for it."""
+    @functools.cache
+    def run(spec: str, budget: int | None = None) -> _runs.RunOutcome:
+        return _runs.execute(_runs.RunRequest(dataset, None, resolve_estimator(spec), rulebook_for(None, budget)))
+    return run
 
 
 def grader_call(reference, rulebook: Rulebook, estimator) -> dict:
@@ -113,9 +126,9 @@ def assert_aggregates_equal(ours: dict, theirs: dict) -> None:
 
 @pytest.mark.parametrize("kind", ["mean", "cov", "combined"])
 @pytest.mark.parametrize("budget", [None, 20_000])
-def test_split_run_equals_one_grader_call(dataset, reference, kind, budget):
+def test_split_run_equals_one_grader_call(solo_run, reference, kind, budget):
     rulebook = rulebook_for(None, budget)
-    outcome = _runs.execute(_runs.RunRequest(dataset, None, resolve_estimator(kind), rulebook))
+    outcome = solo_run(kind, budget)
     expected = grader_call(reference, rulebook, REFERENCE_CLASSES[kind]())
     assert_aggregates_equal(outcome.report["results"], expected)
     assert outcome.report["complete"] and not outcome.cancelled
@@ -583,11 +596,10 @@ def test_score_multiplier_and_floor_follow_the_budget(dataset):
     assert outcome.report["rulebook"]["charging_floor"] == 0.1 * budget
 
 
-def test_two_threads_scoring_at_once_both_get_exact_flop_counts(dataset):
+def test_two_threads_scoring_at_once_both_get_exact_flop_counts(dataset, solo_run):
     """flopscope meters per thread: concurrent runs must not leak FLOPs into each other."""
     specs = ["cov", "mc:3000", "mean", "combined"]
-    alone = {s: [e["flops_used"] for e in _runs.execute(_runs.RunRequest(
-        dataset, None, resolve_estimator(s), rulebook_for(None))).report["results"]["per_mlp"]] for s in specs}
+    alone = {s: [e["flops_used"] for e in solo_run(s).report["results"]["per_mlp"]] for s in specs}
     together: dict[str, list] = {}
     barrier = threading.Barrier(2)
 

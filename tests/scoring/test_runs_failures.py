@@ -33,7 +33,9 @@ BODIES = {
             "the grader rejected the predictions: Predictions must contain only finite values"),
     "wrong_shape": ("return fnp.zeros((mlp.width, mlp.depth + 1))", "error",
                     "the grader rejected the predictions: Predictions must have shape"),
-    "over_budget": ("return fnp.ones((4000, 4000)) @ fnp.ones((4000, 4000))", "budget_exhausted",
+    # 2 * 1000^3 = 2e9 FLOPs, twenty times the 1e8 budget of these runs: over it as surely as a bigger
+    # product, without filling two 128 MB operands first.
+    "over_budget": ("return fnp.ones((1000, 1000)) @ fnp.ones((1000, 1000))", "budget_exhausted",
                     "over the FLOP budget"),
     "wall_cap": ("time.sleep(0.3); return MeanPropagationEstimator().predict(mlp, budget)", "time_exhausted",
                  "over the wall-clock cap"),
