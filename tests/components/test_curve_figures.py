@@ -25,14 +25,21 @@ PER_SAMPLE = mc_flops_per_sample(WIDTH, DEPTH, dtype_aware_billing=True)
 pytestmark = pytest.mark.usefixtures("private_state")
 
 
-@pytest.fixture()
-def dataset(tmp_path):
-    path = tmp_path / "ds"
+@pytest.fixture(scope="module")
+def baked_folder(tmp_path_factory):
+    """The dataset and its band (written beside it), baked once: the tests only read them, and each
+    records its runs in a state folder of its own."""
+    path = tmp_path_factory.mktemp("curve") / "ds"
     bake(path, plan_from_args(round_tag=None, width=WIDTH, depth=DEPTH, n_mlps=None, n_samples=8192,
                               seeds=[31, 32, 33, 34, 35, 36]), explicit_seeds=True, show_progress=False)
-    ds = open_dataset(path)
-    compute_band(ds, budget=PER_SAMPLE * 10_000, show_progress=False)
-    return ds
+    compute_band(open_dataset(path), budget=PER_SAMPLE * 10_000, show_progress=False)
+    return path
+
+
+@pytest.fixture()
+def dataset(baked_folder):
+    """The baked dataset, opened afresh for each test."""
+    return open_dataset(baked_folder)
 
 
 def curve_of(ds, spec: str, budgets: list[int]) -> dict:
