@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 from whestbench.budget import mc_flops_per_sample
@@ -19,20 +21,28 @@ from whestboard.scoring import (
     sampling_crossing,
     stored_reports,
 )
+from whestboard.store import reset_engines
 
 WIDTH, DEPTH = 32, 2
 PER_SAMPLE = mc_flops_per_sample(WIDTH, DEPTH, dtype_aware_billing=True)
 pytestmark = pytest.mark.usefixtures("private_state")
 
 
-@pytest.fixture()
-def dataset(tmp_path):
-    path = tmp_path / "ds"
+@pytest.fixture(scope="module")
+def baked_folder(tmp_path_factory):
+    """The dataset and its band (written beside it), baked once: the tests only read them, and each
+    records its runs in a state folder of its own."""
+    path = tmp_path_factory.mktemp("curve") / "ds"
     bake(path, plan_from_args(round_tag=None, width=WIDTH, depth=DEPTH, n_mlps=None, n_samples=8192,
                               seeds=[31, 32, 33, 34, 35, 36]), explicit_seeds=True, show_progress=False)
-    ds = open_dataset(path)
-    compute_band(ds, budget=PER_SAMPLE * 10_000, show_progress=False)
-    return ds
+    compute_band(open_dataset(path), budget=PER_SAMPLE * 10_000, show_progress=False)
+    return path
+
+
+@pytest.fixture()
+def dataset(baked_folder):
+    """The baked dataset, opened afresh for each test."""
+    return open_dataset(baked_folder)
 
 
 def curve_of(ds, spec: str, budgets: list[int]) -> dict:
@@ -40,14 +50,35 @@ def curve_of(ds, spec: str, budgets: list[int]) -> dict:
     return {"label": spec, "points": points, "crossing": sampling_crossing(points), "fixed_cost": fixed_cost(points)}
 
 
+MC_BUDGETS = [PER_SAMPLE * n for n in (50, 500, 5000)]
+
+
+@pytest.fixture(scope="module")
+def scored_mc_curve(baked_folder, tmp_path_factory):
+    """Sampling's curve at ``MC_BUDGETS``, scored once in a state folder of its own, for the tests that
+    only draw or inspect it (the paired-difference test scores its own, into its own store)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WHESTBOARD_STATE_DIR", str(tmp_path_factory.mktemp("mc-state")))
+        reset_engines()
+        try:
+            return curve_of(open_dataset(baked_folder), "mc:1B", MC_BUDGETS)
+        finally:
+            reset_engines()
+
+
+@pytest.fixture()
+def mc_curve(scored_mc_curve) -> dict:
+    """A copy of the scored sampling curve, so no test sees what another did to it."""
+    return copy.deepcopy(scored_mc_curve)
+
+
 def _named(fig, label: str):
     return next(t for t in fig.data if (t.meta or {}).get("curve") == label)
 
 
-def test_every_view_draws_the_points_summaries_and_the_reference(dataset):
+def test_every_view_draws_the_points_summaries_and_the_reference(dataset, mc_curve):
     view = convergence_view(dataset)
-    budgets = [PER_SAMPLE * n for n in (50, 500, 5000)]
-    mc = curve_of(dataset, "mc:1B", budgets)
+    budgets, mc = MC_BUDGETS, mc_curve
     for y_axis, stat in (("mse", "final_layer_mse"), ("score", "score"), ("var", "mse_over_variance")):
         for x_axis in ("flops", "ratio"):
             fig = figs.curve_figure(view, [mc], x_axis=x_axis, y_axis=y_axis)
@@ -75,7 +106,7 @@ def test_a_fixed_cost_estimator_is_a_vertical_line_that_says_so(dataset):
     assert any(figs.FIXED_NOTE in (t.text or ()) for t in fig.data if t.mode == "text")
 
 
-def test_a_resolved_crossing_is_marked_where_the_curve_passes_sampling(dataset):
+def test_a_resolved_crossing_is_marked_where_the_curve_passes_sampling(dataset, mc_curve):
     """Covariance propagation below its own cost fails (the zero prediction, far above sampling); from the
     budget that pays for it, it is far below: one resolved crossing, between those two points."""
     view = convergence_view(dataset)
@@ -87,8 +118,7 @@ def test_a_resolved_crossing_is_marked_where_the_curve_passes_sampling(dataset):
     assert f[1] < crossing["flops"] < f[2]
     star = next(t for t in figs.curve_figure(view, [cov]).data if t.name == "cov crosses sampling")
     assert list(star.x) == [crossing["flops"]] and list(star.y) == [crossing["mse"]]
-    mc = curve_of(dataset, "mc:1B", [PER_SAMPLE * n for n in (50, 500, 5000)])
-    assert mc["crossing"] is None  # sampling does not cross itself: its noise stays inside its intervals
+    assert mc_curve["crossing"] is None  # sampling does not cross itself: its noise stays inside its intervals
 
 
 def test_the_paired_difference_per_budget_is_a_minus_b_mlp_by_mlp(dataset):

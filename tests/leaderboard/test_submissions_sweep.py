@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import shutil
 from datetime import UTC, datetime
 
 import numpy as np
@@ -16,17 +18,27 @@ sqlite_store = helpers.sqlite_store
 SEEDS = [11, 22, 33]
 
 
-@pytest.fixture()
-def tiny_round_data(tmp_path, monkeypatch, sqlite_store):
-    """A v1-warmup-shaped embedded dataset (256 x 8) with two of its three MLPs baked, few samples."""
-    data = tmp_path / "data"
-    monkeypatch.setenv("WHESTBOARD_DATA_DIR", str(data))
-    folder = data / "v1-warmup"
+@pytest.fixture(scope="module")
+def baked_two_of_three(tmp_path_factory):
+    """The bake behind ``tiny_round_data``, done once: its folder (copied, never used in place) and manifest."""
+    folder = tmp_path_factory.mktemp("sweep-bake") / "v1-warmup"
     plan = plan_from_args(round_tag="v1-warmup", width=None, depth=None, n_mlps=None, n_samples=2048, seeds=SEEDS)
     manifest = prepare_bake(folder, plan, engine="numpy", explicit_seeds=True)
     for index in (0, 1):
         bake_one(folder, manifest, index, engine="numpy")
-    yield folder, manifest
+    return folder, manifest
+
+
+@pytest.fixture()
+def tiny_round_data(baked_two_of_three, tmp_path, monkeypatch, sqlite_store):
+    """A v1-warmup-shaped embedded dataset (256 x 8) with two of its three MLPs baked, few samples: a copy
+    of this test's own, which it may bake on."""
+    baked, manifest = baked_two_of_three
+    data = tmp_path / "data"
+    monkeypatch.setenv("WHESTBOARD_DATA_DIR", str(data))
+    folder = data / "v1-warmup"
+    shutil.copytree(baked, folder)
+    yield folder, copy.deepcopy(manifest)
     reset_engines()
 
 

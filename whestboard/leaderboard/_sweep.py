@@ -20,6 +20,7 @@ labelled baseline team, with its per-MLP results.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -257,8 +258,10 @@ class PlannedEntry:
     action: str  # "grade", "regrade", "done", "too slow"
 
 
+@functools.cache
 def measured_flop_rate(seconds: float = 0.3) -> float:
-    """FLOPs per second of a float32 matmul here: the basis of the time estimate."""
+    """FLOPs per second of a float32 matmul here: the basis of the time estimate. Measured once per
+    process: the machine does not change between sweeps, and each measurement busy-loops ``seconds``."""
     import numpy as np
 
     a = np.random.default_rng(0).standard_normal((512, 512), dtype=np.float32)
