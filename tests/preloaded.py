@@ -2,7 +2,8 @@
 
 A fresh ``whest run`` or ``python -m whestboard`` spends about two seconds of CPU importing whestbench
 (through its package ``__init__``, Hugging Face ``datasets``, pandas and pyarrow) before it reads its
-first argument; a test that starts seven of them pays fourteen. Here one server process, started fresh
+first argument; a test that starts seven of them pays fourteen. A ``python -c`` script that imports
+``whestboard`` pays most of that too (SQLAlchemy, numpy, pandas), so it can be forked here as well. Here one server process, started fresh
 (``python -c``, never forked from pytest, whose threads may hold locks), imports both command lines and
 every ``whestboard`` command's module (its parser imports them all: half a second of CPU that each fork
 would otherwise repeat), then forks a child per command. The child takes the command's environment,
@@ -35,7 +36,14 @@ _SERVER = r"""
 import atexit, ctypes, json, os, select, signal, sys, traceback
 import whestbench.cli, whestboard.cli
 whestboard.cli.build_parser()  # imports every command's module, as each whestboard command does first
-ENTRIES = {"whest": whestbench.cli.main, "whestboard": whestboard.cli.main}
+
+
+def python_c():  # python -c CODE ARG...: the code runs as __main__, with the sys.argv that -c gives it
+    code, sys.argv[:] = sys.argv[1], ["-c", *sys.argv[2:]]
+    exec(compile(code, "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+
+
+ENTRIES = {"whest": whestbench.cli.main, "whestboard": whestboard.cli.main, "python": python_c}
 report = os.fdopen(os.dup(1), "w", buffering=1)
 devnull = os.open(os.devnull, os.O_RDWR)
 os.dup2(devnull, 1)
@@ -134,7 +142,8 @@ class Preloaded:
         return message
 
     def start(self, entry: str, *args: str, env: dict[str, str] | None = None, cwd: Path = REPO) -> ForkedRun:
-        """``entry`` (``whest`` or ``whestboard``, as ``python -m whestboard``) with ``args``, not waited for."""
+        """``entry`` (``whest``, ``whestboard`` as ``python -m whestboard``, or ``python`` as ``python -c``, its
+        code the first of ``args``) with ``args``, not waited for."""
         self._runs += 1
         out, err = self.folder / f"run-{self._runs}.out", self.folder / f"run-{self._runs}.err"
         request = {"entry": entry, "args": [str(a) for a in args], "env": dict(os.environ if env is None else env),

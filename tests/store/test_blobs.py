@@ -6,8 +6,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -145,14 +143,17 @@ sys.stdout.write(blobs.shared_secret('client-id').hex())
 """
 
 
-def test_every_machine_derives_the_same_secret_from_the_shared_store(store, tmp_path):
+def test_every_machine_derives_the_same_secret_from_the_shared_store(store, tmp_path, preloaded):
     """Two processes with their own state folders (two machines) and the same database agree on the
-    client-id key; a fresh state folder on a machine changes nothing."""
+    client-id key; a fresh state folder on a machine changes nothing. Each process is forked from one
+    that imported whestboard and never derived a secret (tests/preloaded.py)."""
     shared, out = config.database_url(), []
     for machine in ("one", "two", "one-again"):
         env = dict(os.environ, WHESTBOARD_STATE_DIR=str(tmp_path / machine), WHESTBOARD_DATABASE_URL=shared)
-        out.append(subprocess.run([sys.executable, "-c", SECRET_SCRIPT], cwd=REPO, env=env, capture_output=True,
-                                  text=True, timeout=120, check=True).stdout)
+        machine_process = preloaded.start("python", SECRET_SCRIPT, env=env, cwd=REPO)
+        secret, err = machine_process.communicate(timeout=120)
+        assert machine_process.returncode == 0, err
+        out.append(secret)
     assert len(out[0]) == 64 and out[0] == out[1] == out[2]
     assert _blobs.shared_secret("client-id").hex() == out[0]
 
