@@ -99,8 +99,11 @@ def test_prune_drops_the_oldest_by_count_and_by_bytes(store):
 def test_stored_keys_are_looked_up_by_key_across_query_batches(store):
     """More keys than one ``IN`` query takes, some stored, some not, and a namespace beside with the same keys."""
     ns, other = namespace("lookup"), namespace("beside")
-    keys = [f"k{i:04d}" for i in range(2 * _blobs._KEYS_PER_QUERY + 7)]
-    stored = set(keys[::3])
+    per_query = _blobs._KEYS_PER_QUERY
+    keys = [f"k{i:04d}" for i in range(2 * per_query + 7)]
+    # Every query's batch holds stored and unstored keys, and so do both edges of each batch boundary:
+    # what the batching could get wrong, with a stored blob every 50 keys (each one a transaction).
+    stored = set(keys[::50]) | {keys[per_query - 1], keys[per_query], keys[2 * per_query - 1], keys[-1]}
     for key in stored:
         _blobs.put_blob(ns, key, b"x")
     _blobs.put_blob(other, keys[1], b"x")
