@@ -2,7 +2,10 @@
 
 A fresh ``whest run`` or ``python -m whestboard`` spends about two seconds of CPU importing whestbench
 (through its package ``__init__``, Hugging Face ``datasets``, pandas and pyarrow) before it reads its
-first argument; a test that starts seven of them pays fourteen. Here one server process, started fresh
+first argument; a test that starts seven of them pays fourteen. A ``python -c`` script that imports
+``whestboard`` pays most of that too (SQLAlchemy, numpy, pandas), so it can be forked here as well (entry
+``python``: a command that needs set-up first, a test round registered, or a second process on the same
+state folder, as another gunicorn worker would be). Here one server process, started fresh
 (``python -c``, never forked from pytest, whose threads may hold locks), imports both command lines and
 every ``whestboard`` command's module (its parser imports them all: half a second of CPU that each fork
 would otherwise repeat), then forks a child per command. The child takes the command's environment,
@@ -37,10 +40,9 @@ import whestbench.cli, whestboard.cli
 whestboard.cli.build_parser()  # imports every command's module, as each whestboard command does first
 
 
-def python_c():
-    # ``python -c CODE ARGS...`` for a test whose command needs set-up first (a test round registered)
-    code, sys.argv = sys.argv[1], ["-c", *sys.argv[2:]]
-    exec(compile(code, "<string>", "exec"), {"__name__": "__main__"})
+def python_c():  # python -c CODE ARG...: the code runs as __main__, with the sys.argv that -c gives it
+    code, sys.argv[:] = sys.argv[1], ["-c", *sys.argv[2:]]
+    exec(compile(code, "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
 
 
 ENTRIES = {"whest": whestbench.cli.main, "whestboard": whestboard.cli.main, "python": python_c}
@@ -142,8 +144,8 @@ class Preloaded:
         return message
 
     def start(self, entry: str, *args: str, env: dict[str, str] | None = None, cwd: Path = REPO) -> ForkedRun:
-        """``entry`` (``whest``, ``whestboard`` as ``python -m whestboard``, or ``python`` as ``python -c CODE``)
-        with ``args``, not waited for."""
+        """``entry`` (``whest``, ``whestboard`` as ``python -m whestboard``, or ``python`` as ``python -c``, its
+        code the first of ``args``) with ``args``, not waited for."""
         self._runs += 1
         out, err = self.folder / f"run-{self._runs}.out", self.folder / f"run-{self._runs}.err"
         request = {"entry": entry, "args": [str(a) for a in args], "env": dict(os.environ if env is None else env),

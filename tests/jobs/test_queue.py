@@ -1,15 +1,16 @@
 """The sandbox job queue across processes: bounds, positions, exclusive claims and slots, cancel, recovery.
 
-Several gunicorn workers share one queue, so the tests that matter spawn real
-processes against the same state folder (SQLite WAL + flock slot files).
+Several gunicorn workers share one queue, so the tests that matter start real
+processes against the same state folder (SQLite WAL + flock slot files). Like gunicorn's workers
+(forks of a master that imported the app), they are forks of one process that imported whestboard
+(tests/preloaded.py), which never opened this state folder.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+import select
 import textwrap
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import HOSTILE
+from tests.preloaded import ForkedRun
 from whestboard.data import bake, plan_from_args
 from whestboard.jobs import _ledger, _queue
 from whestboard.jobs._liveness import this_worker
@@ -38,11 +40,10 @@ def state(tmp_path, monkeypatch):
     reset_engines()
 
 
-def run_python(code: str, state: Path, **env: str) -> subprocess.Popen:
+def run_python(preloaded, code: str, state: Path, *args: str) -> ForkedRun:
     """A separate process (as another gunicorn worker would be) on the same state folder."""
-    environment = {**os.environ, "WHESTBOARD_STATE_DIR": str(state), **env}
-    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, env=environment,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    environment = {**os.environ, "WHESTBOARD_STATE_DIR": str(state)}
+    return preloaded.start("python", textwrap.dedent(code), *args, env=environment, cwd=REPO)
 
 
 def test_positions_are_fifo_and_bounds_are_enforced(state):
@@ -71,7 +72,7 @@ def test_settings_come_from_the_environment(monkeypatch):
         _queue.QueueSettings.from_env()
 
 
-def test_concurrent_processes_claim_each_job_exactly_once(state):
+def test_concurrent_processes_claim_each_job_exactly_once(state, preloaded):
     jobs = [_queue.queue_job(f"client-{n}", {"n": n}, settings=_queue.QueueSettings(max_queued=50))
             for n in range(12)]
     claimer = """
@@ -82,7 +83,7 @@ def test_concurrent_processes_claim_each_job_exactly_once(state):
             taken.append(job.id)
         print(json.dumps(taken))
     """
-    procs = [run_python(claimer, state) for _ in range(3)]
+    procs = [run_python(preloaded, claimer, state) for _ in range(3)]
     claimed = []
     for proc in procs:
         out, err = proc.communicate(timeout=120)
@@ -91,15 +92,23 @@ def test_concurrent_processes_claim_each_job_exactly_once(state):
     assert sorted(claimed) == sorted(jobs)  # every job once, none twice
 
 
-def test_slots_are_machine_wide_and_freed_when_the_holder_dies(state):
-    holder = run_python("""
+def test_slots_are_machine_wide_and_freed_when_the_holder_dies(state, preloaded, tmp_path):
+    held = tmp_path / "held"
+    os.mkfifo(held)  # the holder says which slot it holds through it; reading waits for that, not a poll
+    holder = run_python(preloaded, """
         import sys, time
         from whestboard.jobs import _queue as jobqueue
         slot = jobqueue.try_acquire_slot(1)
-        print(slot.index, flush=True)
+        with open(sys.argv[1], "w") as held:
+            print(slot.index, file=held)
         time.sleep(120)
-    """, state)
-    assert holder.stdout.readline().strip() == "0"
+    """, state, str(held))
+    said = os.open(held, os.O_RDONLY | os.O_NONBLOCK)  # open now; what the holder writes wakes select
+    try:
+        assert select.select([said], [], [], 60)[0], "the holder never said which slot it holds"
+        assert os.read(said, 64).decode().strip() == "0"
+    finally:
+        os.close(said)
     try:
         assert _queue.try_acquire_slot(1) is None  # concurrency 1: the other process holds it
         second = _queue.try_acquire_slot(2)
@@ -113,7 +122,7 @@ def test_slots_are_machine_wide_and_freed_when_the_holder_dies(state):
     slot.release()
 
 
-def test_with_concurrency_one_jobs_never_overlap_across_processes(state, tmp_path):
+def test_with_concurrency_one_jobs_never_overlap_across_processes(state, tmp_path, preloaded):
     log = tmp_path / "spans.jsonl"
     submitted = [_queue.queue_job(f"c{n}", {"n": n}, kind="test") for n in range(4)]
     worker = f"""
@@ -130,7 +139,7 @@ def test_with_concurrency_one_jobs_never_overlap_across_processes(state, tmp_pat
             if not executor.run_one():
                 time.sleep(0.05)
     """
-    procs = [run_python(worker, state) for _ in range(2)]
+    procs = [run_python(preloaded, worker, state) for _ in range(2)]
     for proc in procs:
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err

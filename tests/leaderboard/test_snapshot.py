@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -114,11 +112,13 @@ store.timeline_field(url=url).to_pickle(out + "/timeline.pkl")
 """
 
 
-def test_a_second_process_reads_the_snapshot_the_first_wrote(field, tmp_path):
-    """A fresh interpreter whose table reads raise serves both scans, equal to the table's: from the files."""
-    done = subprocess.run([sys.executable, "-c", _CHILD, field, ROUND, str(tmp_path)], cwd=REPO,
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
+def test_a_second_process_reads_the_snapshot_the_first_wrote(field, tmp_path, preloaded):
+    """A second process whose table reads raise serves both scans, equal to the table's: from the files.
+    It is forked from one that imported whestboard and never read a board (tests/preloaded.py), so
+    nothing it serves can come from memory."""
+    child = preloaded.start("python", _CHILD, field, ROUND, str(tmp_path), cwd=REPO)
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err[-3000:]
     _assert_identical(pd.read_pickle(tmp_path / "scan.pkl"), _store._round_scan_rows(ROUND, field))
     _assert_identical(pd.read_pickle(tmp_path / "timeline.pkl"), _store._timeline_scan(field))
 

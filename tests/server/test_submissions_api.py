@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import sqlite3
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -24,6 +26,7 @@ from whestboard.leaderboard import (
     submission_count,
     submissions_frame,
 )
+from whestboard.store import reset_engines
 
 sqlite_store = helpers.sqlite_store
 TOKEN = "correct horse battery staple"
@@ -37,10 +40,24 @@ def client(sqlite_store, monkeypatch):
     return app.test_client()
 
 
+@pytest.fixture(scope="module")
+def seeded_store(tmp_path_factory) -> Path:
+    """A store with two submissions imported, built once: each test gets a copy of its file, so it
+    starts from the same committed rows and snapshots without importing them again."""
+    folder = tmp_path_factory.mktemp("seeded")
+    url = f"sqlite:///{folder / 'store.sqlite'}"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("WHESTBOARD_STATE_DIR", str(folder / "state"))
+        import_files([write_csvs(folder / "seed", [submission_row("s-1", "alpha"), submission_row("s-2", "beta")])],
+                     url=url)
+    reset_engines()
+    return folder / "store.sqlite"
+
+
 @pytest.fixture()
-def seeded(client, tmp_path):
-    path = write_csvs(tmp_path / "seed", [submission_row("s-1", "alpha"), submission_row("s-2", "beta")])
-    import_files([path])
+def seeded(client, sqlite_store, seeded_store):
+    with sqlite3.connect(seeded_store) as seed, sqlite3.connect(sqlite_store.removeprefix("sqlite:///")) as copy:
+        seed.backup(copy)
     return client
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -101,8 +99,11 @@ def test_prune_drops_the_oldest_by_count_and_by_bytes(store):
 def test_stored_keys_are_looked_up_by_key_across_query_batches(store):
     """More keys than one ``IN`` query takes, some stored, some not, and a namespace beside with the same keys."""
     ns, other = namespace("lookup"), namespace("beside")
-    keys = [f"k{i:04d}" for i in range(2 * _blobs._KEYS_PER_QUERY + 7)]
-    stored = set(keys[::3])
+    per_query = _blobs._KEYS_PER_QUERY
+    keys = [f"k{i:04d}" for i in range(2 * per_query + 7)]
+    # Every query's batch holds stored and unstored keys, and so do both edges of each batch boundary:
+    # what the batching could get wrong, with a stored blob every 50 keys (each one a transaction).
+    stored = set(keys[::50]) | {keys[per_query - 1], keys[per_query], keys[2 * per_query - 1], keys[-1]}
     for key in stored:
         _blobs.put_blob(ns, key, b"x")
     _blobs.put_blob(other, keys[1], b"x")
@@ -145,14 +146,17 @@ sys.stdout.write(blobs.shared_secret('client-id').hex())
 """
 
 
-def test_every_machine_derives_the_same_secret_from_the_shared_store(store, tmp_path):
+def test_every_machine_derives_the_same_secret_from_the_shared_store(store, tmp_path, preloaded):
     """Two processes with their own state folders (two machines) and the same database agree on the
-    client-id key; a fresh state folder on a machine changes nothing."""
+    client-id key; a fresh state folder on a machine changes nothing. Each process is forked from one
+    that imported whestboard and never derived a secret (tests/preloaded.py)."""
     shared, out = config.database_url(), []
     for machine in ("one", "two", "one-again"):
         env = dict(os.environ, WHESTBOARD_STATE_DIR=str(tmp_path / machine), WHESTBOARD_DATABASE_URL=shared)
-        out.append(subprocess.run([sys.executable, "-c", SECRET_SCRIPT], cwd=REPO, env=env, capture_output=True,
-                                  text=True, timeout=120, check=True).stdout)
+        machine_process = preloaded.start("python", SECRET_SCRIPT, env=env, cwd=REPO)
+        secret, err = machine_process.communicate(timeout=120)
+        assert machine_process.returncode == 0, err
+        out.append(secret)
     assert len(out[0]) == 64 and out[0] == out[1] == out[2]
     assert _blobs.shared_secret("client-id").hex() == out[0]
 
