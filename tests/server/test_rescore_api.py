@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.leaderboard import submissions_helpers as helpers
-from tests.server.test_submissions_api import BAD_HEADERS, TOKEN, client, seeded  # noqa: F401 - fixtures
+from tests.server.test_submissions_api import BAD_HEADERS, TOKEN, client, seeded, seeded_store  # noqa: F401 - fixtures
 from whestboard.jobs import recent_jobs
 from whestboard.leaderboard import submissions_frame
 
