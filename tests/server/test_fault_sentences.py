@@ -35,7 +35,11 @@ def test_a_disk_fault_is_found_behind_the_error_that_wraps_it():
 
 
 def test_redis_refusing_connections_is_a_broker_fault():
-    client = redis.Redis(port=free_port(), socket_connect_timeout=2)
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    # No retries: redis-py retries a refused connection with backoff (3 s here), then raises the same error
+    client = redis.Redis(port=free_port(), socket_connect_timeout=2, retry=Retry(NoBackoff(), 0))
     with pytest.raises(redis.ConnectionError) as caught:
         client.ping()
     assert faults.classify(caught.value) == faults.BROKER
