@@ -10,15 +10,17 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from tests.prod_support import free_port, wait_http
 
 REPO = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
 #: Participant-shaped estimator files the sandbox tests run.
 HOSTILE = REPO / "tests" / "sandbox" / "hostile"
 CHROMIUM = os.environ.get("WHESTBOARD_CHROMIUM", "/usr/bin/chromium")
@@ -118,6 +120,23 @@ def private_state(tmp_path, monkeypatch) -> Iterator[Path]:
     reset_engines()
     yield state
     reset_engines()
+
+
+def state_built_once(tmp_path_factory, prefix: str, build: Callable[[], T]) -> tuple[Path, T]:
+    """A state folder ``build()`` wrote its store in, and what it returned: for a module fixture whose
+    expensive store each test copies into its ``private_state`` (``shutil.copytree(state, private_state,
+    dirs_exist_ok=True)``), so no test sees another's writes. The store is closed afterwards, so the folder
+    holds every write."""
+    from whestboard.store import reset_engines
+
+    state = tmp_path_factory.mktemp(prefix) / "state"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("WHESTBOARD_STATE_DIR", str(state))
+        reset_engines()
+        try:
+            return state, build()
+        finally:
+            reset_engines()
 
 
 @pytest.fixture(scope="session")

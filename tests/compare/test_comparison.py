@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
+from tests.conftest import state_built_once
 from tests.upstream import make_official
 from whestboard.compare import (
     CompareError,
@@ -34,7 +35,6 @@ from whestboard.scoring import (
     run_and_record,
     whest_shaped,
 )
-from whestboard.store import reset_engines
 
 pytestmark = [pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning"),
               pytest.mark.usefixtures("private_state")]
@@ -54,13 +54,7 @@ def _run(dataset, kind: str, mlps: str = "0:6") -> RunOutcome:
 @pytest.fixture(scope="module")
 def recorded_two_runs(dataset, tmp_path_factory):
     """A state folder in which ``run_and_record`` stored the mean and the cov run of MLPs 0:6, once per module."""
-    state = tmp_path_factory.mktemp("cmp-state") / "state"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("WHESTBOARD_STATE_DIR", str(state))
-        reset_engines()
-        runs = _run(dataset, "mean"), _run(dataset, "cov")
-        reset_engines()  # closes the store, so the folder holds every write
-    return state, runs
+    return state_built_once(tmp_path_factory, "cmp-state", lambda: (_run(dataset, "mean"), _run(dataset, "cov")))
 
 
 @pytest.fixture

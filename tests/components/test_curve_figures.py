@@ -10,6 +10,7 @@ from whestbench.budget import mc_flops_per_sample
 
 from components.figures import compare as compare_figs
 from components.figures import convergence as figs
+from tests.conftest import state_built_once
 from whestboard.band import compute_band, convergence_view
 from whestboard.compare import paired_curves
 from whestboard.data import bake, open_dataset, plan_from_args
@@ -21,7 +22,6 @@ from whestboard.scoring import (
     sampling_crossing,
     stored_reports,
 )
-from whestboard.store import reset_engines
 
 WIDTH, DEPTH = 32, 2
 PER_SAMPLE = mc_flops_per_sample(WIDTH, DEPTH, dtype_aware_billing=True)
@@ -57,13 +57,9 @@ MC_BUDGETS = [PER_SAMPLE * n for n in (50, 500, 5000)]
 def scored_mc_curve(baked_folder, tmp_path_factory):
     """Sampling's curve at ``MC_BUDGETS``, scored once in a state folder of its own, for the tests that
     only draw or inspect it (the paired-difference test scores its own, into its own store)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("WHESTBOARD_STATE_DIR", str(tmp_path_factory.mktemp("mc-state")))
-        reset_engines()
-        try:
-            return curve_of(open_dataset(baked_folder), "mc:1B", MC_BUDGETS)
-        finally:
-            reset_engines()
+    _, curve = state_built_once(tmp_path_factory, "mc-state",
+                                lambda: curve_of(open_dataset(baked_folder), "mc:1B", MC_BUDGETS))
+    return curve
 
 
 @pytest.fixture()

@@ -19,6 +19,7 @@ import pytest
 from whestbench.estimators import CovariancePropagationEstimator, MeanPropagationEstimator
 from whestbench.scoring import evaluate_estimator, make_contest
 
+from tests.conftest import state_built_once
 from tests.final.participants import MEAN, SMALL_ROUND, register_round, small_round_config, write_packages
 from whestboard.cli import main
 from whestboard.final import SEED_PROTOCOL, FinalError, final_submission_id, nominee
@@ -73,14 +74,7 @@ def upload_run_store(tmp_path_factory) -> tuple[Path, str, str]:
 
     The upload job (contract check, sandboxed scoring, both baselines) costs more than the rest of a test;
     its store comes out the same every time, so it is made once and each test takes a copy of its own."""
-    state = tmp_path_factory.mktemp("upload-run") / "state"
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("WHESTBOARD_STATE_DIR", str(state))
-        reset_engines()
-        try:
-            run_id, sha = _upload_run()
-        finally:
-            reset_engines()
+    state, (run_id, sha) = state_built_once(tmp_path_factory, "upload-run", _upload_run)
     return state, run_id, sha
 
 
