@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import sys
 import threading
 
@@ -56,11 +57,25 @@ class WhestboardDash(dash.Dash):
 
     def __init__(self, *args, **kwargs) -> None:
         self._setup_lock = threading.Lock()
+        self._outage_secret: bytes | None = None
         super().__init__(*args, **kwargs)
 
     def _setup_server(self) -> None:
         with self._setup_lock:
             super()._setup_server()
+
+    def _get_signing_secret(self) -> bytes:
+        """The shared store's handle-signing key, asked for until it answers (``background.handle_signing_secret``).
+
+        Dash would keep, for the life of the process, a random key of its own when the store could not
+        answer once; here a page rendered while the store is away is signed with a key of this process
+        only for as long as the outage lasts."""
+        try:
+            return background.handle_signing_secret()
+        except Exception:  # noqa: BLE001 - the store is away: pages still render, jobs cannot start anyway
+            if self._outage_secret is None:
+                self._outage_secret = secrets.token_bytes(64)
+            return self._outage_secret
 
     def finish_setup(self) -> None:
         """Register every page's callbacks and every servable script now, as the first request would."""

@@ -51,11 +51,13 @@ worker_tmp_dir = "/dev/shm" if Path("/dev/shm").is_dir() and os.access("/dev/shm
 
 
 def when_ready(server) -> None:
-    """Create the store's tables once, in the master, before workers race to do it.
+    """Create the store's tables (and the key background-job handles are signed with) once, in the
+    master, before workers race to do it.
 
     With the app preloaded, also load what every worker and job would load for
     itself (server/warm.py): done once here, shared by every fork.
     """
+    from server.background import handle_signing_secret
     from server.warm import warm_process
     from whestboard import store
 
@@ -63,6 +65,7 @@ def when_ready(server) -> None:
         server.log.info("warmed in %.2f s", warm_process())
     try:
         store.engine()  # every table the loaded code declares
+        handle_signing_secret()  # stored now, so a later full disk or outage finds it there to read
     except Exception as exc:  # noqa: BLE001 - /healthz reports an unreachable store; keep serving
         server.log.error("store not ready: %s", type(exc).__name__)
     finally:

@@ -17,7 +17,7 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html, no_update
 
 from components.url_state import href
-from whestboard.data import default_dataset_key, served_datasets
+from whestboard.data import DatasetNotFound, default_dataset_key, get_dataset, served_datasets
 from whestboard.rules import ALL_ROUNDS
 
 ROUND_ID = "selector-round"
@@ -59,9 +59,11 @@ def resolve_selection(dataset: str | None = None, round: str | None = None, **_i
     round_tag = (round or "").strip() or None
     served = served_datasets()
     if dataset is not None:
-        if dataset not in served:
+        try:  # get_dataset asks the shared store at once: kept on another machine a moment ago?
+            named = served[dataset] if dataset in served else get_dataset(dataset)
+        except DatasetNotFound:
             return Selection(None, round_tag, f"There is no dataset called {dataset!r}.")
-        return Selection(dataset, served[dataset].info.round_tag)
+        return Selection(dataset, named.info.round_tag)
     if round_tag is not None:
         if round_tag not in ALL_ROUNDS:
             return Selection(None, None, f"There is no round called {round_tag!r}.")

@@ -4,10 +4,19 @@
 #   length, replaces X-Forwarded-For)  ->  gunicorn on a Unix socket in the state folder  ->  the app.
 # Usage: ./scripts/serve.sh        (settings from WHESTBOARD_* variables; nginx: apt-get install nginx)
 # Stops both on SIGTERM/SIGINT, and both when either exits.
+#        ./scripts/serve.sh worker  a Celery worker for background jobs (needs WHESTBOARD_REDIS_URL), kept
+#   alive by server/supervise.py: restarted whenever it exits unasked; WHESTBOARD_CELERY_CONCURRENCY
+#   job processes (default 2); extra arguments go to `celery worker`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=$(command -v python3 || command -v python); fi
 BIN=$(dirname "$PY")
+if [ "${1:-}" = worker ]; then
+  shift
+  CELERY="$BIN/celery"; [ -x "$CELERY" ] || CELERY=$(command -v celery)
+  exec "$PY" -m server.supervise -- "$CELERY" -A worker worker --loglevel=INFO \
+    --concurrency="${WHESTBOARD_CELERY_CONCURRENCY:-2}" "$@"
+fi
 GUNICORN="$BIN/gunicorn"; [ -x "$GUNICORN" ] || GUNICORN=$(command -v gunicorn)
 NGINX=$(command -v nginx || true); [ -n "$NGINX" ] || NGINX=/usr/sbin/nginx
 if [ ! -x "$NGINX" ]; then

@@ -79,6 +79,8 @@ def _describe_outputs(context: dict) -> str:
 
 
 CLIENT_ID_SECRET = "client-id"
+#: The key Dash signs background-callback handles with (``cacheKey``, ``job``, the page's ``end_id``).
+HANDLE_SIGNING_SECRET = "dash-handles"
 
 
 def visitor_id(address: str | None, user_agent: str | None) -> str:
@@ -107,12 +109,23 @@ def job_failed_payload(reason: str) -> dict:
 UNSENT = "unsent:"
 
 
-def unsent_payload(handle: str) -> dict:
-    fault = handle[len(UNSENT):]
+def fault_payload(fault: str, *, started: bool = True) -> dict:
+    """A job's error path carrying the fault's sentence: the poll is how a background callback's user hears
+    of it (what the error hook says during a poll never reaches the page)."""
     sentence = faults.sentence(fault) if fault in (faults.DISK, faults.BROKER, faults.STORE) else ""
-    return {"background_callback_error": {"msg": f"{JOB_FAILED}{NOT_STARTED}: {fault} failure). {sentence}",
-                                          "tb": ""}}
+    what = f"{fault} failure" if started else f"{NOT_STARTED}: {fault} failure"
+    return {"background_callback_error": {"msg": f"{JOB_FAILED}{what}). {sentence}", "tb": ""}}
 
+
+def unsent_payload(handle: str) -> dict:
+    return fault_payload(handle[len(UNSENT):], started=False)
+
+
+LOST_IN_QUEUE = ("lost by the job queue: Redis went away, and came back without it, before any worker took "
+                 "it")
+#: How long a queued job's message must be missing from the broker before it counts as lost: kombu moves
+#: a message from the queue to its unacknowledged set in two steps, and a look in between sees neither.
+LOST_AFTER_S = 5.0
 
 RESULT_LOST_PAYLOAD = {"background_callback_error": {"tb": "", "msg": (
     f"{JOB_FAILED}result lost). It finished, but its result was gone from the job queue (Redis restarted "
@@ -162,6 +175,18 @@ def _within_wall_time(job_id: str, compute):
         return compute()
 
 
+def handle_signing_secret() -> bytes:
+    """The one key every web worker of every machine signs background-callback handles with.
+
+    Dash keeps it in the job result store (the state folder's diskcache, or Redis) and, when that store
+    cannot answer at a process's first need (a full disk, Redis away), falls back for good to a random
+    key of that process alone: every poll that later lands on another worker fails to verify and ends
+    in silence. The shared store answers on every machine, Redis or no Redis, and a full disk still
+    reads. Raises when the store cannot be reached (the caller decides what a page does meanwhile).
+    """
+    return shared_secret(HANDLE_SIGNING_SECRET, 64)
+
+
 class _Ledger:
     """Mixin recording every background launch in ``whestboard.jobs``."""
 
@@ -174,6 +199,9 @@ class _Ledger:
         if self.cache_by is None:
             key = hashlib.sha256(f"{key}:{uuid.uuid4().hex}".encode()).hexdigest()
         return key
+
+    def get_or_create_signing_secret(self, generate):
+        return handle_signing_secret()
 
     def call_job_fn(self, key, job_fn, args, context):
         try:
@@ -266,15 +294,15 @@ class _Ledger:
         try:
             return super().get_progress(key)
         except Exception as exc:
-            if broker_trouble(exc):
-                return None  # progress comes back with the broker; the job goes on meanwhile
+            if faults.classify(exc) is not None:
+                return None  # progress is only a view; get_result() next says what became of the job
             raise
 
     def get_updated_props(self, key):
         try:
             return super().get_updated_props(key)
         except Exception as exc:
-            if broker_trouble(exc):
+            if faults.classify(exc) is not None:
                 return {}
             raise
 
@@ -285,9 +313,12 @@ class _Ledger:
         try:
             result = super().get_result(key, job)
         except Exception as exc:
-            if not broker_trouble(exc):
-                raise
-            return self._result_while_broker_down(key, job)
+            fault = faults.classify(exc)
+            if fault == faults.BROKER:
+                return self._result_while_broker_down(key, job)
+            if fault is not None:  # a full disk or a lost store: the job cannot leave its result either
+                return fault_payload(fault)
+            raise
         if result is not self.UNDEFINED or job is None:
             return result
         gone = self._process_gone(job)
@@ -301,6 +332,9 @@ class _Ledger:
         if row.status == CANCELLED:
             return result  # the user cancelled: Dash closes the loop with no update, not an error
         row = fail_if_dead(row, process_gone=gone, pid_check=gone)
+        if row.status == "queued" and self._lost_before_start(row):
+            fail_unstarted(row.id, reason=LOST_IN_QUEUE)
+            return job_failed_payload(LOST_IN_QUEUE)
         if row.status == "failed" and (gone or is_lost(row.reason)):
             return job_failed_payload(row.reason or JOB_DIED)
         if row.status == "finished" and gone:
@@ -308,6 +342,10 @@ class _Ledger:
         if row.status == "finished" and time.time() - (row.finished_at or time.time()) > RESULT_LOST_AFTER_S:
             return RESULT_LOST_PAYLOAD  # the job process has given up storing it: never poll forever
         return result
+
+    def _lost_before_start(self, row) -> bool:
+        """The backend no longer holds a job that no worker has claimed (Celery only)."""
+        return False
 
     def _result_while_broker_down(self, key, job):
         """The broker holds the result and cannot be read: keep polling while the ledger says the job is
@@ -467,7 +505,41 @@ def _celery_manager():
                 raise PreventUpdate
             return json.loads(raw)
 
+        def _lost_before_start(self, row) -> bool:
+            return row.handle is not None and broker_lost_message(self.handle, row.handle, row.id)
+
     return LedgerCeleryManager(celery_app())
+
+
+_missing_since: dict[str, float] = {}
+
+
+def broker_lost_message(celery, task_id: str, job_id: str) -> bool:
+    """Whether the broker has lost a queued task: in neither its queue nor its unacknowledged set for
+    :data:`LOST_AFTER_S` in a row (a Redis restarted without its data, after the launch was accepted).
+
+    Without this the launch stays ``queued`` and its page polls for the 15 minutes of the never-started
+    rule. A broker that cannot be asked answers False (the outage has its own handling)."""
+    import redis
+
+    queue = celery.conf.task_default_queue or "celery"
+    try:
+        client = redis.Redis.from_url(config.redis_url(), socket_timeout=2, socket_connect_timeout=2)
+        try:
+            held = [*client.lrange(queue, 0, -1), *client.hvals("unacked")]
+        finally:
+            client.close()
+    except redis.RedisError:
+        return False
+    needle = task_id.encode()
+    if any(needle in message for message in held):
+        _missing_since.pop(job_id, None)
+        return False
+    first = _missing_since.setdefault(job_id, time.time())
+    if time.time() - first < LOST_AFTER_S:
+        return False
+    _missing_since.pop(job_id, None)
+    return True
 
 
 def background_callback_manager():

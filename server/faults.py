@@ -11,7 +11,10 @@ wrapper (``server/background.py``) and ``/healthz`` use the same words.
 from __future__ import annotations
 
 import errno
+import shutil
 import sqlite3
+
+from whestboard import config
 
 DISK, BROKER, STORE = "disk", "broker", "store"
 
@@ -62,13 +65,36 @@ def _store_errors() -> tuple[type[BaseException], ...]:
     return (sa.OperationalError, sa.InterfaceError)
 
 
+def state_free_mb() -> float:
+    """MiB free on the state folder's disk (``/healthz`` reports it; below the minimum it is degraded)."""
+    return round(shutil.disk_usage(config.state_dir()).free / 2**20, 1)
+
+
+def state_disk_low() -> bool:
+    """The state folder's disk has less room than ``WHESTBOARD_MIN_FREE_MB``: what ``/healthz`` calls degraded."""
+    try:
+        return state_free_mb() < config.min_free_disk_mb()
+    except OSError:
+        return False
+
+
+def _sqlite_disk_error(link: BaseException, store: tuple) -> bool:
+    """SQLite says "database or disk is full" when it knows; when the disk fills under its journal or its
+    shared-memory file it says only "disk I/O error", which on a state folder with no room left is the
+    same fault (on a disk with room it is a real I/O fault, and stays a 500 with its traceback)."""
+    if not isinstance(link, (sqlite3.OperationalError, *store)):
+        return False
+    text = str(link)
+    return "disk is full" in text or ("disk I/O error" in text and state_disk_low())
+
+
 def classify(exc: BaseException) -> str | None:
     """``"disk"``, ``"broker"``, ``"store"`` or None (a fault of the request or a bug, reported as such)."""
     broker, store = _broker_errors(), _store_errors()
     for link in _chain(exc):
         if isinstance(link, OSError) and link.errno in (errno.ENOSPC, errno.EDQUOT):
             return DISK
-        if isinstance(link, (sqlite3.OperationalError, *store)) and "disk is full" in str(link):
+        if _sqlite_disk_error(link, store):
             return DISK
         if broker and isinstance(link, broker):
             return BROKER
@@ -82,6 +108,8 @@ def classify_message(message: str) -> str | None:
     for kind, marks in _MESSAGE_MARKS.items():
         if any(mark in message for mark in marks):
             return kind
+    if "disk I/O error" in message and state_disk_low():
+        return DISK
     return None
 
 

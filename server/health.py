@@ -24,9 +24,9 @@ balancer while their pages were being served fine.
 
 from __future__ import annotations
 
-import shutil
 import time
 
+from server import faults
 from whestboard import config, logs
 from whestboard.data import broken_datasets, damaged_mlps, served_datasets
 from whestboard.store import engine, session
@@ -48,7 +48,7 @@ def _datasets() -> dict:
 def _state_dir() -> dict:
     """Writable, with room to write: a full disk degrades the instance (reads still work)."""
     folder = config.state_dir()
-    free_mb = round(shutil.disk_usage(folder).free / 2**20, 1)
+    free_mb = faults.state_free_mb()
     needed_mb = config.min_free_disk_mb()
     report: dict = {"ok": True, "free_mb": free_mb, "min_free_mb": needed_mb}
     try:

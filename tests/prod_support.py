@@ -150,13 +150,15 @@ def gunicorn_argv(target: str = "app:server") -> list[str]:
 
 
 def start_gunicorn(target: str, state_dir: Path, port: int, *, workers: int = 2, threads: int = 2,
-                   ready_path: str = "/", **env_extra: str) -> tuple[subprocess.Popen, Path]:
+                   ready_path: str = "/", log_dir: Path | None = None,
+                   **env_extra: str) -> tuple[subprocess.Popen, Path]:
     """``gunicorn -c gunicorn.conf.py <target>`` on ``port``, left to the caller to stop (a restart must reuse
-    the port); configured only through the environment."""
+    the port); configured only through the environment. The log goes to ``log_dir`` (default: the state
+    folder; a test that fills the state folder's disk keeps it elsewhere to read it)."""
     state_dir.mkdir(parents=True, exist_ok=True)
     env = base_env(state_dir, WHESTBOARD_PORT=str(port), WHESTBOARD_WORKERS=str(workers),
                    WHESTBOARD_THREADS=str(threads), **env_extra)
-    log = state_dir / f"gunicorn-{port}-{time.time_ns()}.log"
+    log = (log_dir or state_dir) / f"gunicorn-{port}-{time.time_ns()}.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(gunicorn_argv(target), cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
@@ -171,11 +173,11 @@ def start_gunicorn(target: str, state_dir: Path, port: int, *, workers: int = 2,
 
 @contextmanager
 def gunicorn(target: str, state_dir: Path, *, workers: int = 2, threads: int = 2, ready_path: str = "/",
-             **env_extra: str):
+             log_dir: Path | None = None, **env_extra: str):
     """:func:`start_gunicorn` on a free port, stopped with its whole process group afterwards."""
     port = free_port()
     proc, log = start_gunicorn(target, state_dir, port, workers=workers, threads=threads, ready_path=ready_path,
-                               **env_extra)
+                               log_dir=log_dir, **env_extra)
     try:
         yield Server(f"http://127.0.0.1:{port}", proc, log, state_dir)
     finally:

@@ -12,16 +12,16 @@ from __future__ import annotations
 import os
 import time
 
-import dash
 from dash import Input, Output, State, dcc, html
 
+from app import WhestboardDash
 from components.shell import job_notice
 from server import background, health, hooks, http
 from whestboard import config
 from whestboard.cache import memoize
 
 hooks.install()
-app = dash.Dash(__name__, background_callback_manager=background.background_callback_manager(), update_title=None)
+app = WhestboardDash(__name__, background_callback_manager=background.background_callback_manager(), update_title=None)
 http.install_request_logging(app.server)
 http.install_fault_answers(app.server)
 app.server.add_url_rule("/healthz", "healthz", health.respond)

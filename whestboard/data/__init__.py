@@ -78,6 +78,7 @@ from whestboard.data._registry import (
     dataset_overview,
     datasets_for_round,
     default_dataset_key,
+    forget_kept,
     served_datasets,
 )
 from whestboard.data._sampling import chunk_size_for, layer_statistics
@@ -116,6 +117,7 @@ __all__ = [
     "generated_truth",
     "GeneratedMLP",
     "GeneratedMLPError",
+    "forget_kept",
     "get_dataset",
     "heatmap_bins",
     "HeatmapBins",

@@ -9,12 +9,13 @@ The embedded and the listed datasets are read-only inputs each machine has on it
 dataset is made on one machine and must be served by all: it lives in the shared artifact store
 (``whestboard.store._blobs``, namespace ``kept-dataset``) and is unpacked into this machine's
 ``config.kept_datasets_dir()`` (a cache) when missing, checked every few seconds and at once when a
-key is not found.
+key is not found; one forgotten (``forget_kept``) leaves every machine's cache at its next sync.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -25,10 +26,13 @@ from sqlalchemy.exc import SQLAlchemyError
 from whestboard import config
 from whestboard.data import _compact
 from whestboard.data._datasets import DamagedMLP, Dataset, DatasetError, open_dataset
-from whestboard.store import blob_keys, fetch_blob_folder
+from whestboard.store import blob_keys, fetch_blob_folder, remove_blob
 
 KEPT = "kept-dataset"
 KEPT_SYNC_EVERY_S = 2.0
+#: A kept folder the store does not (yet) hold, and that this process did not fetch from it, is left
+#: alone this long: it may be a keep in progress, baked here a moment before it is stored.
+KEPT_BAKE_GRACE_S = 120.0
 _KEPT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
 
 REPO_ROOT = config.REPO_ROOT
@@ -57,6 +61,7 @@ def _datasets_in(root: Path) -> list[Path]:
 
 
 _kept_synced_at = -KEPT_SYNC_EVERY_S
+_fetched: set[str] = set()  # kept datasets this process unpacked from the store (never a keep in progress)
 
 
 def sync_kept(*, force: bool = False) -> None:
@@ -67,13 +72,28 @@ def sync_kept(*, force: bool = False) -> None:
         return
     _kept_synced_at = time.monotonic()
     try:
-        names = blob_keys(KEPT)
+        names = set(blob_keys(KEPT))
         folder = config.kept_datasets_dir()
         for name in names:
             if _KEPT_NAME.fullmatch(name) and not (folder / name).is_dir():
-                fetch_blob_folder(KEPT, name, folder / name)
+                if fetch_blob_folder(KEPT, name, folder / name):
+                    _fetched.add(name)
+        for gone in _datasets_in(folder):  # forgotten on some machine: this cache drops it too
+            if gone.name not in names and (gone.name in _fetched
+                                           or time.time() - gone.stat().st_mtime > KEPT_BAKE_GRACE_S):
+                shutil.rmtree(gone, ignore_errors=True)
+                _fetched.discard(gone.name)
     except (SQLAlchemyError, OSError):
         return
+
+
+def forget_kept(name: str) -> bool:
+    """Delete a kept dataset on every machine: from the shared store now, from each machine's cache at its
+    next sync (a few seconds). False when no kept dataset has that name."""
+    removed = remove_blob(KEPT, name)
+    shutil.rmtree(config.kept_datasets_dir() / name, ignore_errors=True)
+    sync_kept(force=True)
+    return removed
 
 
 def candidate_paths() -> list[Path]:

@@ -78,6 +78,38 @@ RESULT_LOST_AFTER_S = RESULT_RETRY_S + 60.0
 BROKER_RETRY_MAX_INTERVAL_S = 2.0
 
 
+#: The broker transport every Celery connection of the project uses (see :class:`_surviving_transport`).
+BROKER_TRANSPORT = "whestboard.jobs._celery:SurvivingRedisTransport"
+
+
+@functools.cache
+def _surviving_transport():
+    """kombu's Redis transport, with the error a dead channel raises counted as a lost connection.
+
+    When Redis goes away the worker collects the broken connection (``Connection.collect`` sets the
+    transport's ``client`` to None) and connects anew; a task that was delivered on the old connection
+    and ends afterwards is acknowledged on its old channel (``task_acks_late``). kombu 5.7.0 then
+    rebuilds that channel's pool from ``self.connection.client.hostname`` and raises
+    ``AttributeError: 'NoneType' object has no attribute 'hostname'`` (or ``... 'client'``, by the other
+    path). Celery catches only the transport's connection errors there (``Message.ack_log_error``), so
+    the AttributeError ends the main process: "Unrecoverable error". Counted as a connection error, the
+    failed acknowledgement is logged, the worker lives on, and Redis redelivers the task after the
+    visibility timeout (the ledger's compare-and-set keeps the retry from computing it twice).
+    """
+    from kombu.transport import redis as kombu_redis
+
+    class SurvivingRedisTransport(kombu_redis.Transport):
+        connection_errors = (*kombu_redis.Transport.connection_errors, AttributeError)
+
+    return SurvivingRedisTransport
+
+
+def __getattr__(name: str):
+    if name == "SurvivingRedisTransport":  # built on first use: kombu loads only where Celery runs
+        return _surviving_transport()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def celery_settings(*, in_worker: bool) -> dict:
     """Every Celery setting the fault tests rely on (tests/server/test_faults.py), in one place.
 
@@ -97,6 +129,7 @@ def celery_settings(*, in_worker: bool) -> dict:
                      "interval_max": BROKER_RETRY_MAX_INTERVAL_S} if in_worker else
                     {"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 1})
     return {
+        "broker_transport": BROKER_TRANSPORT,
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,

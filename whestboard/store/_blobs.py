@@ -263,8 +263,10 @@ def shared_secret(name: str, nbytes: int = 32) -> bytes:
     """A random key every process of every machine sharing the database agrees on (first writer wins)."""
     cache_key = (config.database_url(), name)
     if cache_key not in _secrets:
-        put_blob(SECRETS, name, secrets.token_bytes(nbytes), replace=False)
-        value = get_blob(SECRETS, name)
+        value = get_blob(SECRETS, name)  # read first: a store whose disk is full still answers reads
+        if value is None:
+            put_blob(SECRETS, name, secrets.token_bytes(nbytes), replace=False)
+            value = get_blob(SECRETS, name)
         if value is None:
             raise RuntimeError(f"the shared secret {name!r} could not be read back from the store")
         _secrets[cache_key] = value
