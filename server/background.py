@@ -18,6 +18,7 @@ import hashlib
 import inspect
 import json
 import logging
+import sqlite3
 import threading
 import time
 import uuid
@@ -455,11 +456,59 @@ def _diskcache_manager():
         def _process_gone(self, job) -> bool:
             return not LaunchingDiskcacheManager.job_running(self, job)
 
-    store = diskcache.Cache(str(config.state_dir() / "dash-jobs"))
+    store = _job_store_class(diskcache)(str(config.state_dir() / "dash-jobs"))
     store.close()  # reopened lazily per process: no SQLite handle crosses gunicorn's fork
     manager = LedgerDiskcacheManager(store)
     _diskcache_managers.append(manager)
     return manager
+
+
+@functools.cache
+def _job_store_class(diskcache):
+    """diskcache's Cache, whose opening may wait for room on the disk.
+
+    Opening a cache writes its settings table, so on a full state folder ``diskcache.Cache(...)`` raises
+    and the app could not even start (a restart during the fault). This one starts unopened, and every
+    use first tries to open it again: until there is room, each use raises the disk fault, which the
+    pages answer with their sentence, and the first use after that finds it open.
+    """
+
+    class JobStore(diskcache.Cache):
+        def __init__(self, directory: str, *args) -> None:
+            self._where, self._args, self._opened, self._opening = directory, args, False, False
+            self._open()
+
+        def _open(self) -> None:
+            self._opening = True
+            try:
+                diskcache.Cache.__init__(self, self._where, *self._args)
+                self._opened = True
+            except sqlite3.OperationalError as exc:
+                if faults.classify(exc) != faults.DISK or getattr(self, "_con_wanted", False):
+                    raise
+            finally:
+                self._opening = False
+
+        def _ensure_open(self) -> None:
+            if not (self._opened or self._opening):
+                self._con_wanted = True  # this time a failure to open is the caller's to hear
+                try:
+                    self._open()
+                finally:
+                    self._con_wanted = False
+
+        @property
+        def _con(self):
+            self._ensure_open()
+            return diskcache.Cache._con.fget(self)
+
+        def __getattr__(self, name: str):  # what a half-done opening never set (``_disk``, the settings)
+            if name.startswith("__") or name in ("_where", "_args", "_opened", "_opening", "_con_wanted"):
+                raise AttributeError(name)
+            self._ensure_open()
+            return object.__getattribute__(self, name)
+
+    return JobStore
 
 
 def start_job_launcher() -> None:

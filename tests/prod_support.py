@@ -185,14 +185,19 @@ def gunicorn(target: str, state_dir: Path, *, workers: int = 2, threads: int = 2
 
 
 @contextmanager
-def celery_worker(target: str, state_dir: Path, redis_url: str, *, concurrency: int = 1, **env_extra: str):
-    """``celery -A <target> worker`` (prefork) until the test ends."""
+def celery_worker(target: str, state_dir: Path, redis_url: str, *, concurrency: int = 1, supervised: bool = False,
+                  **env_extra: str):
+    """``celery -A <target> worker`` (prefork) until the test ends. ``supervised``: as ``./scripts/serve.sh
+    worker`` runs it, under ``server.supervise`` and with Celery's default gossip, mingle and heartbeat."""
     state_dir.mkdir(parents=True, exist_ok=True)
     env = base_env(state_dir, WHESTBOARD_REDIS_URL=redis_url, **env_extra)
     log = state_dir / f"celery-{time.time_ns()}.log"
     argv = [str(VENV_BIN / "celery"), "-A", target, "worker", "--loglevel=INFO", "--pool=prefork",
-            f"--concurrency={concurrency}", "--without-gossip", "--without-mingle", "--without-heartbeat",
-            "-n", f"test-{os.getpid()}-{time.time_ns()}@%h"]
+            f"--concurrency={concurrency}", "-n", f"test-{os.getpid()}-{time.time_ns()}@%h"]
+    if supervised:
+        argv = [str(VENV_BIN / "python"), "-m", "server.supervise", "--", *argv]
+    else:
+        argv += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
     with open(log, "w") as out:
         proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)

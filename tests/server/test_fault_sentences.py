@@ -89,3 +89,29 @@ def test_healthz_is_degraded_when_the_state_folder_is_short_of_space(tmp_path, m
     assert state["degraded"] is True and state["free_mb"] < 1e12 and "MiB free" in state["error"]
     monkeypatch.setenv("WHESTBOARD_MIN_FREE_MB", "0")
     assert health.check()["degraded_by"] == []
+
+
+def _sqlite_io_error() -> Exception:
+    """What SQLite itself raises when the disk fills under its shared-memory file (the text is SQLite's)."""
+    import sqlite3
+
+    return sqlite3.OperationalError("disk I/O error")
+
+
+def test_sqlites_io_error_on_a_state_folder_out_of_room_is_the_disk_fault(tmp_path, monkeypatch):
+    import shutil
+
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path))
+    free_mb = shutil.disk_usage(tmp_path).free / 2**20
+    monkeypatch.setenv("WHESTBOARD_MIN_FREE_MB", str(free_mb * 2))  # this disk is "full" for the rule
+    assert faults.state_disk_low()
+    assert faults.classify(_sqlite_io_error()) == faults.DISK
+    assert faults.classify_message("sqlite3.OperationalError: disk I/O error") == faults.DISK
+
+
+def test_sqlites_io_error_on_a_disk_with_room_stays_a_bug(tmp_path, monkeypatch):
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("WHESTBOARD_MIN_FREE_MB", "0")
+    assert not faults.state_disk_low()
+    assert faults.classify(_sqlite_io_error()) is None
+    assert faults.classify_message("disk I/O error") is None

@@ -178,6 +178,90 @@ def test_redis_down_30s_mid_task_the_worker_reconnects_and_the_user_gets_the_res
           f"after Redis came back; the next job took {after.answered_at - up_at:.1f} s from then")
 
 
+@pytest.fixture
+def supervised_stack(tmp_path):
+    """Two web workers (a poll may land on either) and the Celery worker as ``./scripts/serve.sh worker``
+    runs it: supervised, Celery's default gossip, mingle and heartbeat on."""
+    with restartable_redis() as broker:
+        db_url = f"sqlite:///{tmp_path / 'shared.sqlite'}"
+        with gunicorn(f"{JOBS_APP}:server", tmp_path / "web", workers=2, threads=4, WHESTBOARD_REDIS_URL=broker.url,
+                      WHESTBOARD_DATABASE_URL=db_url, WHESTBOARD_MIN_FREE_MB="0", WHESTBOARD_JOB_PER_CLIENT="50",
+                      WHESTBOARD_JOB_TOTAL="50") as web, \
+                celery_worker(f"{JOBS_APP}:celery", tmp_path / "worker", broker.url, concurrency=2, supervised=True,
+                              WHESTBOARD_DATABASE_URL=db_url) as (supervisor, worker_log):
+            yield {"broker": broker, "web": web, "supervisor": supervisor, "worker_log": worker_log,
+                   "store": tmp_path / "shared.sqlite"}
+
+
+#: What a user may be told about a launch the outage took: refused at once, or lost by the queue.
+OUTAGE_ENDINGS = (faults.sentence(faults.BROKER), "please run it again.")
+
+
+def test_launches_during_a_broker_outage_each_run_or_end_with_a_sentence(supervised_stack):
+    """14 users launch through a 30 s Redis outage (3 just before, 8 during, 3 after): every launch runs
+    or ends with a sentence, none stays queued, the worker is alive at the end and runs the next job."""
+    web, broker, store = supervised_stack["web"], supervised_stack["broker"], supervised_stack["store"]
+
+    def launch(n: int, seconds: float) -> UserClick:
+        return UserClick(dashclient.DashClient(web.base, timeout=60), n=n, seconds=seconds, max_seconds=180)
+
+    clicks = []
+    for n in range(3):
+        clicks.append(launch(1000 + n, 4))
+        time.sleep(1.0)
+    broker.stop()
+    down_at = time.time()
+    for n in range(8):
+        clicks.append(launch(2000 + n, 1))
+        time.sleep(3.5)
+    time.sleep(max(0.0, 30.0 - (time.time() - down_at)))
+    broker.start()
+    up_at = time.time()
+    for n in range(3):
+        clicks.append(launch(3000 + n, 1))
+        time.sleep(1.0)
+    for click in clicks:
+        click.join(180)
+    outcomes = []
+    for click in clicks:
+        if click.result is not None:
+            assert click.result.startswith(f"sum={sum_of_squares(click.n)} "), click.result
+            outcomes.append("ran")
+        else:
+            assert click.notice and click.notice.endswith(OUTAGE_ENDINGS), (click.n, click.notice)
+            outcomes.append("sentence")
+    assert all(click.answered_at - up_at < 60 for click in clicks), [c.answered_at - up_at for c in clicks]
+    assert outcomes[-3:] == ["ran"] * 3, outcomes  # after recovery everything runs
+    assert supervised_stack["supervisor"].poll() is None
+    assert not [r for r in ledger_rows(store) if r["status"] in ("queued", "running")], ledger_rows(store)
+    log = supervised_stack["worker_log"].read_text(errors="replace")
+    assert "Unrecoverable error" not in log, log[-3000:]
+    print(f"\nRedis down {up_at - down_at:.0f} s, 14 launches: {outcomes.count('ran')} ran, "
+          f"{outcomes.count('sentence')} ended with a sentence; the last answer "
+          f"{max(c.answered_at for c in clicks) - up_at:.1f} s after Redis came back; supervisor restarts: "
+          f"{log.count('supervise.restart') // 2}")
+
+
+def test_the_supervisor_restarts_a_killed_celery_worker_and_the_next_job_runs(supervised_stack):
+    web, supervisor = supervised_stack["web"], supervised_stack["supervisor"]
+    log = supervised_stack["worker_log"]
+    (celery_main,) = psutil.Process(supervisor.pid).children()
+    os.kill(celery_main.pid, signal.SIGKILL)
+    killed_at = time.time()
+    deadline = killed_at + 90
+    while log.read_text(errors="replace").count("ready.") < 2:
+        assert time.time() < deadline and supervisor.poll() is None, log.read_text()[-3000:]
+        time.sleep(0.2)
+    ready_s = time.time() - killed_at
+    (restarted,) = psutil.Process(supervisor.pid).children()
+    assert restarted.pid != celery_main.pid
+    after = UserClick(dashclient.DashClient(web.base, timeout=60), n=77, seconds=0, max_seconds=120)
+    after.join(120)
+    assert after.result.startswith(f"sum={sum_of_squares(77)} "), (after.result, after.notice)
+    print(f"\nkill -9 of the supervised Celery main process: a new worker ready {ready_s:.1f} s later, the next "
+          f"job answered {after.answered_at - killed_at:.1f} s after the kill")
+
+
 def test_kill_9_of_the_celery_main_process_ends_the_job_with_a_result_or_a_reason_within_a_minute(celery_stack):
     web, store, worker = celery_stack["web"], celery_stack["store"], celery_stack["worker"]
     user = UserClick(dashclient.DashClient(web.base, timeout=60), n=31, seconds=20, max_seconds=120)
@@ -230,28 +314,66 @@ def fill(disk: Path) -> list[Path]:
     return fillers
 
 
-def test_a_full_state_disk_answers_sentences_and_damages_nothing(small_state_disk):
+def _upload_page(web, name: str, source: bytes):
+    """A user drops ``source`` on the upload page; the page as it answered."""
+    page = dashclient.PageSession(dashclient.DashClient(web.base, timeout=60), "/upload?dataset=v1-warmup").load()
+    page.values["upload-file"]["filename"] = [name]
+    page.click("upload-file", "contents",
+               value=["data:text/x-python;base64," + base64.b64encode(source).decode()])
+    return page
+
+
+def _estimator(tag: str) -> bytes:
+    return (f"from whestbench import BaseEstimator\nimport flopscope.numpy as fnp\n\n\nclass Mine(BaseEstimator):\n"
+            f"    def predict(self, mlp, budget):  # {tag}\n        return fnp.zeros((mlp.depth, mlp.width))\n"
+            ).encode()
+
+
+def _timed(action) -> tuple[float, object]:
+    started = time.time()
+    page = action()
+    return time.time() - started, page
+
+
+def test_a_full_state_disk_answers_every_lab_playground_and_upload_with_its_sentence(small_state_disk):
+    """Two web workers on a state folder that fills up: 4 lab runs, 4 playground jobs, 4 new uploads and
+    the run of an upload taken before the disk filled each end within seconds with the full-disk
+    sentence; nothing half-written is left, and once space is back the next run is stored."""
     from tests.server.test_production import run_lab
 
-    with gunicorn("app:server", small_state_disk, workers=1, threads=2, ready_path="/healthz",
-                  WHESTBOARD_MIN_FREE_MB="4", WHESTBOARD_ALLOW_UPLOADS="1") as web:
-        _, page = run_lab(web, 2)
+    disk = faults.sentence(faults.DISK)
+    settings = dict(workers=2, threads=4, ready_path="/healthz", log_dir=small_state_disk.parent,
+                    WHESTBOARD_MIN_FREE_MB="4", WHESTBOARD_ALLOW_UPLOADS="1", WHESTBOARD_JOB_PER_CLIENT="50")
+    with gunicorn("app:server", small_state_disk, **settings) as before:
+        _, page = run_lab(before, 2)
         first_run = page.values["lab-job-result"]["data"]["run_id"]
-        fillers = fill(small_state_disk)
+        taken_sha = _upload_page(before, "before.py", _estimator("before")).values["upload-sha"].get("data")
+        assert taken_sha
+    fillers = fill(small_state_disk)
+    # Workers that meet the full disk fresh (a restart during the fault): nothing of the job store's is open yet.
+    with gunicorn("app:server", small_state_disk, **settings) as web:
         health = requests.get(web.base + "/healthz", timeout=30)
         assert health.status_code == 200 and "state_dir" in health.json()["degraded_by"], health.text
         assert requests.get(web.base + "/lab", timeout=30).status_code == 200
+        taken = _upload_page(web, "before.py", _estimator("before"))  # already stored: accepted again
+        assert taken.values["upload-sha"].get("data") == taken_sha, taken.values.get(JOB_NOTICE_ID)
 
-        _, page = run_lab(web, 4)  # answered, not a bare 500
-        assert page.values[JOB_NOTICE_ID]["children"].endswith(faults.sentence(faults.DISK))
-        assert not page.values["lab-job-result"].get("data", {}).get("run_id")
-
-        upload = dashclient.PageSession(dashclient.DashClient(web.base, timeout=60), "/upload").load()
-        upload.values["upload-file"]["filename"] = ["mine.py"]
-        upload.click("upload-file", "contents", value=["data:text/x-python;base64," + base64.b64encode(
-            b"from whestbench import BaseEstimator\nclass Mine(BaseEstimator):\n    pass\n").decode()])
-        assert upload.values[JOB_NOTICE_ID]["children"] == faults.sentence(faults.DISK)
-        assert not upload.values["upload-sha"].get("data")
+        answers = {}
+        for i in range(4):
+            answers[f"lab {i}"] = _timed(lambda i=i: run_lab(web, 4 + i)[1])
+            answers[f"playground {i}"] = _timed(lambda i=i: dashclient.PageSession(
+                dashclient.DashClient(web.base, timeout=60),
+                f"/playground?width=256&depth=8&seed={50 + i}&samples=100000&round=v1-warmup").load())
+            answers[f"upload {i}"] = _timed(lambda i=i: _upload_page(web, f"mine{i}.py", _estimator(str(i))))
+        taken.values["upload-mlps"]["value"] = "0"
+        answers["run of an upload taken before"] = _timed(lambda: (taken.click("upload-run"), taken)[1])
+        for what, (took, answered) in answers.items():
+            notice = answered.values.get(JOB_NOTICE_ID, {}).get("children") or ""
+            assert notice.endswith(disk), (what, notice, answered.values.get("upload-submit-status"))
+            assert took < 10, f"{what} took {took:.1f} s to answer"
+            assert not (answered.values.get("lab-job-result", {}).get("data") or {}).get("run_id"), what
+            assert not answered.values.get("upload-job", {}).get("data"), what
+        assert not answers["playground 0"][1].values.get("pg-job-done", {}).get("data"), "a playground result?"
 
         for filler in fillers:
             filler.unlink()
@@ -259,10 +381,13 @@ def test_a_full_state_disk_answers_sentences_and_damages_nothing(small_state_dis
         assert page.values["lab-job-result"]["data"].get("run_id"), "no run once space was back"
         assert not [r for r in ledger_rows(small_state_disk / "whestboard.sqlite")
                     if r["status"] in ("queued", "running")]
+        uploads = small_state_disk / "uploads"
+        assert not [p.name for p in uploads.iterdir() if p.name.startswith(".")], "a half-written upload"
         con = sqlite3.connect(small_state_disk / "whestboard.sqlite")
         try:
             assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
             assert con.execute("SELECT count(*) FROM runs WHERE run_id = ?", (first_run,)).fetchone()[0] == 1
         finally:
             con.close()
+        print("\nfull disk: " + ", ".join(f"{what} {took:.2f} s" for what, (took, _) in answers.items()))
     shutil.rmtree(small_state_disk / "dash-jobs", ignore_errors=True)

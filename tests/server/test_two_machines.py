@@ -244,6 +244,47 @@ def test_a_kept_dataset_is_served_by_the_worker_and_the_other_machine(machines):
         assert_shows_run(server, key, 0, result["run_id"])
 
 
+def kept_on(server, key: str) -> tuple[bool, bool]:
+    """(listed on the home page, served by the explorer) on ``server``, as a visitor's fresh pages show."""
+    home = text_of(session(server, "/").values["_pages_content"]["children"])
+    explorer = session(server, f"/explorer?dataset={key}").values
+    grid_rows = explorer.get("mlp-grid", {}).get("rowData") or []
+    not_found = "Dataset not found" in text_of(explorer["_pages_content"]["children"])
+    return key in home, len(grid_rows) == 1 and not not_found  # the kept dataset's one MLP
+
+
+def wait_until(check, want, timeout: float) -> float:
+    started = time.time()
+    while (got := check()) != want:
+        assert time.time() - started < timeout, f"after {timeout:.0f} s: {got}, wanted {want}"
+        time.sleep(0.25)
+    return time.time() - started
+
+
+def test_a_dataset_kept_on_machine_1_is_listed_and_served_by_machine_2_and_forgotten_likewise(machines):
+    """Machine 2 has shown its home page and explorer before (so it has synced already); the dataset kept
+    on machine 1 appears on both of machine 2's pages within seconds, no restart, and goes likewise."""
+    key = "playground-64x4-99-100000"
+    assert kept_on(machines.two, key) == (False, False)
+    page = session(machines.one, "/playground?width=64&depth=4&seed=99&samples=100000")
+    page.click("pg-keep")
+    assert key in text_of(page.values["pg-keep-out"]["children"])
+    shown_s = wait_until(lambda: kept_on(machines.two, key), (True, True), timeout=5)
+    env = dict(os.environ, WHESTBOARD_STATE_DIR=str(machines.one.state_dir), WHESTBOARD_DATABASE_URL=machines.db_url,
+               WHESTBOARD_DATA_DIR=str(machines.data_dirs[0]))
+    env.pop("WHESTBOARD_REDIS_URL", None)
+    forgot = subprocess.run([sys.executable, "-m", "whestboard", "datasets", "--forget", key], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert forgot.returncode == 0, forgot.stdout + forgot.stderr
+    gone_s = wait_until(lambda: kept_on(machines.two, key), (False, False), timeout=5)
+    assert kept_on(machines.one, key) == (False, False)
+    again = subprocess.run([sys.executable, "-m", "whestboard", "datasets", "--forget", key], cwd=REPO, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 2 and "no dataset called" in again.stdout, again.stdout
+    print(f"\nkept on machine 1: listed and served by machine 2 {shown_s:.1f} s later; forgotten: gone from "
+          f"machine 2 {gone_s:.1f} s later")
+
+
 def test_baselines_computed_through_machine_1_show_on_machine_2(machines):
     for server in (machines.one, machines.two):
         assert session(server, f"/convergence?dataset={DATASET}").values[
