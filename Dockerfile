@@ -1,7 +1,8 @@
 # Whestboard: the WhestBench explorer and leaderboard, served by nginx before gunicorn (scripts/serve.sh).
 #   docker build -t whestboard .
 #   docker run -p 8050:8050 whestboard          # embedded data, zero configuration
-# Scale out with docker-compose.yml (app + Celery worker + Redis + PostgreSQL).
+# Scale out with docker-compose.yml (app + Celery worker + Redis + PostgreSQL);
+#   docker run whestboard ./scripts/serve.sh worker   # a supervised Celery worker (needs WHESTBOARD_REDIS_URL)
 FROM python:3.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
