@@ -225,9 +225,9 @@ def test_every_store_table_lives_in_postgresql_and_healthz_sees_it(pg_url, tmp_p
     """The shared store for several machines: all of the app's tables, and /healthz's probe, on PostgreSQL."""
     from sqlalchemy import inspect
 
+    import whestboard.leaderboard  # noqa: F401 - declares the submissions tables
+    import whestboard.scoring  # noqa: F401 - declares the runs table
     from server import health
-      # noqa: F401 - declares the submissions tables
-      # noqa: F401 - declares the runs table
 
     tables = set(inspect(engine(pg_url)).get_table_names())
     assert {t.name for t in Base.metadata.sorted_tables} <= tables
