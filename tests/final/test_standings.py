@@ -165,3 +165,15 @@ def test_a_close_pair_equal_on_the_score_is_ordered_by_all_layer_mse():
     (pair,) = result.pairs
     assert pair.decided_by == "all_layer_mse" and result.order == ["b", "a"]
     assert result.ranks == {"b": 1, "a": 2}
+
+
+def test_copies_whose_measured_wall_time_differs_still_share():
+    """Where residual wall time is priced, two runs of one computation differ in effective compute by the
+    timing alone (here consistently, one ran on a busier machine); the identical results decide: shared."""
+    suite = Suite()
+    fast = _team(suite, range(5))
+    slow = [{**e, "effective_compute": e["effective_compute"] * 1.3} for e in fast]
+    result = standings(["fast", "slow"], {"fast": fast, "slow": slow}, 0, lambda group, k: {})
+    (pair,) = result.pairs
+    assert pair.decided_by == "shared" and result.ranks == {"fast": 1, "slow": 1}
+    assert _standings.ratio_test(fast, slow, "effective_compute").p_value < 0.05  # the chain alone would split them

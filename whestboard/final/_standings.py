@@ -15,7 +15,7 @@ Chains of neighbours that are not different form a group, which gets extra MLPs 
 (as many as the test would need, at most ``--max-extra-mlps``). On every MLP the group's teams were
 scored on, each neighbour pair is decided by the first of: the score (the test rejects now), all-layer
 MSE, effective compute (the same test, for close pairs only), else ``shared`` when the scores are equal
-within the noise, else ``unresolved`` ("unresolved at N MLPs; about M needed"): the score order stays
+within the noise (at once for identical per-MLP results, which only a timing could split), else ``unresolved`` ("unresolved at N MLPs; about M needed"): the score order stays
 and both ranks are provisional. A team that failed on an MLP therefore shares a rank only with a team
 whose scores equal its own within the noise.
 
@@ -255,6 +255,16 @@ class PairDecision:
                 "reason": self.reason, "mlps_needed": self.mlps_needed, "provisional": self.provisional}
 
 
+#: What two runs of one computation share exactly; effective compute is not among them where wall time is priced.
+SAME_COMPUTATION = ("final_layer_mse", "all_layers_mse", "flops_used")
+
+
+def same_computation(upper: Sequence[dict], lower: Sequence[dict]) -> bool:
+    """Identical per-MLP results, as exact copies give: in a round that prices residual wall time their
+    effective compute still differs by the timing, which must not split them."""
+    return all(np.array_equal(column(upper, name), column(lower, name)) for name in SAME_COMPUTATION)
+
+
 def _p_text(p: float | None) -> str:
     return "n/a" if p is None else f"{p:.3g}"
 
@@ -269,6 +279,10 @@ def decide(upper: Sequence[dict], lower: Sequence[dict], names: tuple[str, str],
         by = "extra_mlps" if extra else "score"
         return order, PairDecision(*names, by, n, test, p_values,
                                    f"{TEST}: p = {_p_text(test.p_value)} on {n} MLPs, ratio {test.ratio:.3g}")
+    if verdict.kind == CLOSE and same_computation(upper, lower):
+        return 0, PairDecision(*names, "shared", n, test, p_values,
+                               f"identical results on all {n} MLPs (final-layer and all-layer MSE, FLOPs): "
+                               "the same computation, whatever wall time was measured")
     if verdict.kind == CLOSE:
         for criterion, metric in CRITERIA:
             other = ratio_test(upper, lower, metric)
