@@ -17,6 +17,7 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html, no_update
 
+from components.final_pairs import pair_list, rank_text
 from server.background import priced
 from whestboard.final import (
     DEFAULT_MAX_EXTRA_MLPS,
@@ -38,8 +39,10 @@ COLUMNS = (("rank", "Rank"), ("team", "Team"), ("score", "Score"), ("final_layer
            ("n_failed_mlps", "Failed"), ("extra_mlps_scored", "Extra MLPs"))
 INTRO = ("Each team's nominated submission is re-executed in the sandbox on a fresh suite of MLPs made from the "
          "private suite seed (whestbench's own suite protocol), under the round's full rulebook. Close neighbours "
-         "(paired sign-flip test) get extra MLPs from the same seed, then all-layer MSE, then effective compute; "
-         "a group still inseparable shares the rank. An interrupted final resumes where it stopped.")
+         "(paired t-test on the log score ratios: within the reference noise, or within 5%) get extra MLPs from "
+         "the same seed, then all-layer MSE, then effective compute; a rank is shared only when the scores are equal "
+         "within the noise, and a pair the allowed MLPs cannot decide keeps the score order, marked provisional. "
+         "An interrupted final resumes where it stopped.")
 
 
 def _number(id_: str, label: str, value, help_text: str) -> dbc.Col:
@@ -216,13 +219,10 @@ def _cell(value) -> str:
 
 def _render(record: dict) -> html.Div:
     header = html.Thead(html.Tr([html.Th(label) for _, label in COLUMNS]))
-    body = html.Tbody([html.Tr([html.Td(_cell(row.get(key))) for key, _ in COLUMNS]) for row in record["standings"]])
-    ties = [html.Li([f"{', '.join(t['teams'])}: paired p = {t['p_value']:.3g}, {t['extra_mlps']} extra MLPs, "
-                     f"decided by {t['decided_by']}",
-                     html.Ul([html.Li(f"{p['upper']} vs {p['lower']}: {p['decided_by']} ("
-                                      + ", ".join(f"{k} p = {v:.3g}" for k, v in p["p_values"].items()) + ")")
-                              for p in t["pairs"]])])
-            for t in record["tie_breaks"]]
+    body = html.Tbody([html.Tr([html.Td(rank_text(row) if key == "rank" else _cell(row.get(key))) for key, _ in COLUMNS])
+                       for row in record["standings"]])
+    ties = [html.Li(f"{', '.join(t['teams'])}: {t['extra_mlps']} extra MLPs, decided by {t['decided_by']}"
+                    + (" (provisional)" if t.get("provisional") else "")) for t in record["tie_breaks"]]
     return html.Div([
         html.H5(f"Standings of {record['round']}: suite seed {record['suite_seed']}, {record['n_mlps']} MLPs"),
         html.P(record["noise"]["text"], className="small text-muted", id="final-noise"),
@@ -231,6 +231,7 @@ def _render(record: dict) -> html.Div:
         dbc.Table([header, body], bordered=False, striped=True, size="sm", id="final-standings"),
         html.H6("Tie-breaks"),
         html.Ul(ties, id="final-ties") if ties else html.P("No close finishes.", id="final-ties"),
+        pair_list(record, "final-pairs"),
         html.P(f"Scored {record['scorings']['scored']} (submission, MLP) pairs; "
                f"{record['scorings']['reused']} were scored already.", className="small text-muted"),
         html.P(workers_text(record), className="small text-muted", id="final-workers")

@@ -33,6 +33,7 @@ from components.compare_panels import compare_url
 from components.figures import leaderboard as figs
 from components.figures import standings as standings_figs
 from components.figures.convergence import empty_figure
+from components.final_pairs import DECIDED_BY, pair_list, rank_text
 from components.format import exponent, sci, significant
 from components.paged_table import (
     Column,
@@ -830,12 +831,6 @@ STANDINGS_TABS = {
 STANDINGS_DEFAULT = "shakeup"
 #: Views drawn from the private suite's per-MLP scores: built only for a request carrying the token.
 ORGANIZER_STANDINGS = ("rank", "wins", "fragility")
-DECIDED_BY = {
-    "extra_mlps": "separated by the extra MLPs",
-    "all_layer_mse": "still close after the extra MLPs; ordered by all-layer MSE",
-    "effective_compute": "still close; all-layer MSE equal, ordered by effective compute",
-    "shared": "no criterion separated them: they share the rank",
-}
 NO_FINAL = (
     "No final evaluation has been recorded for {round}. An organizer runs one with "
     "`python -m whestboard final --round {round} --submission TEAM=PATH [--submission TEAM=PATH ...] "
@@ -891,7 +886,7 @@ def _render_standings(tab: str | None, token: str | None, _revision, team: str |
     organizer = is_organizer(token)
     shake = shake_up(public, record["standings"])
     summary = html.Div([_standings_table(record, shake), _tie_break_list(record["tie_breaks"]),
-                        _suite_line(record, organizer)])
+                        pair_list(record, "lb-final-pairs"), _suite_line(record, organizer)])
     if tab in ORGANIZER_STANDINGS and not organizer:
         note = ("Shown with the organizer token (under “Organizer” below): it is drawn from the private "
                 "suite's per-MLP scores.")
@@ -935,7 +930,7 @@ def _standings_table(record: dict, shake) -> dbc.Table:
         public_rank = moved["public_rank"].get(team, float("nan"))
         change = moved["moved"].get(team, float("nan"))
         rows.append(html.Tr([
-            html.Td(row["rank"]), html.Td(team), html.Td(sci(row.get("score"), 4)),
+            html.Td(rank_text(row)), html.Td(team), html.Td(sci(row.get("score"), 4)),
             html.Td(sci(row.get("final_layer_mse"), 4)), html.Td(sci(row.get("all_layer_mse"), 4)),
             html.Td(sci(row.get("effective_compute"), 4)), html.Td(row.get("n_mlps")),
             html.Td("—" if public_rank != public_rank else int(public_rank)),
@@ -947,12 +942,13 @@ def _standings_table(record: dict, shake) -> dbc.Table:
 
 def _tie_break_list(tie_breaks: list[dict]) -> html.Div:
     if not tie_breaks:
-        return html.Div("No two neighbours were statistically close: no tie-break was needed.",
+        return html.Div("No two neighbours were close: no tie-break was needed.",
                         className="small", id="lb-final-ties")
     items = [html.Li(f"{', '.join(map(str, tie['teams']))}: paired test p = {sci(tie.get('p_value'))}; "
-                     f"{tie['extra_mlps']} extra private MLP(s); {DECIDED_BY[tie['decided_by']]}.")
+                     f"{tie['extra_mlps']} extra private MLP(s); "
+                     f"{DECIDED_BY.get(tie['decided_by'], tie['decided_by'])}.")
              for tie in tie_breaks]
-    return html.Div([html.Div("Close finishes and how they were resolved:", className="small fw-semibold"),
+    return html.Div([html.Div("Finishes that needed a tie-break and how they ended:", className="small fw-semibold"),
                      html.Ul(items, className="small mb-1")], id="lb-final-ties")
 
 

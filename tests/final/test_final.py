@@ -17,7 +17,14 @@ import pytest
 from whestbench.estimators import CovariancePropagationEstimator, MeanPropagationEstimator
 from whestbench.scoring import evaluate_estimator, make_contest
 
-from tests.final.participants import FLAKY, SMALL_ROUND, register_round, small_round_config, write_packages
+from tests.final.participants import (
+    FLAKY,
+    MEAN,
+    SMALL_ROUND,
+    register_round,
+    small_round_config,
+    write_packages,
+)
 from whestboard.cli import main
 from whestboard.final import (
     PAIR_RESULTS,
@@ -127,11 +134,13 @@ def test_final_end_to_end(small_round, packages, whestbench_suite, whestbench_of
     assert printed["standings"] == record["standings"] and printed["tie_breaks"] == record["tie_breaks"]
     rows = {row["team"]: row for row in record["standings"]}
 
-    # the copies are close, extra MLPs continue the suite, no criterion separates them: a shared rank
+    # the copies are close, extra MLPs continue the suite, their results are identical: a shared rank
     (tie,) = record["tie_breaks"]
     assert sorted(tie["teams"]) == ["copycat", "covariance"]
     assert tie["p_value"] == 1.0 and tie["extra_mlps"] == EXTRA and tie["decided_by"] == "shared"
-    assert set(tie["pairs"][0]["p_values"]) == {"extra_mlps", "all_layer_mse", "effective_compute"}
+    (pair,) = tie["pairs"]
+    assert pair["p_values"] == {"score": 1.0} and pair["decided_by"] == "shared" and pair["n_mlps"] == N + EXTRA
+    assert pair["reason"].startswith("identical results")  # the same computation: no criterion to try
     assert rows["copycat"]["rank"] == rows["covariance"]["rank"] == 1
 
     # only the tied teams were rerun on the extra MLPs, each pair scored once
@@ -261,3 +270,55 @@ def test_a_final_killed_mid_run_resumes_where_it_stopped(small_round, packages, 
     total = sum(row["n_mlps"] + row["extra_mlps_scored"] for row in resumed["standings"])
     assert resumed["scorings"] == {"scored": total - kept, "reused": kept}
     assert sum(len(v) for v in _scored_pairs().values()) == total
+
+
+COV = '''"""Covariance propagation."""
+from whestbench.estimators import CovariancePropagationEstimator
+
+
+class Estimator(CovariancePropagationEstimator):
+    pass
+'''
+COV_FLAKY = '''"""Covariance propagation that raises on every MLP whose seed is odd."""
+from whestbench.estimators import CovariancePropagationEstimator
+
+
+class Estimator(CovariancePropagationEstimator):
+    def predict(self, mlp, budget):
+        if mlp.seed % 2 == 1:
+            raise RuntimeError("this estimator fails on some MLPs")
+        return super().predict(mlp, budget)
+'''
+ISSUE_SEED = 20261201
+
+
+def test_the_organizers_small_phase2_final_ranks_by_score_and_shares_only_the_copies(private_state, tmp_path, capsys):
+    """The command an organizer tries before the real run: 3 MLPs of Phase 2, two copies of covariance
+    propagation, mean propagation (about 20x worse on every MLP) and covariance propagation failing on one
+    MLP. The copies share rank 1, the 20x gap is decided on 3 MLPs, the failing team is never tied with
+    another: fourth, provisional when the allowed extra MLPs cannot settle it against mean propagation."""
+    files = {"alpha": COV, "beta": COV, "gamma": MEAN, "delta": COV_FLAKY}
+    argv = ["final", "--round", "v2-phase2", "--suite-seed", str(ISSUE_SEED), "--n-mlps", "3",
+            "--truth-samples", "16384", "--max-extra-mlps", "2", "--json"]
+    for team, code in files.items():
+        (tmp_path / f"{team}.py").write_text(code)
+        argv += ["--submission", f"{team}={tmp_path / f'{team}.py'}"]
+    assert main(argv) == 0
+    record = json.loads(capsys.readouterr().out)
+    rows = {row["team"]: row for row in record["standings"]}
+    assert [row["team"] for row in record["standings"]][2:] == ["gamma", "delta"]
+    assert {t: rows[t]["rank"] for t in files} == {"alpha": 1, "beta": 1, "gamma": 3, "delta": 4}
+    suite = FinalSuite(get_round("v2-phase2"), ISSUE_SEED, 3, 16384)  # its references are kept: nothing drawn
+    assert rows["delta"]["n_failed_mlps"] == sum(suite.mlp(i).seed % 2 for i in range(3)) == 1
+    pairs = {(p["upper"], p["lower"]): p for p in record["pairs"]}
+    copies = pairs[tuple(sorted(("alpha", "beta")))]
+    assert copies["decided_by"] == "shared" and copies["n_mlps"] == 5
+    gap = pairs[next(k for k in pairs if k[1] == "gamma")]
+    assert gap["decided_by"] == "score" and gap["n_mlps"] == 3 and gap["p_value"] < 0.05 and gap["ratio"] > 10
+    failing = pairs["gamma", "delta"]
+    assert failing["decided_by"] in ("score", "extra_mlps", "unresolved")
+    assert rows["delta"]["provisional"] == (failing["decided_by"] == "unresolved")
+    if failing["decided_by"] == "unresolved":
+        assert failing["reason"].startswith(f"unresolved at {failing['n_mlps']} MLPs; about ")
+    for pair in record["pairs"]:
+        assert {"test", "p_value", "n_mlps", "decided_by", "reason"} <= set(pair)

@@ -72,11 +72,11 @@ def test_a_final_spread_over_two_workers_scores_each_pair_once_there(tmp_path, m
             pairs = len(blob_keys(PAIR_RESULTS))
             batches = [job for job in recent_jobs(100) if job.id.startswith("final-")]
     total = sum(row["n_mlps"] + row["extra_mlps_scored"] for row in spread["standings"])
-    # on 3 MLPs the paired test cannot reject (an exact sign flip's smallest p is 2/8): one close group,
-    # rerun on the extra MLPs as a second phase of batches
+    # the copies are the one close group (mean propagation is worse on every MLP, which the t-test on the
+    # log ratios sees on 3), rerun on the extra MLPs as a second phase of batches
     (tie,) = spread["tie_breaks"]
-    assert sorted(tie["teams"]) == ["copycat", "covariance", "mean"] and tie["extra_mlps"] == EXTRA
-    assert total == 3 * (N + EXTRA) and pairs == total
+    assert sorted(tie["teams"]) == ["copycat", "covariance"] and tie["extra_mlps"] == EXTRA
+    assert total == 3 * N + 2 * EXTRA and pairs == total
 
     # by the workers, not the coordinator: each result names a worker process, the coordinator read them all
     assert scorers <= workers and this_worker() not in scorers
@@ -84,8 +84,8 @@ def test_a_final_spread_over_two_workers_scores_each_pair_once_there(tmp_path, m
     assert sum(spread["workers"]["scored_by"].values()) == total
     assert [phase["local"] for phase in spread["workers"]["phases"]] == [None, None]
     assert workers_text(spread) in standings_text(spread) and all(w in workers_text(spread) for w in scorers)
-    # exactly once: one ledger job per team batch (3 base, 3 extra), each claimed once, by a worker
-    assert len(batches) == 6 and {(job.status, job.attempts) for job in batches} == {("finished", 1)}
+    # exactly once: one ledger job per team batch (3 base, 2 extra), each claimed once, by a worker
+    assert len(batches) == 5 and {(job.status, job.attempts) for job in batches} == {("finished", 1)}
     assert {job.worker for job in batches} <= workers
 
     # the standings are a local run's on the same suite (a store of its own, no workers)

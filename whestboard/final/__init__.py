@@ -4,8 +4,10 @@ Owns: the final's private suite (N MLPs of the round's shape from one suite seed
 suite protocol, continued for tie-breaks, references kept in the artifact store), scoring each
 (submission, MLP) as a job of the one job system with its result kept as it finishes (resumable, never
 scored twice; each team's batch handed to the Celery workers when ``WHESTBOARD_REDIS_URL`` is set, as the
-``final-team`` job body), the standings (rank by score, close neighbours by the paired test, extra MLPs, then
-all-layer MSE, then effective compute, else a shared rank), the rerun split and the final's record.
+``final-team`` job body), the standings (rank by score; neighbours different by the paired t-test on log score ratios, close
+by a stated margin or the reference noise, else undecided; close groups get extra MLPs, then all-layer MSE,
+then effective compute; a rank is shared only within the noise, else kept in score order and marked
+provisional), the rerun split and the final's record.
 May import: ``whestboard.leaderboard``, ``whestboard.scoring``, ``whestboard.data``, ``whestboard.jobs``,
 ``whestboard.rules``, ``whestboard.store``, ``whestboard.config``, ``whestboard.logs``.
 """

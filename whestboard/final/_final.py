@@ -2,8 +2,9 @@
 
 ``run_final`` is what the command and the organizer's page both call. Each step is recorded in the
 returned record (saved with ``whestboard.leaderboard.save_final_record``): the suite (seed, protocol,
-references' sha256 and noise floor), every close group with its p-values, the extra MLPs baked for it
-and the criterion that separated it, and the per-MLP scores the standings views resample.
+references' sha256 and noise floor), every neighbour pair with its test, p-value, MLPs and what decided
+it, every group that needed a tie-break with the extra MLPs baked for it, and the per-MLP scores the
+standings views resample.
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ MAX_MLPS = 10_000
 #: The reference's noise floor may be at most this share of the best final-layer MSE before the record warns.
 FLOOR_SHARE = 0.1
 ProgressFn = Callable[[int, int, str], None]
+TEST_TEXT = (f"neighbours are compared by the {_standings.TEST} (Student t, n - 1 degrees of freedom; assumes "
+             "independent MLPs and roughly normal log ratios): different when it rejects at 5% in the scores' "
+             f"direction; close when the scores are equal within the reference noise or the 95% interval of the "
+             f"geometric-mean ratio lies inside 1/{_standings.CLOSE_RATIO}..{_standings.CLOSE_RATIO}; close pairs "
+             "go through extra MLPs, all-layer MSE and effective compute, and share a rank only when equal within "
+             "the noise; a pair nothing decides keeps the score order, its ranks provisional")
 
 
 class FinalError(ValueError):
@@ -178,29 +185,20 @@ def run_final(request: FinalRequest, *, on_progress: ProgressFn | None = None, s
 
     base = run_pairs(teams, range(request.n_mlps))
     summaries = {t: _standings.summary(base[t]) for t in teams}
-    order = sorted(teams, key=lambda t: (summaries[t]["score"], t))
-    extra: dict[str, list[dict]] = {}
-    tie_breaks, shared = [], set()
-    for group, ps in _standings.close_groups(order, base):
-        k = _standings.extra_needed(group, base, request.max_extra_mlps)
-        if k:
-            progress.total += k * (1 + len(group))
-            suite.extend(request.n_mlps + k, progress=lambda i, n: progress.step(f"extra reference {i}/{n}"))
-            more = run_pairs(group, range(request.n_mlps, request.n_mlps + k))
-            for team in group:
-                extra[team] = more[team]
-        scored = {t: base[t] + extra.get(t, []) for t in group}
-        ordered, decisions = _standings.order_group(group, scored, k)
-        start = order.index(group[0])
-        order[start:start + len(group)] = ordered
-        for decision in decisions:
-            if decision.decided_by == "shared":
-                shared.add(decision.lower)
-        tie_breaks.append(_tie_break(group, ps, k, request.n_mlps, ordered, decisions, scored))
-    rank_of = _standings.ranks(order, shared)
-    standings = [_standing(rank_of[t], t, summaries[t], extra.get(t, []), base[t], handles[t], suite)
-                 for t in order]
+
+    def more(group: list[str], k: int) -> dict[str, list[dict]]:
+        progress.total += k * (1 + len(group))
+        suite.extend(request.n_mlps + k,
+                     progress=lambda i, n: progress.step(f"extra reference {i}/{n}"))
+        return run_pairs(group, range(request.n_mlps, request.n_mlps + k))
+
+    result = _standings.standings(teams, base, request.max_extra_mlps, more)
+    order, extra = result.order, result.extra
+    tie_breaks = [_tie_break(group, request.n_mlps) for group in result.groups]
+    standings = [_standing(result.ranks[t], t, summaries[t], extra.get(t, []), base[t], handles[t], suite,
+                           t in result.provisional) for t in order]
     record = _record(request, suite, rulebook, standings, tie_breaks, base, order, progress, started)
+    record["pairs"] = [d.as_dict() for d in result.pairs]
     record["workers"] = {"configured": specs is not None, "phases": dispatched,
                          "scored_by": _scored_by([e for t in teams for e in base[t] + extra.get(t, [])])}
     if save:
@@ -218,21 +216,24 @@ def _scored_by(entries: list[dict]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def _tie_break(group, ps, k, n, ordered, decisions, scored) -> dict:
-    deciders = {d.decided_by for d in decisions}
-    decided_by = "shared" if deciders == {"shared"} else next(
-        c for c in ("extra_mlps", "all_layer_mse", "effective_compute", "shared") if c in deciders)
+def _tie_break(group: dict, n: int) -> dict:
+    """A close group's record: the base suite's verdicts, the extra MLPs, and each pair's decision."""
+    decisions, k = group["decisions"], group["extra_mlps"]
+    ps = [v.score.p_value for _, _, v in group["verdicts"]]
+    known = [p for p in ps if p is not None]
     return {
-        "teams": list(group), "p_value": max(ps), "p_values": ps, "extra_mlps": k,
-        "extra_mlp_ids": list(range(n, n + k)), "decided_by": decided_by, "order": ordered,
-        "pairs": [{"upper": d.upper, "lower": d.lower, "decided_by": d.decided_by, "p_values": d.p_values}
-                  for d in decisions],
-        "scores_with_extra": {t: _standings.summary(scored[t])["score"] for t in group},
+        "teams": group["teams"], "test": _standings.TEST, "p_value": max(known) if known else None, "p_values": ps,
+        "base_verdicts": [{"upper": u, "lower": lo, "class": v.kind, "equal_within_noise": v.equal,
+                           **v.score.as_dict()} for u, lo, v in group["verdicts"]],
+        "extra_mlps": k, "extra_mlp_ids": list(range(n, n + k)),
+        "decided_by": _standings.group_outcome(decisions), "order": group["order"],
+        "provisional": any(d.provisional for d in decisions),
+        "pairs": [d.as_dict() for d in decisions], "scores_with_extra": group["scores_with_extra"],
     }
 
 
-def _standing(rank, team, numbers, extra, base, handle, suite) -> dict:
-    return {"rank": rank, "team": team, **numbers, "extra_mlps_scored": len(extra),
+def _standing(rank, team, numbers, extra, base, handle, suite, provisional: bool) -> dict:
+    return {"rank": rank, "team": team, **numbers, "extra_mlps_scored": len(extra), "provisional": provisional,
             "noise_floor": float(sum(e.get("noise_floor") or 0.0 for e in base) / len(base)),
             "code_sha256": handle.code_sha256, "estimator": handle.label, "suite": suite.key}
 
@@ -255,7 +256,8 @@ def _record(request, suite, rulebook, standings, tie_breaks, base, order, progre
                   "floor_warning": floor_warning(floor, best, request.truth_samples)},
         "suite": {"key": suite.key, "seed_protocol": SEED_PROTOCOL, "mlp_names": suite.names[:n],
                   "references_sha256": suite.truth_digest(list(range(n))), "n_extra_mlps": len(suite.names) - n},
-        "test": {"alpha": ALPHA, "power": TIE_POWER, "test": "paired sign-flip (exact up to 16 MLPs)"},
+        "test": {"alpha": ALPHA, "power": TIE_POWER, "test": _standings.TEST, "close_ratio": _standings.CLOSE_RATIO,
+                 "text": TEST_TEXT},
         "rulebook": rulebook.as_dict(), "versions": library_versions(),
         "scorings": {"scored": progress.scored, "reused": progress.reused},
         "nominees": [{"team": x.team, "spec": x.spec, "submission_id": x.submission_id} for x in request.nominees],
@@ -305,6 +307,13 @@ def record_rerun_split(request: FinalRequest, suite: FinalSuite, base, extra, su
     upsert(rows, results)
 
 
+def pair_text(pair: dict) -> str:
+    """One neighbour pair as the record keeps it: the test, its p-value, the MLPs used, what decided it."""
+    shown = ", ".join(f"{k} p = {'n/a' if v is None else f'{v:.3g}'}" for k, v in pair["p_values"].items())
+    return (f"  {pair['upper']} vs {pair['lower']}: {pair['decided_by']} on {pair['n_mlps']} MLPs "
+            f"({shown}): {pair['reason']}")
+
+
 TEXT_COLUMNS = ("rank", "team", "score", "final_layer_mse", "all_layer_mse", "effective_compute", "n_mlps",
                 "n_failed_mlps")
 
@@ -318,14 +327,15 @@ def standings_text(record: dict) -> str:
     lines.append("")
     lines.append("  ".join(f"{c:>17}" for c in TEXT_COLUMNS))
     for row in record["standings"]:
-        lines.append("  ".join(f"{row[c]:>17.6g}" if isinstance(row[c], float) else f"{row[c]!s:>17}"
+        cells = {**row, "rank": f"{row['rank']}{' (provisional)' if row.get('provisional') else ''}"}
+        lines.append("  ".join(f"{cells[c]:>17.6g}" if isinstance(cells[c], float) else f"{cells[c]!s:>17}"
                                for c in TEXT_COLUMNS))
+    lines.append(record["test"]["text"])
     for tie in record["tie_breaks"]:
-        lines.append(f"close: {', '.join(tie['teams'])} (paired p = {tie['p_value']:.3g}); "
-                     f"{tie['extra_mlps']} extra MLPs; decided by {tie['decided_by']}")
-        for pair in tie["pairs"]:
-            shown = ", ".join(f"{k} p = {v:.3g}" for k, v in pair["p_values"].items())
-            lines.append(f"  {pair['upper']} vs {pair['lower']}: {pair['decided_by']} ({shown})")
+        lines.append(f"group: {', '.join(tie['teams'])}; {tie['extra_mlps']} extra MLPs; "
+                     f"decided by {tie['decided_by']}" + (" (provisional)" if tie.get("provisional") else ""))
+    for pair in record.get("pairs", []):
+        lines.append(pair_text(pair))
     scorings = record["scorings"]
     lines.append(f"scored {scorings['scored']} (submission, MLP) pairs, {scorings['reused']} found already scored")
     workers = workers_text(record)

@@ -22,7 +22,7 @@ FINAL_RECORDS = "final-records"
 #: ``teams``, ``p_value``, ``extra_mlps``, ``decided_by`` (one of ``DECIDERS``); ``per_mlp``:
 #: ``{"mlp_ids": [...], "scores": {team: [score per MLP, in mlp_ids order]}}`` on the base suite.
 RECORD_KEYS = ("round", "suite_seed", "n_mlps", "standings", "tie_breaks", "per_mlp")
-DECIDERS = ("extra_mlps", "all_layer_mse", "effective_compute", "shared")
+DECIDERS = ("score", "extra_mlps", "all_layer_mse", "effective_compute", "shared", "unresolved")
 
 
 class BadFinalRecord(ValueError):
