@@ -61,3 +61,17 @@ def test_a_command_that_dies_is_started_again_and_a_sigterm_stops_both(tmp_path)
             proc.kill()
     log = proc.stderr.read()
     assert log.count('"event": "supervise.restart"') == 2 and '"asked": true' in log, log[-2000:]
+
+
+def test_every_documented_way_of_starting_a_worker_runs_it_supervised():
+    """The compose file's worker service and the image start ``./scripts/serve.sh worker``, which execs the
+    supervisor around ``celery -A worker worker``."""
+    import yaml
+
+    services = yaml.safe_load((REPO / "docker-compose.yml").read_text())["services"]
+    assert services["worker"]["command"] == ["./scripts/serve.sh", "worker"]
+    assert services["worker"]["restart"] == "unless-stopped"  # and the container itself comes back too
+    serve = (REPO / "scripts" / "serve.sh").read_text()
+    worker_mode = serve[serve.index('if [ "${1:-}" = worker ]'):serve.index("fi\n", serve.index('= worker ]'))]
+    assert '-m server.supervise -- "$CELERY" -A worker worker' in worker_mode
+    assert "./scripts/serve.sh worker" in (REPO / "Dockerfile").read_text()
