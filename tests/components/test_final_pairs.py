@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from components.final_pairs import DECIDED_BY, pair_list, rank_text
-from tests.final.test_standings import Suite, _team
-from whestboard.final._standings import TEST, standings
+from tests.final.standings_helpers import Suite, team
+from whestboard.final import PAIR_TEST, standings
 
 
 def _texts(node) -> list[str]:
@@ -19,15 +19,15 @@ def _texts(node) -> list[str]:
 
 def test_every_pair_shows_its_test_p_value_mlps_and_what_decided_it():
     suite = Suite()
-    base = {"a": _team(suite, range(3)), "b": _team(suite, range(3)),
-            "c": _team(suite, range(3), 21.0, spread=0.1), "d": _team(suite, range(3), fails=frozenset({1}))}
+    base = {"a": team(suite, range(3)), "b": team(suite, range(3)),
+            "c": team(suite, range(3), 21.0, spread=0.1), "d": team(suite, range(3), fails=frozenset({1}))}
     result = standings(list(base), base, 0, lambda group, k: {})
     record = {"pairs": [d.as_dict() for d in result.pairs]}
     lines = [t for t in _texts(pair_list(record, "x")) if " vs " in t]
     assert len(lines) == len(result.pairs) == 3
     for line, pair in zip(lines, result.pairs, strict=True):
         assert line.startswith(f"{pair.upper} vs {pair.lower}: {DECIDED_BY[pair.decided_by]}")
-        assert TEST in line and f"{pair.n_mlps} MLPs" in line and "p = " in line and pair.reason in line
+        assert PAIR_TEST in line and f"{pair.n_mlps} MLPs" in line and "p = " in line and pair.reason in line
     assert [p.decided_by for p in result.pairs] == ["shared", "score", "unresolved"]
     assert rank_text({"rank": 4, "provisional": True}) == "4 (provisional)" and rank_text({"rank": 1}) == "1"
 

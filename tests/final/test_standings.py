@@ -1,6 +1,6 @@
 """The final's standings rule on per-MLP results: ranks follow the score, "close" and "shared" mean what they say.
 
-Per-MLP entries are drawn here as real scores spread (lognormal across MLPs, one team a multiple of the
+Per-MLP entries are drawn (``standings_helpers``) as real scores spread (lognormal across MLPs, one team a multiple of the
 other on each MLP), with the grader's failure verdict (the all-zero prediction, multiplier 1) where a team
 fails. Extra MLPs come from the same draws, as the suite continues. The test's arithmetic is checked
 against Student t's tabulated quantiles and a plain simulation; the sizes are ``mlps_needed``'s.
@@ -13,59 +13,20 @@ import math
 import numpy as np
 import pytest
 
+from tests.final.standings_helpers import Suite, team
 from whestboard.final import _standings
-from whestboard.final._standings import TEST, classify, standings, t_quantile, t_two_sided_p
+from whestboard.final._standings import PAIR_TEST, classify, standings, t_quantile, t_two_sided_p
 from whestboard.leaderboard import mlps_needed
-
-#: The reference noise of each MLP on the score scale (avg_variance / K): far below every score drawn here.
-FLOOR = 1e-12
-#: What a failed MLP scores: the all-zero prediction's MSE, about 1e5x a covariance propagation.
-FAILED_SCORE = 0.3
-
-
-def _entry(i: int, score: float, *, failed: bool = False, all_layer: float | None = None,
-           compute: float = 1e10) -> dict:
-    return {"mlp_index": i, "adjusted_final_layer_score": score, "final_layer_mse": score * 10,
-            "all_layers_mse": all_layer if all_layer is not None else score * 5, "effective_compute": compute,
-            "score_multiplier": 1.0 if failed else 0.1, "noise_floor": FLOOR, "failed": failed}
-
-
-class Suite:
-    """Per-MLP difficulty drawn once per MLP index, so extra MLPs continue the same suite for every team."""
-
-    def __init__(self, seed: int = 7):
-        self.rng = np.random.default_rng(seed)
-        self.difficulty: list[float] = []
-
-    def mlp(self, i: int) -> float:
-        while len(self.difficulty) <= i:
-            self.difficulty.append(float(1e-6 * self.rng.lognormal(0.0, 0.8)))
-        return self.difficulty[i]
-
-
-def _team(suite: Suite, indices, factor: float = 1.0, *, spread: float = 0.0, seed: int = 0,
-          fails: frozenset[int] = frozenset(), all_layer: float | None = None, wobble: float = 0.0) -> list[dict]:
-    """A team scoring ``factor`` x the MLP's difficulty, times a lognormal of ``spread`` per MLP and
-    exp(+wobble, -wobble, 0) on MLPs 0, 1, 2 (mod 3), failing on ``fails``."""
-    noise = np.random.default_rng(seed + 1000 * min(indices, default=0)).lognormal(0.0, spread, len(indices))
-    out = []
-    for i, jitter in zip(indices, noise, strict=True):
-        if i in fails:
-            out.append(_entry(i, FAILED_SCORE, failed=True, compute=0.0))
-            continue
-        score = suite.mlp(i) * factor * (float(jitter) if spread else 1.0) * math.exp(wobble * (1, -1, 0)[i % 3])
-        out.append(_entry(i, score, all_layer=None if all_layer is None else score * all_layer))
-    return out
 
 
 def _run(teams: dict[str, dict], n: int, limit: int, suite: Suite):
-    """Standings of teams given as ``_team`` keyword arguments, extra MLPs drawn as asked (and counted)."""
-    base = {t: _team(suite, range(n), **kw) for t, kw in teams.items()}
+    """Standings of teams given as ``team`` keyword arguments, extra MLPs drawn as asked (and counted)."""
+    base = {t: team(suite, range(n), **kw) for t, kw in teams.items()}
     asked: list[tuple[list[str], int]] = []
 
     def more(group, k):
         asked.append((list(group), k))
-        return {t: _team(suite, range(n, n + k), **teams[t]) for t in group}
+        return {t: team(suite, range(n, n + k), **teams[t]) for t in group}
 
     return standings(list(teams), base, limit, more), base, asked
 
@@ -100,7 +61,7 @@ def test_a_consistent_gap_on_three_mlps_is_decided_by_the_test():
     assert pair.decided_by == "score" and pair.n_mlps == 3
     assert pair.test.p_value == pytest.approx(t_two_sided_p(t, 2)) and pair.test.p_value < 0.01
     assert asked == [] and not result.groups
-    assert pair.as_dict()["test"] == TEST
+    assert pair.as_dict()["test"] == PAIR_TEST
 
 
 def test_a_team_that_failed_on_one_mlp_never_shares_with_its_copy():
@@ -134,7 +95,7 @@ def test_a_close_pair_is_resolved_by_the_extra_mlps():
     (close) and the test cannot reject; the extra MLPs the sizing asks for separate them."""
     teams = {"a": {}, "b": {"factor": 1.01, "wobble": 0.01}}
     suite = Suite()
-    base = {t: _team(suite, range(3), **kw) for t, kw in teams.items()}
+    base = {t: team(suite, range(3), **kw) for t, kw in teams.items()}
     verdict = classify(base["a"], base["b"])
     assert verdict.kind == _standings.CLOSE and not verdict.equal and verdict.score.p_value >= 0.05
     result, _, asked = _run(teams, 3, 40, suite)
@@ -171,7 +132,7 @@ def test_copies_whose_measured_wall_time_differs_still_share():
     """Where residual wall time is priced, two runs of one computation differ in effective compute by the
     timing alone (here consistently, one ran on a busier machine); the identical results decide: shared."""
     suite = Suite()
-    fast = _team(suite, range(5))
+    fast = team(suite, range(5))
     slow = [{**e, "effective_compute": e["effective_compute"] * 1.3} for e in fast]
     result = standings(["fast", "slow"], {"fast": fast, "slow": slow}, 0, lambda group, k: {})
     (pair,) = result.pairs

@@ -25,6 +25,7 @@ from whestboard.final._final import (
     workers_text,
 )
 from whestboard.final._scoring import PAIR_RESULTS
+from whestboard.final._standings import PAIR_TEST, standings
 from whestboard.final._suite import SEED_PROTOCOL, FinalSuite
 
 __all__ = [
@@ -37,8 +38,10 @@ __all__ = [
     "Nominee",
     "nominee",
     "PAIR_RESULTS",
+    "PAIR_TEST",
     "run_final",
     "SEED_PROTOCOL",
+    "standings",
     "standings_text",
     "workers_text",
 ]

@@ -38,7 +38,7 @@ MAX_MLPS = 10_000
 #: The reference's noise floor may be at most this share of the best final-layer MSE before the record warns.
 FLOOR_SHARE = 0.1
 ProgressFn = Callable[[int, int, str], None]
-TEST_TEXT = (f"neighbours are compared by the {_standings.TEST} (Student t, n - 1 degrees of freedom; assumes "
+TEST_TEXT = (f"neighbours are compared by the {_standings.PAIR_TEST} (Student t, n - 1 degrees of freedom; assumes "
              "independent MLPs and roughly normal log ratios): different when it rejects at 5% in the scores' "
              f"direction; close when the scores are equal within the reference noise or the 95% interval of the "
              f"geometric-mean ratio lies inside 1/{_standings.CLOSE_RATIO}..{_standings.CLOSE_RATIO}; close pairs "
@@ -222,7 +222,7 @@ def _tie_break(group: dict, n: int) -> dict:
     ps = [v.score.p_value for _, _, v in group["verdicts"]]
     known = [p for p in ps if p is not None]
     return {
-        "teams": group["teams"], "test": _standings.TEST, "p_value": max(known) if known else None, "p_values": ps,
+        "teams": group["teams"], "test": _standings.PAIR_TEST, "p_value": max(known) if known else None, "p_values": ps,
         "base_verdicts": [{"upper": u, "lower": lo, "class": v.kind, "equal_within_noise": v.equal,
                            **v.score.as_dict()} for u, lo, v in group["verdicts"]],
         "extra_mlps": k, "extra_mlp_ids": list(range(n, n + k)),
@@ -256,7 +256,7 @@ def _record(request, suite, rulebook, standings, tie_breaks, base, order, progre
                   "floor_warning": floor_warning(floor, best, request.truth_samples)},
         "suite": {"key": suite.key, "seed_protocol": SEED_PROTOCOL, "mlp_names": suite.names[:n],
                   "references_sha256": suite.truth_digest(list(range(n))), "n_extra_mlps": len(suite.names) - n},
-        "test": {"alpha": ALPHA, "power": TIE_POWER, "test": _standings.TEST, "close_ratio": _standings.CLOSE_RATIO,
+        "test": {"alpha": ALPHA, "power": TIE_POWER, "test": _standings.PAIR_TEST, "close_ratio": _standings.CLOSE_RATIO,
                  "text": TEST_TEXT},
         "rulebook": rulebook.as_dict(), "versions": library_versions(),
         "scorings": {"scored": progress.scored, "reused": progress.reused},

@@ -4,7 +4,7 @@ Teams are ranked by the round's score (mean ``adjusted_final_layer_score``) on t
 neighbour pair (upper, lower) is then put in one of three classes, on the MLPs both were scored on:
 
 * **different**: the paired t-test on the per-MLP log score ratios ``log(s_lower / s_upper)``
-  (:data:`TEST`) rejects equal geometric means at ``ALPHA``, in the direction the scores order them.
+  (:data:`PAIR_TEST`) rejects equal geometric means at ``ALPHA``, in the direction the scores order them.
   The ranks follow the score; no tie-break.
 * **close**: the scores are equal within the reference noise (:func:`equal_within_noise`), or the
   95% t-interval of the geometric-mean ratio lies inside ``[1/CLOSE_RATIO, CLOSE_RATIO]``. Only these
@@ -35,7 +35,7 @@ import numpy as np
 
 from whestboard.leaderboard import ALPHA, TIE_POWER, mlps_needed
 
-TEST = "paired t-test on per-MLP log score ratios"
+PAIR_TEST = "paired t-test on per-MLP log score ratios"
 #: A pair is close when the 95% interval of its geometric-mean score ratio lies inside [1/CLOSE_RATIO, CLOSE_RATIO].
 CLOSE_RATIO = 1.05
 #: The fewest MLPs a group is sized to (a t-test on 2 MLPs has one degree of freedom and hardly any power).
@@ -110,7 +110,7 @@ class RatioTest:
     mlps_needed: float  # MLPs in all for 80% power at the observed ratio and spread (inf: none would do)
 
     def as_dict(self) -> dict:
-        return {"test": TEST, **asdict(self)}
+        return {"test": PAIR_TEST, **asdict(self)}
 
 
 def log_ratios(upper: np.ndarray, lower: np.ndarray) -> np.ndarray | None:
@@ -249,7 +249,7 @@ class PairDecision:
         return self.decided_by == "unresolved"
 
     def as_dict(self) -> dict:
-        return {"upper": self.upper, "lower": self.lower, "decided_by": self.decided_by, "test": TEST,
+        return {"upper": self.upper, "lower": self.lower, "decided_by": self.decided_by, "test": PAIR_TEST,
                 "p_value": self.test.p_value, "n_mlps": self.n_mlps, "ratio": self.test.ratio,
                 "ratio_low": self.test.ratio_low, "ratio_high": self.test.ratio_high, "p_values": self.p_values,
                 "reason": self.reason, "mlps_needed": self.mlps_needed, "provisional": self.provisional}
@@ -278,7 +278,7 @@ def decide(upper: Sequence[dict], lower: Sequence[dict], names: tuple[str, str],
     if verdict.kind == DIFFERENT:
         by = "extra_mlps" if extra else "score"
         return order, PairDecision(*names, by, n, test, p_values,
-                                   f"{TEST}: p = {_p_text(test.p_value)} on {n} MLPs, ratio {test.ratio:.3g}")
+                                   f"{PAIR_TEST}: p = {_p_text(test.p_value)} on {n} MLPs, ratio {test.ratio:.3g}")
     if verdict.kind == CLOSE and same_computation(upper, lower):
         return 0, PairDecision(*names, "shared", n, test, p_values,
                                f"identical results on all {n} MLPs (final-layer and all-layer MSE, FLOPs): "
@@ -319,7 +319,7 @@ def base_decision(upper: str, lower: str, verdict: Verdict) -> PairDecision:
     """A neighbour pair the test separated on the base suite: no tie-break was needed."""
     test = verdict.score
     return PairDecision(upper, lower, "score", test.n_mlps, test, {"score": test.p_value},
-                        f"{TEST}: p = {_p_text(test.p_value)} on {test.n_mlps} MLPs, ratio {test.ratio:.3g}")
+                        f"{PAIR_TEST}: p = {_p_text(test.p_value)} on {test.n_mlps} MLPs, ratio {test.ratio:.3g}")
 
 
 def group_outcome(decisions: Sequence[PairDecision]) -> str:
