@@ -11,12 +11,16 @@ happens in :func:`create_app`. ``app.app`` and ``app.server`` build the app on f
 from __future__ import annotations
 
 import argparse
+import functools
 import os
+import re
 import secrets
 import sys
 import threading
+from pathlib import Path
 
 import dash
+import flask
 
 from components.figures.style import use_app_template
 from components.shell import layout
@@ -39,6 +43,31 @@ def defer_ag_grid_script() -> None:
     for resource in dash_ag_grid.AgGrid._js_dist:
         if resource.get("relative_package_path") == "dash_ag_grid.min.js":
             resource["attributes"] = dict(DEFERRED_SCRIPT)
+
+
+#: Where dcc's lazily loaded component chunks are served from (their webpack public path).
+DCC_CHUNKS = "_dash-component-suites/dash/dcc/"
+
+
+@functools.cache
+def _plotly_bundle_address() -> str:
+    """The plotly.js bundle's address exactly as ``assets/plotly_loader.js`` builds it (its version too)."""
+    loader = (Path(__file__).parent / "assets" / "plotly_loader.js").read_text()
+    return "assets/plotly-whestboard.min.js?v=" + re.search(r"var version = '(\w+)'", loader).group(1)
+
+
+def preload_tags(path: str, prefix: str = "/") -> str:
+    """``<link rel=preload>`` for the scripts a page's first view loads only once it has drawn.
+
+    A page names them in its registry entry (``register_page(..., preload=("graph", "plotly"))``: a dcc
+    chunk by name, or the plotly.js bundle). Without the hint the browser asks for each after the layout
+    arrives and renders, one more round trip at the end of every visit; with it they come with the
+    page's own scripts (from the browser's cache after the first visit)."""
+    wanted = next((page.get("preload", ()) for page in dash.page_registry.values()
+                   if page.get("path") == path.rstrip("/") or page.get("path") == path), ())
+    hrefs = [prefix + (_plotly_bundle_address() if name == "plotly" else f"{DCC_CHUNKS}async-{name}.js")
+             for name in wanted]
+    return "".join(f'<link rel="preload" as="script" href="{href}">' for href in hrefs)
 
 
 def _under_gunicorn() -> bool:
@@ -77,6 +106,12 @@ class WhestboardDash(dash.Dash):
                 self._outage_secret = secrets.token_bytes(64)
             return self._outage_secret
 
+    def interpolate_index(self, **kwargs) -> str:
+        """Dash's page, with the requested page's late scripts asked for at once (``preload_tags``)."""
+        page = super().interpolate_index(**kwargs)
+        tags = preload_tags(flask.request.path, self.config.requests_pathname_prefix)
+        return page.replace("</head>", tags + "</head>", 1) if tags else page
+
     def finish_setup(self) -> None:
         """Register every page's callbacks and every servable script now, as the first request would."""
         with self.server.test_request_context("/"):
@@ -105,6 +140,7 @@ def create_app() -> dash.Dash:
     http.install_request_logging(flask_app)
     http.install_request_limits(flask_app)
     http.install_fault_answers(flask_app)
+    http.install_revision_pinning(flask_app)
     http.install_compression(flask_app)
     http.install_asset_caching(flask_app, dash_app.config.routes_pathname_prefix + "assets/")
     flask_app.add_url_rule("/healthz", "healthz", health.respond)

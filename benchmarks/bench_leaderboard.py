@@ -56,7 +56,7 @@ PAYLOAD_TARGET_BYTES = 2_500_000
 ROUND_SHARE = {"v1-warmup": 0.1, "v1-phase1": 0.2, "v2-phase2": 0.7}
 
 
-def synthetic_frames(n_subs: int, n_mlps: int, mlp_submissions: int, seed: int = 0):
+def synthetic_frames(n_subs: int, n_mlps: int, mlp_submissions: int, seed: int = 0, n_teams: int = 300):
     """The same field as ``synthetic``, vectorised, as the import schema's two tables (CSV-ready frames).
 
     Submissions come as one table of ``n_subs`` rows; per-MLP results (``n_mlps`` public and as many
@@ -81,7 +81,7 @@ def synthetic_frames(n_subs: int, n_mlps: int, mlp_submissions: int, seed: int =
     start = np.datetime64("2026-03-01T00:00:00")
     subs = pd.DataFrame({
         "submission_id": [f"synthetic-{i:06d}" for i in range(n_subs)],
-        "team": np.char.add("team-", np.char.zfill(rng.integers(0, 300, n_subs).astype(str), 3)),
+        "team": np.char.add("team-", np.char.zfill(rng.integers(0, n_teams, n_subs).astype(str), max(3, len(str(n_teams - 1))))),
         "round": rounds,
         "submitted_at": pd.to_datetime(start + rng.integers(0, 200_000, n_subs).astype("timedelta64[m]"), utc=True),
         "status": "graded", "whestbench_version": "0.16.2", "flopscope_version": "0.12.4",

@@ -10,8 +10,9 @@ pieces:
   (``from_query`` / ``query``) through ``components.url_state``, so every view can be shared.
 - ``table_page(frame, columns, state, ...)``: the pure part, data in and rows out: filter, stable sort
   (missing values last either way), one page, and ``page_holding`` the page of a chosen row.
-- ``paged_table(table_id, columns)``: the layout (the header with its sort buttons is static; callbacks
-  fill the body), and ``body_rows`` / ``sort_labels`` / ``pager_text``: what a callback sends.
+- ``paged_table(table_id, columns, drawn=...)``: the layout (the header with its sort buttons is static),
+  drawn with its first page (``DrawnPage``) so that opening a page costs no callback; ``body_rows`` /
+  ``sort_labels`` / ``pager_text``: what a callback sends afterwards.
 
 Element ids, for a table ``T``: the body ``T-body``, the filter ``T-filter``, the pager ``T-prev``,
 ``T-next`` and ``T-pager``; a header's sort button ``{"type": "T-sort", "col": field}``, a clickable
@@ -117,6 +118,23 @@ class TablePage:
     first: int  # the place of its first row among the matching ones, from 1 (0 when none)
 
 
+@dataclass(frozen=True)
+class DrawnPage:
+    """A page of the table as its layout or a callback draws it: the body's rows, the state it was drawn at
+    (the sorted header's arrow), the pager's text, and whether it is the first or the last page."""
+
+    rows: list
+    state: TableState
+    pager: str
+    first: bool
+    last: bool
+
+    @classmethod
+    def of(cls, shown: TablePage, rows: list, state: TableState, noun: str) -> DrawnPage:
+        return cls(rows, replace(state, page=shown.page), pager_text(shown, noun), shown.page <= 1,
+                   shown.page >= shown.n_pages)
+
+
 def filtered(frame: pd.DataFrame, text: str, fields: Iterable[str]) -> pd.DataFrame:
     """The rows where any of ``fields`` contains ``text`` (case-insensitive, plain text); all when empty."""
     if not text:
@@ -176,30 +194,36 @@ def pager_text(page: TablePage, noun: str = "rows") -> str:
 
 
 def paged_table(table_id: str, columns: Sequence[Column], *, filter_placeholder: str = "filter…",
-                filter_value: str = "") -> html.Div:
-    """The table's layout: a filter box, the table with its static header, and the pager below."""
+                filter_value: str = "", drawn: DrawnPage | None = None) -> html.Div:
+    """The table's layout: a filter box, the table with its static header, and the pager below, holding
+    ``drawn`` (else empty until a callback fills it)."""
+    drawn = drawn or DrawnPage([], TableState(), "", True, True)
+    labels = dict(zip([c.field for c in columns], sort_labels(columns, drawn.state, [c.field for c in columns]),
+                      strict=True))
     controls = dbc.Row([
         dbc.Col(dbc.Input(id=f"{table_id}-filter", value=filter_value, placeholder=filter_placeholder, size="sm",
                           debounce=True, maxLength=FILTER_MAX, type="search"), width=4),
     ], className="g-2 mb-1")
-    table = dbc.Table([html.Thead(html.Tr([_header_cell(table_id, c) for c in columns])),
-                       html.Tbody(id=f"{table_id}-body")],
+    table = dbc.Table([html.Thead(html.Tr([_header_cell(table_id, c, labels[c.field]) for c in columns])),
+                       html.Tbody(drawn.rows, id=f"{table_id}-body")],
                       size="sm", hover=True, bordered=False, className="small mb-1 align-middle")
     pager = html.Div([
-        dbc.Button("‹ previous", id=f"{table_id}-prev", size="sm", color="secondary", outline=True, disabled=True),
-        html.Span(id=f"{table_id}-pager", className="mx-2 small text-muted"),
-        dbc.Button("next ›", id=f"{table_id}-next", size="sm", color="secondary", outline=True, disabled=True),
+        dbc.Button("‹ previous", id=f"{table_id}-prev", size="sm", color="secondary", outline=True,
+                   disabled=drawn.first),
+        html.Span(drawn.pager, id=f"{table_id}-pager", className="mx-2 small text-muted"),
+        dbc.Button("next ›", id=f"{table_id}-next", size="sm", color="secondary", outline=True,
+                   disabled=drawn.last),
     ], className="d-flex align-items-center mb-2")
     return html.Div([controls, html.Div(table, className="table-responsive"), pager], id=table_id)
 
 
-def _header_cell(table_id: str, column: Column) -> html.Th:
+def _header_cell(table_id: str, column: Column, label: str) -> html.Th:
     style = {"whiteSpace": "nowrap"} | ({"minWidth": column.width} if column.width else {})
     attrs = _given({"data-col": column.field, "title": column.tooltip, "style": style,
                     "className": "text-end" if column.numeric else None})
     if not column.sort_by:
         return html.Th(column.header, **attrs)
-    button = html.Button(column.header, id={"type": f"{table_id}-sort", "col": column.field},
+    button = html.Button(label, id={"type": f"{table_id}-sort", "col": column.field},
                          className="btn btn-link btn-sm p-0 fw-semibold text-reset text-decoration-none")
     return html.Th(button, **attrs)
 

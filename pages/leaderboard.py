@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import base64
 from dataclasses import replace
+from typing import NamedTuple
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import ALL, Input, Output, State, callback, ctx, dcc, html, no_update
+from dash import ALL, Input, Output, State, callback, clientside_callback, ctx, dcc, html, no_update
 
 from components.compare_panels import compare_url
 from components.figures import leaderboard as figs
@@ -37,17 +38,17 @@ from components.final_pairs import DECIDED_BY, pair_list, rank_text
 from components.format import exponent, sci, significant
 from components.paged_table import (
     Column,
+    DrawnPage,
     TableState,
     body_rows,
-    clicked,
     page_holding,
     paged_table,
-    pager_text,
     sort_labels,
     table_page,
 )
 from components.url_state import address_store, keep_address_in_step, query_string
 from server.api import EXPORT_PATH, MLP_EXPORT_PATH
+from server.warm import register_warmer
 from whestboard import config
 from whestboard.band import band_frame
 from whestboard.cache import memoize
@@ -81,7 +82,6 @@ from whestboard.leaderboard import (
     import_uploads,
     in_window,
     is_organizer,
-    mlp_frame,
     mlp_variance,
     organizer_actions_enabled,
     per_mlp_share,
@@ -99,6 +99,8 @@ from whestboard.leaderboard import (
     submission_count,
     submissions_frame,
     team_history,
+    team_mlp_results,
+    team_submissions,
     timeline_field,
     versions_warning,
     viewer_board,
@@ -106,7 +108,8 @@ from whestboard.leaderboard import (
 )
 from whestboard.rules import ALL_ROUNDS, get_round
 
-dash.register_page(__name__, path="/leaderboard", name="Leaderboard", order=4, title="Leaderboard · Whestboard")
+dash.register_page(__name__, path="/leaderboard", name="Leaderboard", order=4, title="Leaderboard · Whestboard",
+                   preload=("graph", "dropdown", "upload", "plotly"))
 
 PATH = "/leaderboard"
 Y_CHOICES = [{"label": "score", "value": "score"}, {"label": "final-layer MSE", "value": "mse"}]
@@ -157,6 +160,7 @@ def _default_round() -> str:
 
 SPLIT_CHOICES = [{"label": "public", "value": "public"}, {"label": "private (organizer)", "value": "private"},
                  {"label": "rerun of the nominated (organizer)", "value": "rerun"}]
+COLOUR_DEFAULT = "flag"
 COLOUR_CHOICES = [{"label": "colour: flag", "value": "flag"}, {"label": "colour: F / C", "value": "share"}]
 
 
@@ -185,6 +189,8 @@ def layout(round: str | None = None, team: str | None = None, y: str | None = No
     x = x if x in figs.X_METRICS else "flops"
     split = split if split in SPLITS else "public"
     ranking = TableState.from_query(RANKING_COLUMNS, sort, page, filter)
+    standings = standings if standings in STANDINGS_TABS else STANDINGS_DEFAULT
+    first = _first_view(round_tag, team or None, y, x, split, standings, ranking)
     return html.Div(
         [
             html.H2("Leaderboard"),
@@ -194,9 +200,10 @@ def layout(round: str | None = None, team: str | None = None, y: str | None = No
                 className="text-muted",
             ),
             dbc.Alert(problem, color="warning", id="lb-problem") if problem else None,
-            _controls(round_tag, team, y, x),
-            html.Div(id="lb-summary", className="small text-muted mb-2"),
-            dcc.Loading(dcc.Graph(id="lb-scatter", config=GRAPH_CONFIG, style={"height": "560px"}), delay_show=300),
+            _controls(round_tag, team, y, x, split, standings, ranking, first.team_options),
+            html.Div(first.summary, id="lb-summary", className="small text-muted mb-2"),
+            dcc.Loading(dcc.Graph(id="lb-scatter", figure=first.scatter, config=GRAPH_CONFIG,
+                                  style={"height": "560px"}), delay_show=300),
             html.Div(id="lb-zoom-note", className="small text-muted"),
             html.H4("Ranking", className="mt-4"),
             dbc.Row([
@@ -212,32 +219,78 @@ def layout(round: str | None = None, team: str | None = None, y: str | None = No
                 "(under “Organizer” below).",
                 className="text-muted small",
             ),
-            html.Div(id="lb-split-note"),
-            _versions_warning_slot(),
-            _ranking_table(ranking),
-            _integrity_section(),
-            _standings_section(standings if standings in STANDINGS_TABS else STANDINGS_DEFAULT),
+            html.Div(first.split_note, id="lb-split-note"),
+            _versions_warning_slot(first.versions_warning),
+            _ranking_table(ranking, first.ranking),
+            _integrity_section(first),
+            _standings_section(standings, first.standings),
             html.H4("Timeline", className="mt-4"),
             html.P(MCB_NOTE + " Rounds are shaded from their first to their last submission; baseline submissions "
                    "are placed at the time the sweep graded them.", className="text-muted small"),
-            dcc.Loading(dcc.Graph(id="lb-timeline", config=GRAPH_CONFIG, style={"height": "420px"}), delay_show=300),
+            html.Div(dcc.Loading(dcc.Graph(id="lb-timeline", figure=_timeline_placeholder(), config=GRAPH_CONFIG,
+                                           style={"height": "420px"}), delay_show=300),
+                     **{"data-lazy-store": "lb-timeline-wanted"}),
             _export_row(),
             _organizer_panel(),
             dcc.Store(id="lb-round", data=round_tag),
             dcc.Store(id="lb-revision", data=0),
-            dcc.Store(id="lb-highlight-index"),
+            dcc.Store(id="lb-highlight-index", data=first.highlight_index),
             dcc.Store(id="lb-timeline-index"),
+            dcc.Store(id="lb-timeline-wanted"),
+            dcc.Store(id="lb-zoom-request"),
             dcc.Store(id="lb-ranking-state", data=ranking.to_store()),
             address_store("lb-address"),
         ]
     )
 
 
-def _round_links(round_tag: str, team: str | None, y: str, x: str) -> html.Div:
-    """Plain links (no callback touches the shared Location): choosing a round navigates."""
+class FirstView(NamedTuple):
+    """What the page shows when it opens, drawn in its layout by the callbacks' own functions.
+
+    The layout carries it, so opening the page costs the one layout request: the page's callbacks wait
+    for the viewer's first change (``prevent_initial_call``). Fired on load, they were seven requests after
+    the layout, each re-reading what the layout request had just checked, and at 500,000 submissions the
+    last of them answered a second or more after the page had drawn. The timeline, below the fold and two
+    thirds of the bytes, is drawn when it scrolls into view (``_render_timeline``). (A named tuple: Dash executes a page
+    module before it is in ``sys.modules``, where a dataclass cannot be made.)"""
+
+    scatter: dict
+    highlight_index: int | None
+    summary: object
+    team_options: list
+    split_note: object
+    flags: object
+    ties: object
+    ranking: DrawnPage | None
+    versions_warning: object
+    team_panel: object
+    pubpriv: object
+    pubpriv_note: object
+    standings: tuple
+
+
+def _first_view(round_tag: str, team: str | None, y: str, x: str, split: str, standings: str,
+                ranking: TableState) -> FirstView:
+    """The public view the address asks for (the organizer token is typed after the page opens)."""
+    scatter, index, summary, options, split_note, flags, ties = _render_board(y, x, 0, split, None, round_tag, team)
+    pubpriv, pubpriv_note = _render_public_private(COLOUR_DEFAULT, None, 0, team, round_tag)
+    return FirstView(
+        scatter=scatter, highlight_index=index, summary=summary, team_options=options, split_note=split_note,
+        flags=flags, ties=ties, ranking=_ranking_page(round_tag, split, False, team, ranking),
+        versions_warning=_render_versions_warning(0, split, None, round_tag),
+        team_panel=_render_team_panel(team, 0, None, round_tag), pubpriv=pubpriv, pubpriv_note=pubpriv_note,
+        standings=_render_standings(standings, None, 0, team, round_tag),
+    )
+
+
+def _round_links(round_tag: str, team: str | None, y: str, x: str, split: str, standings: str | None,
+                 ranking: TableState) -> html.Div:
+    """Plain links (no callback touches the shared Location): choosing a round navigates, keeping the view
+    (a link to another round starts at its ranking's first page); ``_address`` keeps them in step."""
+    first_page = replace(ranking, page=1)
     return html.Div(
         [
-            dcc.Link(f"{tag} ({r.shape_label})", href=PATH + _query(tag, team, y, x),
+            dcc.Link(f"{tag} ({r.shape_label})", href=PATH + _query(tag, team, y, x, split, standings, first_page),
                      id={"type": "lb-round-link", "round": tag},
                      className="btn btn-sm me-1 " + ("btn-primary active" if tag == round_tag else "btn-outline-primary"))
             for tag, r in ALL_ROUNDS.items()
@@ -246,13 +299,14 @@ def _round_links(round_tag: str, team: str | None, y: str, x: str) -> html.Div:
     )
 
 
-def _controls(round_tag: str, team: str | None, y: str, x: str) -> dbc.Row:
+def _controls(round_tag: str, team: str | None, y: str, x: str, split: str, standings: str | None,
+              ranking: TableState, team_options: list) -> dbc.Row:
     return dbc.Row(
         [
             dbc.Col(html.Label("Round", className="col-form-label-sm fw-semibold"), width="auto"),
-            dbc.Col(_round_links(round_tag, team, y, x), width="auto"),
+            dbc.Col(_round_links(round_tag, team, y, x, split, standings, ranking), width="auto"),
             dbc.Col(html.Label("Highlight team", className="col-form-label-sm fw-semibold"), width="auto"),
-            dbc.Col(dcc.Dropdown(id="lb-team", value=team or None, options=[team] if team else [],
+            dbc.Col(dcc.Dropdown(id="lb-team", value=team or None, options=team_options,
                                  placeholder="choose a team…", clearable=True, style={"minWidth": "16rem"}),
                     width="auto"),
             dbc.Col(dbc.RadioItems(id="lb-y", options=Y_CHOICES, value=y, inline=True), width="auto",
@@ -300,12 +354,12 @@ RANKING_COLUMNS = [
 ]
 
 
-def _integrity_section() -> html.Div:
+def _integrity_section(first: FirstView) -> html.Div:
     """Flags, ties, the team panel and (organizer) public against private."""
     return html.Div([
         html.H5("Integrity", className="mt-3"),
-        html.Div(id="lb-ties", className="small mb-2"),
-        html.Div(id="lb-flags", className="small"),
+        html.Div(first.ties, id="lb-ties", className="small mb-2"),
+        html.Div(first.flags, id="lb-flags", className="small"),
         html.P(
             f"Flags: residual arbitrage when the instrumented share F / C < {RESIDUAL_SHARE_LIMIT:g} in a "
             f"round that prices residual time; overfitting when a one-sided permutation test of private minus "
@@ -316,20 +370,20 @@ def _integrity_section() -> html.Div:
             "spread of their per-MLP differences.",
             className="text-muted small",
         ),
-        html.Div(id="lb-team-panel", className="mt-2"),
+        html.Div(first.team_panel, id="lb-team-panel", className="mt-2"),
         dbc.Row([
             dbc.Col(html.H6("Public against private (organizer)", className="mb-0"), width="auto"),
-            dbc.Col(dbc.RadioItems(id="lb-colour", options=COLOUR_CHOICES, value="flag", inline=True),
+            dbc.Col(dbc.RadioItems(id="lb-colour", options=COLOUR_CHOICES, value=COLOUR_DEFAULT, inline=True),
                     width="auto", className="small"),
         ], className="g-2 align-items-center mt-3"),
-        html.Div(id="lb-pubpriv-note", className="small text-muted"),
-        dcc.Graph(id="lb-pubpriv", config=GRAPH_CONFIG, style={"height": "460px"}),
+        html.Div(first.pubpriv_note, id="lb-pubpriv-note", className="small text-muted"),
+        dcc.Graph(id="lb-pubpriv", figure=first.pubpriv, config=GRAPH_CONFIG, style={"height": "460px"}),
     ])
 
 
-def _ranking_table(state: TableState) -> html.Div:
+def _ranking_table(state: TableState, drawn: DrawnPage | None) -> html.Div:
     return paged_table(RANKING_ID, RANKING_COLUMNS, filter_placeholder="filter by team or submission id…",
-                       filter_value=state.filter)
+                       filter_value=state.filter, drawn=drawn)
 
 
 def _export_row() -> dbc.Row:
@@ -438,29 +492,40 @@ ROW_HIGHLIGHT = {"backgroundColor": "#fde2e2", "fontWeight": "600", "--bs-table-
     Input("lb-revision", "data"),
     State("lb-ranking-state", "data"),
     State("lb-round", "data"),
+    prevent_initial_call=True,  # the layout draws the first page (FirstView)
 )
 def _render_ranking(_sorts, _prev, _next, filter_text, team: str | None, split: str | None, token: str | None,
                     _revision, stored, round_tag: str):
     """One page of the ranking, sorted and filtered on the server; the state goes to the address."""
     fields = [output["id"]["col"] for output in ctx.outputs_list[1]]
     state = _ranking_state(ctx.triggered_id, TableState.from_store(RANKING_COLUMNS, stored), filter_text)
-    try:
-        frame = ranking_frame(round_tag, split or "public", organizer=is_organizer(token))
-    except READ_ERRORS:  # the board's summary says the store cannot be read
+    drawn = _ranking_page(round_tag, split or "public", is_organizer(token), team, state,
+                          find_team=ctx.triggered_id == "lb-team")
+    if drawn is None:  # the board's summary says the store cannot be read
         return [], sort_labels(RANKING_COLUMNS, state, fields), "—", True, True, no_update
-    if ctx.triggered_id == "lb-team" and team:  # a team chosen: the page that holds its row
+    kept = drawn.state.to_store()
+    return (drawn.rows, sort_labels(RANKING_COLUMNS, drawn.state, fields), drawn.pager, drawn.first, drawn.last,
+            no_update if kept == stored else kept)
+
+
+def _ranking_page(round_tag: str, split: str, organizer: bool, team: str | None, state: TableState, *,
+                  find_team: bool = False) -> DrawnPage | None:
+    """The ranking's page at ``state`` (the page holding ``team``'s row when ``find_team``), None when the
+    store cannot be read: what the layout draws and the callback redraws."""
+    try:
+        frame = ranking_frame(round_tag, split, organizer=organizer)
+    except READ_ERRORS:
+        return None
+    if find_team and team:
         holding = page_holding(frame, RANKING_COLUMNS, state, "team", team, filter_fields=FILTER_FIELDS)
         state = replace(state, page=holding or state.page)
     shown = table_page(frame, RANKING_COLUMNS, state, filter_fields=FILTER_FIELDS)
-    state = replace(state, page=shown.page)
     leader = frame["submission_id"].iloc[0] if len(frame) else None
     rows = [{**row, "compare": _compare_cell(row, leader)}
             for row in map(ranking_row, shown.rows.to_dict("records"))]
     body = body_rows(RANKING_ID, RANKING_COLUMNS, rows, highlight=lambda row: bool(team) and row["team"] == team,
                      highlight_style=ROW_HIGHLIGHT)
-    kept = state.to_store()
-    return (body, sort_labels(RANKING_COLUMNS, state, fields), pager_text(shown, "teams"), shown.page <= 1,
-            shown.page >= shown.n_pages, no_update if kept == stored else kept)
+    return DrawnPage.of(shown, body, state, "teams")
 
 
 def _ranking_state(trigger, state: TableState, filter_text: str | None) -> TableState:
@@ -498,6 +563,7 @@ def _sort_param(state: TableState) -> str | None:
     Input("lb-token", "value"),
     State("lb-round", "data"),
     State("lb-team", "value"),
+    prevent_initial_call=True,  # likewise
 )
 def _render_board(y_metric: str, x_metric: str, _revision, split: str, token: str | None, round_tag: str,
                   team: str | None):
@@ -544,8 +610,16 @@ def _scatter_highlight(fig: dict, round_tag: str, y_metric: str, x_metric: str, 
     if team and team_rows is not None:
         rows = team_rows[team_rows["round"] == round_tag].reset_index(drop=True)
     else:
-        rows = submissions_frame(round_tag=round_tag, team=team) if team else submissions_frame(ids=[])
+        rows = _team_of_round(team, round_tag)
     return figs.highlight_trace(figs.prepare_in(rows, y_metric, x_metric, frame), team).to_plotly_json()
+
+
+def _team_of_round(team: str | None, round_tag: str):
+    """The team's submissions in the round (none without a team), from its rows read once per revision."""
+    if not team:
+        return submissions_frame(ids=[])
+    rows = team_submissions(team)
+    return rows[rows["round"] == round_tag].reset_index(drop=True)
 
 
 def _flags_list(flagged: list[FlaggedTeam]) -> html.Ul | html.Div:
@@ -555,9 +629,18 @@ def _flags_list(flagged: list[FlaggedTeam]) -> html.Ul | html.Div:
                     for f in flagged], className="mb-1", id="lb-flag-list")
 
 
-@callback(Output("lb-timeline", "figure"), Output("lb-timeline-index", "data"), Input("lb-revision", "data"),
-          State("lb-team", "value"))
-def _render_timeline(_revision, team: str | None):
+def _timeline_placeholder() -> dict:
+    return empty_figure("The timeline is drawn when it scrolls into view.").update_layout(height=420).to_plotly_json()
+
+
+@callback(Output("lb-timeline", "figure"), Output("lb-timeline-index", "data"),
+          Input("lb-timeline-wanted", "data"), Input("lb-revision", "data"), State("lb-team", "value"),
+          prevent_initial_call=True)
+def _render_timeline(wanted, _revision, team: str | None):
+    """The field over time, once the viewer scrolls to it (``assets/lazy_load.js`` sets ``lb-timeline-wanted``):
+    1.3 MB at 500,000 submissions that a visit to the ranking alone never needs."""
+    if not wanted:
+        return no_update, no_update
     try:
         fig = _timeline(_data_version(None))
         if team:
@@ -608,10 +691,24 @@ def _timeline(_version: str) -> dict:
     return figs.density_timeline_figure(field, details, round_order=list(ALL_ROUNDS), marks=marks).to_plotly_json()
 
 
+def _warm_first_views() -> None:
+    """What every round's first visitor asks for (the board, its scatter and warning, the timeline), built
+    in gunicorn's master before it forks: at 500,000 submissions that was seconds for the first visitor of
+    each round, and again for each web worker a later visit landed on."""
+    for round_tag in ALL_ROUNDS:
+        if round_counts(round_tag)[1]:
+            _board("score", "flops", round_tag, None, "public", False)
+            versions_warning(round_tag, "public", organizer=False)
+    _timeline(_data_version(None))
+
+
+register_warmer(_warm_first_views)
+
+
 def _team_points(team: str | None, team_rows=None):
     """One team's submissions with their MC@B (what its timeline traces draw), read by team."""
     if team_rows is None:
-        team_rows = submissions_frame(team=team) if team else submissions_frame(ids=[])
+        team_rows = team_submissions(team) if team else submissions_frame(ids=[])
     return with_mc_reference(team_rows, mlp_variance())
 
 
@@ -638,7 +735,7 @@ def _highlight(team: str | None, round_tag: str, y_metric: str, x_metric: str, i
     if index is None:
         return no_update, no_update
     base = _scatter(round_tag, y_metric, x_metric, _data_version(round_tag))
-    team_rows = submissions_frame(team=team) if team and timeline_index is not None else None  # read once for both
+    team_rows = team_submissions(team) if team and timeline_index is not None else None  # read once for both
     scatter_patch = dash.Patch()
     scatter_patch["data"][index] = _scatter_highlight(base, round_tag, y_metric, x_metric, team, team_rows)
     timeline_patch = no_update
@@ -668,10 +765,23 @@ def _zoom_window(relayout: dict, frame: figs.Frame) -> figs.Frame | None:
     return figs.Frame(ranges.get("x", frame.x), ranges.get("y", frame.y))
 
 
+# In the browser: only a zoom or a reset goes to the server. Plotly reports a relayout when it first draws
+# the figure ({"autosize": true}) and on legend clicks; each was a round trip after the page had drawn.
+clientside_callback(
+    r"""function(relayout) {
+        const moved = relayout && Object.keys(relayout).some(k => /^[xy]axis\.(range|autorange)/.test(k));
+        return moved ? relayout : window.dash_clientside.no_update;
+    }""",
+    Output("lb-zoom-request", "data"),
+    Input("lb-scatter", "relayoutData"),
+    prevent_initial_call=True,
+)
+
+
 @callback(
     Output("lb-scatter", "figure", allow_duplicate=True),
     Output("lb-zoom-note", "children"),
-    Input("lb-scatter", "relayoutData"),
+    Input("lb-zoom-request", "data"),
     State("lb-round", "data"),
     State("lb-y", "value"),
     State("lb-x", "value"),
@@ -714,6 +824,7 @@ def _zoom(relayout, round_tag: str, y_metric: str, x_metric: str, index):
     Input("lb-revision", "data"),
     Input("lb-token", "value"),
     State("lb-round", "data"),
+    prevent_initial_call=True,
 )
 def _render_team_panel(team: str | None, _revision, token: str | None, round_tag: str):
     """A team's history (score and best so far), its flags, and failed MLPs by kind per submission."""
@@ -726,14 +837,15 @@ def _render_team_panel(team: str | None, _revision, token: str | None, round_tag
 
 
 def _team_panel(team: str, round_tag: str, organizer: bool) -> dbc.Card:
-    points = submissions_frame(team=team)  # the team's rows only: a panel never reads the whole field
+    points = team_submissions(team)  # the team's rows only: a panel never reads the whole field
     history = team_history(points, team)
     if history.empty:
         return dbc.Card(dbc.CardBody(f"{team} has no graded submission."), id="lb-team-card")
     table = board(round_tag, PUBLIC, organizer=organizer).table
     own = table[table["team"] == team].to_dict("records")
     flags = flags_text(own[0]) if own else ""
-    mlps = mlp_frame(history["submission_id"].tolist(), splits=(PUBLIC,))
+    mlps = team_mlp_results(team)
+    mlps = mlps[mlps["submission_id"].isin(history["submission_id"])]
     breakdown = failure_breakdown(mlps)
     failures = [html.Li(f"{sid}: {breakdown_text(counts)}") for sid, counts in breakdown.items()]
     best = history.loc[history["adjusted_score"].idxmin()]
@@ -772,6 +884,7 @@ def _per_mlp_share_line(rows, round_tag: str) -> html.Div | None:
     Input("lb-revision", "data"),
     Input("lb-team", "value"),
     State("lb-round", "data"),
+    prevent_initial_call=True,
 )
 def _render_public_private(colour: str, token: str | None, _revision, team: str | None, round_tag: str):
     """Organizer only: the figure is built only after the server has checked the token."""
@@ -787,23 +900,27 @@ def _render_public_private(colour: str, token: str | None, _revision, team: str 
     return fig, f"{n_flagged} of the teams with private results carry the overfitting signature."
 
 
-@callback(
+# Clicking a team in the ranking chooses it: its history opens and its dots are highlighted. In the browser,
+# since every new page of the ranking's rows fires it (new buttons, no click): no round trip for those.
+clientside_callback(
+    """function(clicks) {
+        const cb = window.dash_clientside.callback_context;
+        const fired = (cb.triggered || []).filter(t => t.value);
+        if (!fired.length) { return window.dash_clientside.no_update; }
+        const id = JSON.parse(fired[0].prop_id.split('.n_clicks')[0]);
+        return id.col === 'team' && id.value ? id.value : window.dash_clientside.no_update;
+    }""",
     Output("lb-team", "value", allow_duplicate=True),
     Input({"type": "lb-ranking-click", "col": ALL, "value": ALL}, "n_clicks"),
     prevent_initial_call=True,
 )
-def _open_team_from_ranking(_clicks):
-    """Clicking a team in the ranking chooses it: its history opens and its dots are highlighted."""
-    cell = clicked(ctx.triggered)
-    if not cell or cell[0] != "team" or not cell[1]:
-        return no_update
-    return cell[1]
 
 
 @callback(Output("lb-address", "data"), Output({"type": "lb-round-link", "round": ALL}, "href"),
           Input("lb-team", "value"), Input("lb-y", "value"), Input("lb-x", "value"), Input("lb-split", "value"),
           Input("lb-standings-tab", "active_tab"), Input("lb-ranking-state", "data"),
-          State("lb-round", "data"), State({"type": "lb-round-link", "round": ALL}, "id"))
+          State("lb-round", "data"), State({"type": "lb-round-link", "round": ALL}, "id"),
+          prevent_initial_call=True)  # the layout writes the links of the address it was opened at
 def _address(team, y, x, split, standings, ranking, round_tag, link_ids):
     """The address (on a change the user made) and the round links follow the team, axes, split, the
     standings view and the ranking's sort, page and filter in place (a link to another round starts at
@@ -845,16 +962,18 @@ STANDINGS_NOTE = (
 )
 
 
-def _standings_section(tab: str) -> html.Div:
-    """Final rank with the tie-break record, and one of the four views (the address keeps which)."""
+def _standings_section(tab: str, drawn: tuple) -> html.Div:
+    """Final rank with the tie-break record, and one of the four views (the address keeps which), holding
+    what ``_render_standings`` drew for the first view."""
+    summary, figure, style, note = drawn
     return html.Div([
         html.H4("Final standings", className="mt-4"),
         html.P(STANDINGS_NOTE, className="text-muted small"),
-        html.Div(id="lb-final-summary"),
+        html.Div(summary, id="lb-final-summary"),
         dbc.Tabs([dbc.Tab(label=label, tab_id=key) for key, label in STANDINGS_TABS.items()],
                  id="lb-standings-tab", active_tab=tab, className="mt-2"),
-        html.Div(id="lb-final-note", className="small text-muted mt-1"),
-        dcc.Graph(id="lb-final-figure", config=GRAPH_CONFIG, style={"height": "540px"}),
+        html.Div(note, id="lb-final-note", className="small text-muted mt-1"),
+        dcc.Graph(id="lb-final-figure", figure=figure, config=GRAPH_CONFIG, style=style),
     ], id="lb-final")
 
 
@@ -868,6 +987,7 @@ def _standings_section(tab: str) -> html.Div:
     Input("lb-revision", "data"),
     Input("lb-team", "value"),
     State("lb-round", "data"),
+    prevent_initial_call=True,
 )
 def _render_standings(tab: str | None, token: str | None, _revision, team: str | None, round_tag: str):
     """The record's standings for everyone; the per-MLP views only after the server checked the token."""
@@ -1076,12 +1196,12 @@ def pricing_columns() -> list[Column]:
 RANKING_COLUMNS += pricing_columns()
 
 
-def _versions_warning_slot() -> html.Div:
-    return html.Div(id="lb-versions-warning")
+def _versions_warning_slot(warning) -> html.Div:
+    return html.Div(warning, id="lb-versions-warning")
 
 
 @callback(Output("lb-versions-warning", "children"), Input("lb-revision", "data"), Input("lb-split", "value"),
-          Input("lb-token", "value"), State("lb-round", "data"))
+          Input("lb-token", "value"), State("lb-round", "data"), prevent_initial_call=True)
 def _render_versions_warning(_revision, split: str | None, token: str | None, round_tag: str):
     """The board's warning when it ranks scores priced by different versions (the view decides; shown here)."""
     try:

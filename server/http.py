@@ -1,4 +1,5 @@
-"""What every HTTP request goes through: a JSON log line, size and depth limits, compression, asset caching.
+"""What every HTTP request goes through: a JSON log line, size and depth limits, compression, asset caching,
+one read of the store's revision.
 
 Each ``install_*`` function is called once by ``create_app`` on the Flask server.
 """
@@ -18,6 +19,7 @@ from server import domains, faults
 from server.background import request_client_id
 from server.hooks import callback_what
 from whestboard import config, logs
+from whestboard.leaderboard import revision_pinned
 from whestboard.store import DuplicateKey, strict_json
 
 QUIET_PREFIXES = ("/_dash-component-suites/", "/assets/", "/_favicon", "/healthz", "/_reload-hash")
@@ -174,6 +176,21 @@ def compression_key(req) -> str:
     if not req.path.startswith(STATIC_PREFIXES):
         return "dynamic"
     return check_fingerprint(req.path)[0]
+
+
+def install_revision_pinning(server: Flask) -> None:
+    """Each request reads the store's revision once, however many cached views it draws (``revision_pinned``)."""
+
+    @server.before_request
+    def _pin_revision() -> None:
+        g.whestboard_pin = revision_pinned()
+        g.whestboard_pin.__enter__()
+
+    @server.teardown_request
+    def _unpin_revision(_exc) -> None:
+        pin = g.pop("whestboard_pin", None)
+        if pin is not None:
+            pin.__exit__(None, None, None)
 
 
 def install_compression(server: Flask) -> None:

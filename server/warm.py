@@ -8,6 +8,9 @@ modules flopscope imports lazily on first use. Measured under a 50-user load
 test, that was about a sixth of a run's CPU. Done in gunicorn's master after
 the app is preloaded, the work is shared copy-on-write by every worker, job
 launcher and job; a second call finds everything loaded and costs microseconds.
+A page registers what its own first view needs (``register_warmer``): the
+leaderboard's board, scatter and timeline of every round, which at 500,000
+submissions took a first visitor seconds, and each web worker again.
 """
 
 from __future__ import annotations
@@ -22,6 +25,14 @@ from whestboard.scoring import BUILTIN_KINDS, resolve_estimator
 
 LAZY_MODULES = ("flopscope.stats", "flopscope.numpy.random", "whestbench.scoring", "whestboard.data._bake",
                 "whestboard.scoring._runs")
+
+
+_WARMERS: list = []
+
+
+def register_warmer(warm) -> None:
+    """Have ``warm()`` run with the rest (a page's own views: what its first visitor would otherwise wait for)."""
+    _WARMERS.append(warm)
 
 
 def warm_process() -> float:
@@ -39,4 +50,9 @@ def warm_process() -> float:
                 dataset.truth(dataset.indices[0])  # reads the whole reference table once
     except Exception as exc:  # noqa: BLE001 - the request that needs it will report the problem
         logs.error("warm.failed", exc)
+    for warm in _WARMERS:
+        try:
+            warm()
+        except Exception as exc:  # noqa: BLE001 - likewise: the page computes it on its first visit instead
+            logs.error("warm.failed", exc, what=getattr(warm, "__qualname__", str(warm)))
     return time.perf_counter() - started

@@ -6,7 +6,13 @@ import math
 
 import pytest
 
-from whestboard.leaderboard import BadFinalRecord, load_final_record, save_final_record
+from whestboard.leaderboard import (
+    BadFinalRecord,
+    board_revision,
+    final_views,
+    load_final_record,
+    save_final_record,
+)
 
 
 def _record(round_name: str = "v1-warmup", **changes) -> dict:
@@ -41,3 +47,12 @@ def test_an_incomplete_record_names_what_it_lacks(private_state):
         save_final_record(_record(tie_breaks=[{"teams": ["a"], "p_value": 1.0, "extra_mlps": 0,
                                                "decided_by": "coin"}]))
     assert load_final_record("v1-warmup") is None
+
+
+def test_saving_a_record_counts_a_change_of_the_board_so_its_cached_views_are_read_afresh(private_state):
+    assert final_views("v1-warmup") is None  # read, and kept for this revision
+    before = board_revision()
+    save_final_record(_record())
+    assert board_revision() != before
+    found = final_views("v1-warmup")
+    assert found is not None and found[0] == load_final_record("v1-warmup")

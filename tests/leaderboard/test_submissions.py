@@ -438,3 +438,30 @@ def test_unreadable_tables_are_refused_with_a_message(sqlite_store, tmp_path):
     assert "junk.parquet: not a readable Parquet file" in text
     assert "ragged.csv: not a readable CSV file (Error tokenizing data. C error: Expected 13 fields in line 5, saw 91)" in text
     assert _store.submission_count() == 0
+
+
+def test_a_pinned_request_reads_the_revision_once_and_again_after_its_own_write(sqlite_store, tmp_path):
+    path, _ = _three(tmp_path)
+    _files.import_files([path], url=sqlite_store)
+    before = _store.board_revision(url=sqlite_store)
+    with _store.revision_pinned():
+        assert _store.board_revision(url=sqlite_store) == before
+        _files.import_files([write_csvs(tmp_path / "more", [submission_row("c-1", "gamma", minutes=9)])],
+                            url=sqlite_store)
+        after = _store.board_revision(url=sqlite_store)  # its own write: read afresh
+        assert after != before
+        with _store.revision_pinned():  # a second request meanwhile reads what the store holds
+            assert _store.board_revision(url=sqlite_store) == after
+    assert _store.board_revision(url=sqlite_store) == after
+
+
+def test_a_teams_rows_are_read_once_per_revision_and_follow_an_edit(sqlite_store, tmp_path):
+    path, _ = _three(tmp_path)
+    _files.import_files([path], url=sqlite_store)
+    first = _store.team_submissions("alpha", url=sqlite_store)
+    assert sorted(first["submission_id"]) == ["a-1", "a-2"]
+    assert _store.team_submissions("alpha", url=sqlite_store) is first  # the same revision: not read again
+    assert set(_store.team_mlp_results("alpha", url=sqlite_store)["submission_id"]) == {"a-1", "a-2"}
+    _store.edit_submission("a-2", {"team": "beta"}, url=sqlite_store)
+    assert _store.team_submissions("alpha", url=sqlite_store)["submission_id"].tolist() == ["a-1"]
+    assert set(_store.team_mlp_results("alpha", url=sqlite_store)["submission_id"]) == {"a-1"}

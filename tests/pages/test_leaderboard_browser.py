@@ -29,10 +29,12 @@ def _served(base: str) -> pd.DataFrame:
 
 
 def _open(page, query: str) -> None:
+    """Open the board and scroll to its timeline, which is drawn once it comes into view."""
     page.goto(page.base_url + "/leaderboard" + query)
     wait_for_dash(page)
     page.wait_for_selector("#lb-scatter .main-svg")
-    page.wait_for_selector("#lb-timeline .main-svg")
+    page.locator("#lb-timeline").scroll_into_view_if_needed()
+    page.wait_for_function("() => (document.querySelector('#lb-timeline .js-plotly-plot') || {}).data?.length > 0")
     wait_for_dash(page)
 
 
@@ -96,6 +98,26 @@ def test_highlighting_a_team_marks_its_dots_and_row_and_goes_in_the_address(page
     page.wait_for_function("() => new URLSearchParams(location.search).get('round') === 'v1-phase1'")
     wait_for_dash(page)
     assert parse_qs(urlparse(page.url).query)["team"] == [team]
+
+
+def test_clicking_a_team_in_the_ranking_opens_its_history_and_a_new_page_of_rows_chooses_none(page):
+    """The click is chosen in the browser; the rows a sort or page change brings carry no click."""
+    served = _served(page.base_url)
+    graded = served[(served["round"] == "v1-warmup") & (served["status"] == "graded")]
+    if graded["team"].nunique() < 2:
+        pytest.skip("fewer than two ranked teams for v1-warmup")
+    _open(page, "?round=v1-warmup")
+    page.click("#lb-ranking th[data-col='team'] button")  # new rows, new buttons: nothing chosen
+    page.wait_for_function("() => new URLSearchParams(location.search).get('sort') === 'team'")
+    wait_for_dash(page)
+    assert "team" not in parse_qs(urlparse(page.url).query)
+    second = page.locator(f"{ROWS}[data-row='1'] [data-col=team]")
+    team = second.inner_text().strip()
+    second.get_by_role("button").click()
+    page.wait_for_function("t => new URLSearchParams(location.search).get('team') === t", arg=team)
+    wait_for_dash(page)
+    assert f"Team {team}" in page.inner_text("#lb-team-panel")
+    assert page.evaluate(PLOT_DATA, "#lb-scatter")[-1] == [f"team: {team}", int((graded["team"] == team).sum())]
 
 
 #: Each shown row's team and the number its FLOPs cell carries.

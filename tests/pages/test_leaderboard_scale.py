@@ -81,7 +81,7 @@ def _zoom(http, window, index):
     outputs = [tuple(part.split("@")[0].rsplit(".", 1)) for part in key[2:-2].split("...")]
     relayout = {"xaxis.range[0]": window[0][0], "xaxis.range[1]": window[0][1],
                 "yaxis.range[0]": window[1][0], "yaxis.range[1]": window[1][1]}
-    return _call(http, outputs, [("lb-scatter", "relayoutData", relayout)], output_key=key,
+    return _call(http, outputs, [("lb-zoom-request", "data", relayout)], output_key=key,
                  state=[("lb-round", "data", ROUND), ("lb-y", "value", "score"), ("lb-x", "value", "flops"),
                         ("lb-highlight-index", "data", index)])[1]
 
@@ -165,10 +165,24 @@ def test_zooming_fetches_every_dot_in_the_window_and_only_those(served):
     assert _ids(trace) == [] and f"at most {LIMIT:,} remain" in answer["lb-zoom-note"]["children"]
 
 
+def test_the_timeline_is_not_drawn_until_it_scrolls_into_view(served):
+    """An organizer's change before the scroll draws nothing either."""
+    http, _ = served
+    outputs = [{"id": "lb-timeline", "property": "figure"}, {"id": "lb-timeline-index", "property": "data"}]
+    payload = {"output": "..lb-timeline.figure...lb-timeline-index.data..", "outputs": outputs,
+               "inputs": [{"id": "lb-timeline-wanted", "property": "data", "value": None},
+                          {"id": "lb-revision", "property": "data", "value": 3}],
+               "state": [{"id": "lb-team", "property": "value", "value": None}],
+               "changedPropIds": ["lb-revision.data"]}
+    answer = http.post("/_dash-update-component", json=payload)
+    assert answer.status_code in (200, 204)  # 204: Dash's answer when every output is no_update
+    assert "lb-timeline" not in (answer.get_json(silent=True) or {}).get("response", {})
+
+
 def test_the_timeline_of_a_large_field_bins_every_submission_and_keeps_each_teams_best(served):
     http, graded = served
     size, body = _call(http, [("lb-timeline", "figure"), ("lb-timeline-index", "data")],
-                       [("lb-revision", "data", 0)], [("lb-team", "value", None)])
+                       [("lb-timeline-wanted", "data", 1), ("lb-revision", "data", 0)], [("lb-team", "value", None)])
     figure = body["lb-timeline"]["figure"]
     from whestboard.leaderboard import submissions_frame
 

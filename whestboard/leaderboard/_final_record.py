@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from whestboard.leaderboard import _store
 from whestboard.store import get_blob, json_safe, put_blob
 
 #: The artifact namespace of final records, keyed by round tag.
@@ -44,6 +45,7 @@ def save_final_record(record: Mapping[str, Any]) -> None:
     """Keep ``record`` as its round's final (replacing an earlier one); raises BadFinalRecord."""
     checked = _checked(record)
     put_blob(FINAL_RECORDS, str(checked["round"]), json.dumps(json_safe(checked), allow_nan=False).encode())
+    _store.count_board_change()  # the board shows the final's standings: its cached views are of the old record
 
 
 def load_final_record(round_name: str) -> dict[str, Any] | None:

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from whestboard.cache import memoize
+from whestboard.leaderboard import _store
 from whestboard.leaderboard._final_record import load_final_record
 
 #: Resamples of the suite behind P(rank <= k) and the win matrix; their Monte Carlo error is at most
@@ -242,9 +243,10 @@ class StandingsViews:
 def final_views(round_name: str) -> tuple[dict[str, Any], StandingsViews] | None:
     """The round's final record and its bootstrap and fragility views; None when no final was run.
 
-    The views are computed once per record (keyed by a digest of its JSON) in this process.
+    The record is read once per store revision (saving one counts a change of the board); the views are
+    computed once per record (keyed by a digest of its JSON) in this process. Both are shared: unchanged.
     """
-    record = load_final_record(round_name)
+    record = _store.cached(f"final-record:{round_name}", lambda: load_final_record(round_name))
     if record is None:
         return None
     digest = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()

@@ -16,6 +16,8 @@ import math
 import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from operator import attrgetter
@@ -546,6 +548,9 @@ def _bump(s: Session, key: str) -> None:
     """
     import secrets
 
+    pinned = _PINNED.get()
+    if pinned:  # this request's later reads see its own write
+        pinned.clear()
     if s.get(StoreMeta, EPOCH_KEY) is None:
         s.add(StoreMeta(key=EPOCH_KEY, value=secrets.randbelow(2**31 - 1) + 1))
     # One atomic increment in the database: two writers at once count two changes, not one.
@@ -638,12 +643,35 @@ def mark_seeded(*, url: str | None = None) -> bool:
 # ---------------------------------------------------------------------------
 
 
+#: The revisions read so far in this request (``revision_pinned``), by store address; None outside one.
+_PINNED: ContextVar[dict[str, str] | None] = ContextVar("whestboard_pinned_revision", default=None)
+
+
+@contextmanager
+def revision_pinned() -> Iterator[None]:
+    """Read each store's revision once for everything inside (a web request): a page's layout reads a dozen
+    cached views, each of which asked the store its revision; now the first asks and every view of the
+    answer is of one revision. A write inside forgets what was read (``_bump``)."""
+    token = _PINNED.set({})
+    try:
+        yield
+    finally:
+        _PINNED.reset(token)
+
+
 def board_revision(*, url: str | None = None) -> str:
     """Changes with every write ("epoch:count"); what caches of derived data are keyed by."""
+    pinned = _PINNED.get()
+    where = url or db_url()
+    if pinned is not None and where in pinned:
+        return pinned[where]
     with session(url) as s:
         rows = dict(s.execute(select(StoreMeta.key, StoreMeta.value)
                               .where(StoreMeta.key.in_([EPOCH_KEY, REVISION_KEY]))).all())
-    return f"{rows.get(EPOCH_KEY, 0)}:{rows.get(REVISION_KEY, 0)}"
+    revision = f"{rows.get(EPOCH_KEY, 0)}:{rows.get(REVISION_KEY, 0)}"
+    if pinned is not None:
+        pinned[where] = revision
+    return revision
 
 
 def submission_count(*, url: str | None = None) -> int:
@@ -1103,6 +1131,33 @@ def _weight(value) -> int:
 #: A key holds the store, its revision and the read's name, so a write is never served stale; the
 #: values of an older revision go as the region's entry and byte bounds evict them.
 _DERIVED = Region("leaderboard-derived", max_entries=64, share=0.5, size_of=_weight)
+
+
+#: A team's own rows, apart from the board's views: a visitor going through many teams evicts only teams.
+_TEAMS = Region("leaderboard-team-rows", max_entries=256, share=0.05, size_of=_weight)
+
+
+def team_submissions(team: str, *, url: str | None = None) -> pd.DataFrame:
+    """The team's submissions of every round, read once per store revision and process: its highlighted
+    dots, its history panel and its timeline traces read them on every view that names the team. The
+    frame is shared: callers never change it in place."""
+    where = url or db_url()
+    return _TEAMS.get_or_load((where, board_revision(url=url), team, "submissions"),
+                              lambda: submissions_frame(team=team, url=url))
+
+
+def team_mlp_results(team: str, *, url: str | None = None) -> pd.DataFrame:
+    """The public per-MLP results of the team's submissions, likewise once per revision (shared, unchanged)."""
+    where = url or db_url()
+    return _TEAMS.get_or_load(
+        (where, board_revision(url=url), team, "mlps"),
+        lambda: mlp_frame(team_submissions(team, url=url)["submission_id"].tolist(), splits=(PUBLIC,), url=url))
+
+
+def count_board_change(*, url: str | None = None) -> None:
+    """Count a change made beside the tables (a final's record in the artifact store): every cached view
+    of the board is read afresh, on every machine."""
+    _write(url, lambda s: _bump(s, REVISION_KEY))
 
 
 def cached(name: str, compute, *, url: str | None = None):
