@@ -23,6 +23,7 @@ server through ``whestboard.leaderboard._auth``, exactly as the HTTP API does.
 from __future__ import annotations
 
 import base64
+import functools
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -629,6 +630,13 @@ def _flags_list(flagged: list[FlaggedTeam]) -> html.Ul | html.Div:
                     for f in flagged], className="mb-1", id="lb-flag-list")
 
 
+@functools.cache
+def _public_private_placeholder() -> dict:
+    """The empty public-against-private frame every public view shows (built once: 50 ms a view)."""
+    return figs.public_private_figure(None).to_plotly_json()
+
+
+@functools.cache
 def _timeline_placeholder() -> dict:
     return empty_figure("The timeline is drawn when it scrolls into view.").update_layout(height=420).to_plotly_json()
 
@@ -889,7 +897,7 @@ def _per_mlp_share_line(rows, round_tag: str) -> html.Div | None:
 def _render_public_private(colour: str, token: str | None, _revision, team: str | None, round_tag: str):
     """Organizer only: the figure is built only after the server has checked the token."""
     if not is_organizer(token):
-        return figs.public_private_figure(None), \
+        return _public_private_placeholder(), \
             "Shown with the organizer token (under “Organizer” below): it is built from the withheld MLPs."
     try:
         table = viewer_board(round_tag, "public", organizer=True)
