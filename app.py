@@ -63,8 +63,8 @@ def preload_tags(path: str, prefix: str = "/") -> str:
     chunk by name, or the plotly.js bundle). Without the hint the browser asks for each after the layout
     arrives and renders, one more round trip at the end of every visit; with it they come with the
     page's own scripts (from the browser's cache after the first visit)."""
-    wanted = next((page.get("preload", ()) for page in dash.page_registry.values()
-                   if page.get("path") == path.rstrip("/") or page.get("path") == path), ())
+    path = path.rstrip("/") or "/"
+    wanted = next((page.get("preload", ()) for page in dash.page_registry.values() if page.get("path") == path), ())
     hrefs = [prefix + (_plotly_bundle_address() if name == "plotly" else f"{DCC_CHUNKS}async-{name}.js")
              for name in wanted]
     return "".join(f'<link rel="preload" as="script" href="{href}">' for href in hrefs)

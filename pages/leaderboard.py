@@ -249,11 +249,12 @@ class FirstView(NamedTuple):
     """What the page shows when it opens, drawn in its layout by the callbacks' own functions.
 
     The layout carries it, so opening the page costs the one layout request: the page's callbacks wait
-    for the viewer's first change (``prevent_initial_call``). Fired on load, they were seven requests after
-    the layout, each re-reading what the layout request had just checked, and at 500,000 submissions the
-    last of them answered a second or more after the page had drawn. The timeline, below the fold and two
-    thirds of the bytes, is drawn when it scrolls into view (``_render_timeline``). (A named tuple: Dash executes a page
-    module before it is in ``sys.modules``, where a dataclass cannot be made.)"""
+    for the viewer's first change (``prevent_initial_call``). Fired on load, they were seven requests
+    after the layout, each re-reading what the layout request had just checked, and at 500,000
+    submissions the last of them answered a second or more after the page had drawn. The timeline,
+    below the fold and two thirds of the bytes, is drawn when it scrolls into view (``_render_timeline``).
+    A named tuple: Dash executes a page module before it is in ``sys.modules``, where a dataclass
+    cannot be made."""
 
     scatter: dict
     highlight_index: int | None

@@ -120,6 +120,18 @@ def test_clicking_a_team_in_the_ranking_opens_its_history_and_a_new_page_of_rows
     assert page.evaluate(PLOT_DATA, "#lb-scatter")[-1] == [f"team: {team}", int((graded["team"] == team).sum())]
 
 
+def test_the_scripts_the_page_preloads_are_the_ones_it_uses_fetched_once(page):
+    """A preload whose address differs from the one Dash then asks for would fetch each script twice."""
+    _open(page, "?round=v1-warmup")
+    preloaded = page.evaluate("() => Array.from(document.querySelectorAll('link[rel=preload]'), l => l.href)")
+    assert len(preloaded) == 4 and any("plotly-whestboard.min.js" in h for h in preloaded)
+    fetched = page.evaluate("() => performance.getEntriesByType('resource').map(e => e.name)")
+    for href in preloaded:
+        assert fetched.count(href) == 1, (href, [f for f in fetched if href.split("?")[0].rsplit("/", 1)[-1] in f])
+    names = [f.split("?")[0].rsplit("/", 1)[-1] for f in fetched]
+    assert names.count("async-graph.js") == 1 and names.count("plotly-whestboard.min.js") == 1
+
+
 #: Each shown row's team and the number its FLOPs cell carries.
 FLOPS = ("() => Array.from(document.querySelectorAll('#lb-ranking tbody tr'), tr => ["
          "tr.querySelector('[data-col=team]').innerText, "
