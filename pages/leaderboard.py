@@ -603,16 +603,11 @@ def _with_highlight(fig: dict, round_tag: str, y_metric: str, x_metric: str, tea
     return out
 
 
-def _scatter_highlight(fig: dict, round_tag: str, y_metric: str, x_metric: str, team: str | None,
-                       team_rows=None) -> dict:
-    """The team's dots in the figure's frame, read from the store by team (never the whole field);
-    ``team_rows``: the team's submissions of every round, when the caller read them already."""
+def _scatter_highlight(fig: dict, round_tag: str, y_metric: str, x_metric: str, team: str | None) -> dict:
+    """The team's dots in the figure's frame, from its own rows (never the whole field)."""
     layout = fig["layout"]
     frame = figs.Frame(tuple(layout["xaxis"]["range"]), tuple(layout["yaxis"]["range"]))
-    if team and team_rows is not None:
-        rows = team_rows[team_rows["round"] == round_tag].reset_index(drop=True)
-    else:
-        rows = _team_of_round(team, round_tag)
+    rows = _team_of_round(team, round_tag)
     return figs.highlight_trace(figs.prepare_in(rows, y_metric, x_metric, frame), team).to_plotly_json()
 
 
@@ -714,16 +709,14 @@ def _warm_first_views() -> None:
 register_warmer(_warm_first_views)
 
 
-def _team_points(team: str | None, team_rows=None):
+def _team_points(team: str | None):
     """One team's submissions with their MC@B (what its timeline traces draw), read by team."""
-    if team_rows is None:
-        team_rows = team_submissions(team) if team else submissions_frame(ids=[])
-    return with_mc_reference(team_rows, mlp_variance())
+    return with_mc_reference(team_submissions(team) if team else submissions_frame(ids=[]), mlp_variance())
 
 
-def _timeline_highlight(team: str | None, team_rows=None) -> list[dict]:
+def _timeline_highlight(team: str | None) -> list[dict]:
     """The team's best-so-far line and its dots: the timeline's last two traces."""
-    points = _team_points(team, team_rows)
+    points = _team_points(team)
     return [figs.timeline_best_trace(points, team).to_plotly_json(),
             figs.timeline_highlight_trace(points, team).to_plotly_json()]
 
@@ -744,13 +737,12 @@ def _highlight(team: str | None, round_tag: str, y_metric: str, x_metric: str, i
     if index is None:
         return no_update, no_update
     base = _scatter(round_tag, y_metric, x_metric, _data_version(round_tag))
-    team_rows = team_submissions(team) if team and timeline_index is not None else None  # read once for both
-    scatter_patch = dash.Patch()
-    scatter_patch["data"][index] = _scatter_highlight(base, round_tag, y_metric, x_metric, team, team_rows)
+    scatter_patch = dash.Patch()  # the team's rows are read once per revision for both figures
+    scatter_patch["data"][index] = _scatter_highlight(base, round_tag, y_metric, x_metric, team)
     timeline_patch = no_update
     if timeline_index is not None:
         timeline_patch = dash.Patch()
-        best, dots = _timeline_highlight(team, team_rows)
+        best, dots = _timeline_highlight(team)
         timeline_patch["data"][timeline_index] = dots
         timeline_patch["data"][timeline_index - 1] = best
     return scatter_patch, timeline_patch

@@ -1141,17 +1141,13 @@ def team_submissions(team: str, *, url: str | None = None) -> pd.DataFrame:
     """The team's submissions of every round, read once per store revision and process: its highlighted
     dots, its history panel and its timeline traces read them on every view that names the team. The
     frame is shared: callers never change it in place."""
-    where = url or db_url()
-    return _TEAMS.get_or_load((where, board_revision(url=url), team, "submissions"),
-                              lambda: submissions_frame(team=team, url=url))
+    return cached(f"team-submissions:{team}", lambda: submissions_frame(team=team, url=url), url=url, region=_TEAMS)
 
 
 def team_mlp_results(team: str, *, url: str | None = None) -> pd.DataFrame:
     """The public per-MLP results of the team's submissions, likewise once per revision (shared, unchanged)."""
-    where = url or db_url()
-    return _TEAMS.get_or_load(
-        (where, board_revision(url=url), team, "mlps"),
-        lambda: mlp_frame(team_submissions(team, url=url)["submission_id"].tolist(), splits=(PUBLIC,), url=url))
+    return cached(f"team-mlps:{team}", lambda: mlp_frame(team_submissions(team, url=url)["submission_id"].tolist(),
+                                                          splits=(PUBLIC,), url=url), url=url, region=_TEAMS)
 
 
 def count_board_change(*, url: str | None = None) -> None:
@@ -1160,13 +1156,14 @@ def count_board_change(*, url: str | None = None) -> None:
     _write(url, lambda s: _bump(s, REVISION_KEY))
 
 
-def cached(name: str, compute, *, url: str | None = None):
+def cached(name: str, compute, *, url: str | None = None, region: Region = _DERIVED):
     """``compute()`` once per store revision and process: a cheap revision read per call.
 
     Pages call this so that a page view with 10,000 submissions costs one
     integer query, not a table scan, until an organizer changes something.
+    ``region``: the LRU it is kept in (a team's rows have their own, so that they never evict a board).
     """
-    return _DERIVED.get_or_load((url or db_url(), board_revision(url=url), name), compute)
+    return region.get_or_load((url or db_url(), board_revision(url=url), name), compute)
 
 
 def db_url() -> str:
