@@ -25,7 +25,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 from bench_leaderboard import ROUND_SHARE, synthetic_frames  # noqa: E402
+
+from tests.prod_support import free_port  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 COLD_TARGET_S = 2.0
@@ -63,12 +64,6 @@ def best_teams(folder: Path) -> dict[str, tuple[str, int]]:
     best = subs.sort_values("adjusted_score").groupby("round").head(1).set_index("round")["team"]
     teams = subs.groupby("round")["team"].nunique()
     return {tag: (best[tag], int(teams[tag])) for tag in best.index}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_stack(state: Path, port: int) -> subprocess.Popen:

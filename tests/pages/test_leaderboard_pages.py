@@ -11,6 +11,7 @@ import pytest
 
 from tests.leaderboard import submissions_helpers as helpers
 from tests.pages.ranking_request import ranking_request
+from tests.pages.served_app import app_on_fresh_store
 from whestboard.compare import load_side, verdict
 
 TOKEN = "page-organizer-token"
@@ -20,18 +21,8 @@ TOKEN = "page-organizer-token"
 def served(tmp_path_factory):
     """The app on a store holding a board with private and rerun results, and the organizer token set."""
     folder = tmp_path_factory.mktemp("lb-pages")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("WHESTBOARD_DATABASE_URL", f"sqlite:///{folder / 'store.sqlite'}")
-        mp.setenv("WHESTBOARD_STATE_DIR", str(folder / "state"))
-        mp.setenv("WHESTBOARD_ORGANIZER_TOKEN", TOKEN)
-        import app
-
-        dash_app = app.the_app()
-        http = dash_app.server.test_client()
-        http.get("/")
-        http.callback_map = dash_app.callback_map
-        private = helpers.split_board(folder / "files")
-        yield http, private
+    with app_on_fresh_store(folder, WHESTBOARD_ORGANIZER_TOKEN=TOKEN) as (http, _):
+        yield http, helpers.split_board(folder / "files")
 
 
 def post_callback(http, outputs, inputs, state=(), output_key=None):

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from tests.leaderboard import submissions_helpers as helpers
+from tests.pages.served_app import app_on_fresh_store
 from tests.pages.test_leaderboard_pages import post_callback, post_ranking
 from whestboard.leaderboard import import_files
 
@@ -28,17 +29,10 @@ N_TEAMS = 40
 def served(tmp_path_factory):
     """The app over a store holding a 1,200-submission round, with the dot limit lowered to 300."""
     folder = tmp_path_factory.mktemp("lb-scale")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("WHESTBOARD_DATABASE_URL", f"sqlite:///{folder / 'store.sqlite'}")
-        mp.setenv("WHESTBOARD_STATE_DIR", str(folder / "state"))
-        import app
+    with app_on_fresh_store(folder) as (http, mp):
         from components.figures import leaderboard as figs
 
         mp.setattr(figs, "DOT_LIMIT", LIMIT)
-        dash_app = app.the_app()
-        http = dash_app.server.test_client()
-        http.get("/")
-        http.callback_map = dash_app.callback_map
         import_files([helpers.write_csvs(folder / "files", _field())])
         from whestboard.leaderboard import submissions_frame
 

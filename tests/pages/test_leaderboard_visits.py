@@ -15,6 +15,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from tests.leaderboard import submissions_helpers as helpers
+from tests.pages.served_app import app_on_fresh_store
 
 ADDRESS = ("/leaderboard", "?round=v1-warmup&team=beta")
 REVISION_TABLE = "whestboard_store_meta"
@@ -23,13 +24,7 @@ REVISION_TABLE = "whestboard_store_meta"
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     folder = tmp_path_factory.mktemp("lb-visits")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("WHESTBOARD_DATABASE_URL", f"sqlite:///{folder / 'store.sqlite'}")
-        mp.setenv("WHESTBOARD_STATE_DIR", str(folder / "state"))
-        import app
-
-        dash_app = app.the_app()
-        http = dash_app.server.test_client()
+    with app_on_fresh_store(folder) as (http, _):
         helpers.split_board(folder / "files")
         yield http
 

@@ -7,6 +7,7 @@ import pytest
 
 from tests.leaderboard import submissions_helpers as helpers
 from tests.leaderboard.standings_helpers import final_record_from
+from tests.pages.served_app import app_on_fresh_store
 from tests.pages.test_leaderboard_pages import post_callback
 from whestboard.leaderboard import bootstrap_standings, mlp_frame, save_final_record, suite_scores
 
@@ -21,15 +22,7 @@ TEAMS = {"a-1": "alpha", "b-1": "beta", "c-1": "gamma", "d-1": "delta"}
 def served(tmp_path_factory):
     """The app on a store with the split board and a final record built from its graded per-MLP scores."""
     folder = tmp_path_factory.mktemp("lb-standings")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("WHESTBOARD_DATABASE_URL", f"sqlite:///{folder / 'store.sqlite'}")
-        mp.setenv("WHESTBOARD_STATE_DIR", str(folder / "state"))
-        mp.setenv("WHESTBOARD_ORGANIZER_TOKEN", TOKEN)
-        import app
-
-        dash_app = app.the_app()
-        http = dash_app.server.test_client()
-        http.get("/")
+    with app_on_fresh_store(folder, WHESTBOARD_ORGANIZER_TOKEN=TOKEN) as (http, _):
         helpers.split_board(folder / "files")
         record = final_record_from(mlp_frame(list(TEAMS), splits=("public",)), TEAMS, round_tag="v1-warmup",
                                    suite_seed=SUITE_SEED)
