@@ -182,7 +182,8 @@ def _render(result: Playground) -> html.Div:
         panels.facts(result),
         html.H5("Every estimator on this MLP", className="mt-2"),
         panels.summary_table(result),
-        margins_panel(playground_margins(result), "pg", title="How close each estimator came to each cap"),
+        margins_panel(playground_margins(result), "pg", title="How close each estimator came to each cap",
+                      item="estimator"),
         html.P("FLOPs as flopscope meters them under the round's rules; 'of budget' is the share of B; the score "
                "is the grader's per-MLP score. Monte Carlo's MSE is, in expectation, σ²/N_mc plus the truth's "
                "own floor.", className="small text-muted"),

@@ -77,7 +77,8 @@ def test_the_time_split_stacks_four_parts_under_the_wall_cap(failures):
     fig = time_split_figure(split, 120.0)
     assert [t.name for t in fig.data] == ["participant code", "flopscope kernels", "flopscope overhead",
                                           "comms with the flopscope server"]
-    for trace, part in zip(fig.data, split.PARTS, strict=True):
+    assert not any(split.other)  # schema 4 attributes every second: no fifth part drawn
+    for trace, part in zip(fig.data, split.PARTS[:4], strict=True):
         assert list(trace.y) == list(getattr(split, part)) and list(trace.x) == list(split.labels)
     assert [s.y0 for s in fig.layout.shapes] == [120.0]
     line = " ".join(_texts(_find(margins_panel(failures, "t"), "t-time-split-line")))
@@ -95,3 +96,35 @@ def test_priced_residual_margin_reads_in_seconds_too():
 def test_a_result_without_times_says_so():
     panel = margins_panel(cap_margins([MLPTelemetry("MLP 0", 0)], Caps.of(PHASE2)), "t")
     assert panel.id == "t-margins" and "no time or FLOP count was recorded" in panel.children
+
+
+def test_a_cap_far_above_the_bars_is_named_not_drawn():
+    split = cap_margins([MLPTelemetry("MLP 0", 0, predict_wall_s=0.19, kernel_wall_s=0.02, overhead_wall_s=0.1,
+                                      residual_wall_s=0.07)], Caps.of(get_round("v1-warmup"))).split
+    fig = time_split_figure(split, 60.0)
+    assert not fig.layout.shapes and "(the wall cap, 60 s, is far above)" in fig.layout.title.text
+    assert fig.layout.yaxis.range[1] == pytest.approx(0.19 * 1.1)
+
+
+def test_an_upload_jobs_card_draws_the_margins_its_result_kept():
+    """The upload job keeps ``run_margins(report).as_dict()``; the card draws them again, the same numbers."""
+    from types import SimpleNamespace
+
+    from components.upload_panels import job_card
+    from whestboard.rules import margins_from_dict
+
+    record = records.phase2_record()
+    margins = cap_margins([telemetry_of(e) for e in record["results"]["per_mlp"][:4]], Caps.of(PHASE2),
+                          setups=[("setup()", 2.2)])
+    job = SimpleNamespace(id=3, result={"ok": True, "run_id": "r-1", "upload": {"filename": "e.py"},
+                                        "margins": margins.as_dict()},
+                          progress=None, started_at=2.0, created_at=1.0, status="finished", spec={"dataset": "x"})
+    card = job_card(job, now=3.0)
+    table = _find(card, "upload-margins-table")
+    assert len(table.children[1].children) == 4
+    assert margins_from_dict(margins.as_dict()) == margins
+    setup_row = " | ".join(_texts(table.children[1].children[2]))
+    assert setup_row.startswith("setup time | 2.2 s of 5 s (44%, setup()) | 2.8 s to spare")
+    no_margins = SimpleNamespace(**{**vars(job), "result": {"ok": True, "run_id": "r-1", "upload": {}}})
+    with pytest.raises(AssertionError, match="no component upload-margins"):
+        _find(job_card(no_margins, now=3.0), "upload-margins")

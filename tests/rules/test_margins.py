@@ -125,12 +125,22 @@ def test_the_time_split_adds_up_to_the_wall_time():
     mlps = [telemetry_of(e) for e in record["results"]["per_mlp"]]
     split = cap_margins(mlps, Caps.of(PHASE2)).split
     assert split is not None and len(split.labels) == 100
-    for m, parts in zip(mlps, zip(split.participant, split.kernel, split.overhead, split.comms, strict=True),
-                        strict=True):
+    for m, parts in zip(mlps, zip(*(getattr(split, p) for p in split.PARTS), strict=True), strict=True):
         assert math.fsum(parts) == pytest.approx(m.predict_wall_s, rel=1e-12)
-        assert parts[0] == pytest.approx(m.residual_wall_s, rel=1e-9)  # the participant's part is its residual time
+        assert parts[0] == pytest.approx(m.residual_wall_s, rel=1e-12)  # the participant's part: its residual time
+        assert parts[-1] == 0.0  # schema 4 attributes all of it
     assert sum(split.share(p) for p in split.PARTS) == pytest.approx(1.0)
     assert 0.8 < split.share("kernel") < 0.95 and split.mean("comms") == pytest.approx(0.65, abs=0.05)
+
+
+def test_older_names_leave_flopscopes_overhead_unattributed_not_called_participant_code():
+    record = records.phase1_wrapped_record()["data"]["submission"]["evaluation"]
+    mlps = [telemetry_of(e) for e in record["results"]["per_mlp"]]
+    split = cap_margins(mlps, Caps.of(PHASE1)).split
+    for m, participant, other in zip(mlps, split.participant, split.other, strict=True):
+        assert participant == m.residual_wall_s and other == pytest.approx(
+            m.predict_wall_s - m.kernel_wall_s - m.residual_wall_s, rel=1e-12) and other > 1.0
+    assert split.overhead == split.comms == (0.0,) * 100
 
 
 def test_an_empty_telemetry_gives_no_margin():

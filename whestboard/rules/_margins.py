@@ -228,15 +228,17 @@ class CapMargin:
 
 @dataclass(frozen=True)
 class TimeSplit:
-    """Where predict's wall time went, per MLP: participant code, flopscope's kernels, its overhead, comms."""
+    """Where predict's wall time went, per MLP: participant code, flopscope's kernels, its overhead, comms with
+    its server, and what the telemetry does not attribute (the five add up to the wall time)."""
 
     labels: tuple[str, ...]
     participant: tuple[float, ...]
     kernel: tuple[float, ...]
     overhead: tuple[float, ...]
     comms: tuple[float, ...]
+    other: tuple[float, ...]
 
-    PARTS = ("participant", "kernel", "overhead", "comms")
+    PARTS = ("participant", "kernel", "overhead", "comms", "other")
 
     def mean(self, part: str) -> float:
         values = getattr(self, part)
@@ -333,17 +335,22 @@ def _charged(m: MLPTelemetry, lam: float) -> float | None:
 
 
 def time_split(mlps: Sequence[MLPTelemetry]) -> TimeSplit | None:
-    """Predict's wall time of each MLP whose kernel time was recorded, in four parts that add up to it.
+    """Predict's wall time of each MLP whose kernel time was recorded, in five parts that add up to it.
 
-    Participant: what is left of the wall time after flopscope's kernels, its overhead and the client's
-    comms with its server (the participant's own Python: about the residual time the grader meters).
+    Participant: the residual time the grader meters (wall time outside flopscope: the participant's own
+    Python), else what is left after flopscope's kernels, overhead and comms. Other: what is left beside
+    those (flopscope time a record under the older names does not split out); never below 0.
     """
     rows = [m for m in mlps if m.predict_wall_s is not None and m.kernel_wall_s is not None]
     if not rows:
         return None
-    overhead = [m.overhead_wall_s or 0.0 for m in rows]
-    comms = [m.comms_wall_s or 0.0 for m in rows]
-    kernel = [m.kernel_wall_s for m in rows]
-    participant = [max(0.0, m.predict_wall_s - k - o - c) for m, k, o, c in zip(rows, kernel, overhead, comms,
-                                                                                 strict=True)]
-    return TimeSplit(tuple(m.label for m in rows), tuple(participant), tuple(kernel), tuple(overhead), tuple(comms))
+    parts: dict[str, list[float]] = {p: [] for p in TimeSplit.PARTS}
+    for m in rows:
+        kernel, overhead, comms = m.kernel_wall_s, m.overhead_wall_s or 0.0, m.comms_wall_s or 0.0
+        rest = max(0.0, m.predict_wall_s - kernel - overhead - comms)
+        participant = min(m.residual_wall_s, rest) if m.residual_wall_s is not None else rest
+        other = rest - participant if rest - participant > 1e-9 * m.predict_wall_s else 0.0  # not rounding noise
+        for part, value in zip(TimeSplit.PARTS, (participant, kernel, overhead, comms, other),
+                               strict=True):
+            parts[part].append(value)
+    return TimeSplit(tuple(m.label for m in rows), *(tuple(parts[p]) for p in TimeSplit.PARTS))
