@@ -286,3 +286,20 @@ def test_rounding_tolerance_follows_the_digits_written():
     assert _records.significant_digits(6.469470189211361e-07) == 16
     assert _records.rounding_rtol([5.394e-09, 2.1e-08, 0.2495]) == pytest.approx(1e-3)
     assert _records.rounding_rtol([6.469470189211361e-07]) == _records.AGGREGATE_RTOL
+
+
+def test_the_graders_versions_price_the_board_and_a_mix_is_warned_about(sqlite_store, files, tmp_path):
+    """Records graded under different flopscopes rank on one board: the board says which versions priced what."""
+    from whestboard.leaderboard import _view
+
+    _files.import_files([files["333364-phase2.json"]], team="alpha")
+    assert _view.versions_warning("v2-phase2", "public", organizer=False) is None
+    later = _record(files, "333412-failures.json")
+    later["runtime_environment"].update(whestbench_version="0.16.2", flopscope_version="0.12.4")
+    path = tmp_path / "later.json"
+    path.write_text(json.dumps(later))
+    _files.import_files([path], team="beta")
+    warning = _view.versions_warning("v2-phase2", "public", organizer=False)
+    assert warning is not None
+    assert "whestbench 0.16.1 · flopscope 0.12.1: 1 submission" in warning
+    assert "whestbench 0.16.2 · flopscope 0.12.4: 1 submission" in warning
