@@ -303,3 +303,31 @@ def test_the_graders_versions_price_the_board_and_a_mix_is_warned_about(sqlite_s
     assert warning is not None
     assert "whestbench 0.16.1 · flopscope 0.12.1: 1 submission" in warning
     assert "whestbench 0.16.2 · flopscope 0.12.4: 1 submission" in warning
+
+
+def test_a_tables_times_and_per_layer_mses_are_checked_like_every_column(sqlite_store, tmp_path):
+    """The per-MLP schema's new columns in a CSV: stored as given; a bad cell refused with its line, the column
+    check and the row parser agreeing (every other row's record is what the row parser gives)."""
+    row, mlps = helpers.submission_row("t-1", "alpha", round_tag="v2-phase2")
+    mlps[0].update(per_layer_mse="[1e-10, 2.5e-9]", predict_wall_s=75.0, residual_wall_s=0.33, error_code="")
+    mlps[1].update(per_layer_mse="", predict_wall_s=118.2, residual_wall_s=0.1, error_code="")
+    path = helpers.write_csvs(tmp_path / "good", [(row, mlps)])
+    _files.import_files([path])
+    stored = _store.mlp_frame(["t-1"]).set_index("mlp_index")
+    assert stored.loc[0, "per_layer_mse"] == "[1e-10,2.5e-09]" and json.loads(stored.loc[0, "per_layer_mse"]) == [
+        1e-10, 2.5e-9]
+    assert list(stored["predict_wall_s"]) == [75.0, 118.2] and list(stored["residual_wall_s"]) == [0.33, 0.1]
+    from whestboard.leaderboard import stored_margins
+
+    wall = next(m for m in stored_margins(stored.reset_index(), "v2-phase2").margins if m.key == "wall")
+    assert (wall.worst, wall.state) == (118.2, "edge")
+    for bad, problem in (
+            ("[1e-10, 'x']", "per_layer_mse is \"[1e-10, 'x']\"; write a JSON array of numbers, one per layer"),
+            ("[1e-10, -2]", "per_layer_mse[1] is -2; it must be at least 0"),
+            ("{}", "per_layer_mse is a JSON object; write a JSON array of 1 to 64 numbers, one per layer")):
+        mlps[1]["per_layer_mse"] = bad
+        path = helpers.write_csvs(tmp_path / "bad", [(row, mlps)])
+        with pytest.raises(_files.ImportRejected) as refused:
+            _files.import_files([path])
+        assert refused.value.problems == [f"{path.with_name('subs.per_mlp.csv')} line 3 (submission_id 't-1'): "
+                                          f"{problem}"]

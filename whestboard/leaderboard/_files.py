@@ -289,7 +289,6 @@ _REPEATING_TEXT = frozenset({"team", "round", "status", "whestbench_version", "f
                              "estimator", "source", "mlp_name", "seed_protocol", "error_code"})
 
 
-
 def _text(value: Any, name: str, *, required: bool):
     if name in _REPEATING_TEXT and type(value) is str:
         return _repeating_text(value, name, required)
@@ -439,7 +438,8 @@ def _layers(value: Any, name: str):
             return None, problem
         numbers.append(number)
     text = json.dumps(numbers, separators=(",", ":"))
-    return (None, _store.text_problem(text, name)) if _store.text_problem(text, name) else (text, None)
+    problem = _store.text_problem(text, name)  # written back compactly, it must still fit the column
+    return (None, problem) if problem else (text, None)
 
 
 def _time(value: Any, name: str):
