@@ -47,3 +47,27 @@ def test_the_playgrounds_margins_are_one_item_per_estimator():
     assert by_key["wall"].used == tuple(s.entry["wall_time_s"] for s in result.results)
     assert by_key["residual"].used == tuple(s.entry["residual_wall_time_s"] for s in result.results)
     assert by_key["setup"].used == tuple(s.entry["setup_wall_s"] for s in result.results)
+
+
+def test_an_upload_jobs_result_keeps_the_margins_of_its_sandboxed_run():
+    """A participant's file scored in the sandbox: the job's result holds ``run_margins`` of the run it recorded,
+    with setup() timed by the worker itself."""
+    from types import SimpleNamespace
+
+    from whestboard.rules import margins_from_dict
+    from whestboard.sandbox import ingest_upload
+    from whestboard.scoring import _uploads, get_run
+
+    upload = ingest_upload(b"from whestbench.estimators import MeanPropagationEstimator\n\n\n"
+                           b"class Estimator(MeanPropagationEstimator):\n    pass\n", "estimator.py")
+    spec = _uploads.job_spec(upload.sha256, "v1-warmup", "0:2", team="alpha")
+    result = _uploads.run_upload_job(SimpleNamespace(job=SimpleNamespace(spec=spec), report=lambda **_: None,
+                                                     should_cancel=lambda: False))
+    assert result["ok"], result.get("error")
+    report = get_run(result["run_id"])
+    assert result["margins"] == run_margins(report).as_dict()
+    margins = margins_from_dict(result["margins"])
+    setup = next(m for m in margins.margins if m.key == "setup")
+    assert setup.used == (report["setup_wall_s"],) and 0 <= report["setup_wall_s"] < 5
+    wall = next(m for m in margins.margins if m.key == "wall")
+    assert wall.used == tuple(e["wall_time_s"] for e in report["results"]["per_mlp"])
