@@ -8,9 +8,10 @@ import dash_bootstrap_components as dbc
 from dash import html
 
 from components.compare_panels import compare_url
+from components.figures.margins import margins_panel
 from components.format import integer, sci
 from components.url_state import href
-from whestboard.rules import error_hint
+from whestboard.rules import error_hint, margins_from_dict
 
 VERDICT_COLORS = {"ok": "success", "budget": "danger", "combined": "danger", "time": "danger",
                   "residual": "danger", "exception": "danger", "shape": "warning", "non-finite": "warning",
@@ -228,8 +229,9 @@ def job_card(job, *, now: float | None = None) -> html.Div:
             " (highlighted) or compare in the ", html.A("lab", href=href("/lab", {"dataset": dataset})),
             ".",
         ], className="mb-2"), _compare_links(result)]
+    margins = [margins_panel(margins_from_dict(result["margins"]), "upload")] if result.get("margins") else []
     return html.Div([header, progress_bar(job), *links, whest_error_panel(result), _rule_line(result),
-                     contract_list(result.get("contract")), verdict_table(verdicts), _output_block(result),
+                     contract_list(result.get("contract")), verdict_table(verdicts), *margins, _output_block(result),
                      _confinement_line(result)])
 
 

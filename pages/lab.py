@@ -20,6 +20,7 @@ from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 from components.compare_panels import compare_url
 from components.figures import convergence as curve_figs
 from components.figures import lab as figs
+from components.figures.margins import margins_panel
 from components.selectors import not_found_panel, resolve_selection, selector_row
 from components.url_state import address_store, href, keep_address_in_step, query_string
 from server.background import priced
@@ -47,6 +48,7 @@ from whestboard.scoring import (
     rulebook_for,
     run_and_record,
     run_curve,
+    run_margins,
     sampling_crossing,
     stored_points,
 )
@@ -302,6 +304,7 @@ def _results(report: dict, *, cached: bool) -> html.Div:
         figs.summary_cards(report, cached=cached),
         figs.failures_alert(report),
         figs.contention_alert(report),
+        margins_panel(run_margins(report), "lab"),
         dbc.Row([dbc.Col(dcc.Graph(id="lab-budget-gauge", figure=figs.budget_gauge(report)), md=6),
                  dbc.Col(dcc.Graph(id="lab-flop-breakdown", figure=figs.flop_breakdown(report)), md=6)]),
         dbc.Row([dbc.Col(dcc.Graph(id="lab-per-layer-plot", figure=figs.per_layer_mse(report)), md=7),

@@ -35,6 +35,7 @@ from components.compare_panels import compare_url
 from components.figures import leaderboard as figs
 from components.figures import standings as standings_figs
 from components.figures.convergence import empty_figure
+from components.figures.margins import margins_panel
 from components.final_pairs import DECIDED_BY, pair_list, rank_text
 from components.format import exponent, sci, significant
 from components.paged_table import (
@@ -97,6 +98,7 @@ from whestboard.leaderboard import (
     round_reference,
     rounds_present,
     shake_up,
+    stored_margins,
     submission_count,
     submissions_frame,
     team_history,
@@ -420,7 +422,8 @@ def _organizer_panel() -> dbc.Accordion:
         dcc.Link("Run the final evaluation (rerun the nominated on a fresh private suite)", href="/final", id="lb-final-link"),
         html.H6("Import"),
         dbc.Row([
-            dbc.Col(dbc.Input(id="lb-import-team", placeholder="team (for whest run reports)", size="sm")),
+            dbc.Col(dbc.Input(id="lb-import-team", placeholder="team (for whest run reports and grader records)",
+                              size="sm")),
             dbc.Col(dbc.Input(id="lb-import-id", placeholder="submission id (optional, one report)", size="sm")),
             dbc.Col(dbc.Select(id="lb-import-split", options=[{"label": f"reports' split: {s}", "value": s}
                                                                  for s in SPLITS],
@@ -429,8 +432,8 @@ def _organizer_panel() -> dbc.Accordion:
         dcc.Upload(
             id="lb-upload", multiple=True, max_size=si_max_bytes(),
             children=html.Div(["Drop submission files here or ", html.A("choose files"),
-                               html.Span(" (.csv / .parquet with optional .per_mlp file, or whest run .json)",
-                                         className="text-muted")]),
+                               html.Span(" (.csv / .parquet with optional .per_mlp file, whest run .json, or the "
+                                         "grader's own AIcrowd record .json)", className="text-muted")]),
             style={"border": "1px dashed #999", "borderRadius": "6px", "padding": "14px", "textAlign": "center"},
         ),
         html.H6("Edit or delete", className="mt-3"),
@@ -857,6 +860,8 @@ def _team_panel(team: str, round_tag: str, organizer: bool) -> dbc.Card:
         _per_mlp_share_line(mlps[mlps["submission_id"] == best["submission_id"]], best["round"]),
         html.Div(flags or "No flag on its best public submission.", className="small lb-team-flags",
                  id="lb-team-flags"),
+        margins_panel(stored_margins(mlps[mlps["submission_id"] == best["submission_id"]], best["round"]),
+                      "lb-team", title=f"How close its best submission ({best['submission_id']}) came to each cap"),
         dcc.Graph(id="lb-history", figure=figs.history_figure(history, team=team), config=GRAPH_CONFIG),
         html.Div([html.Div("Failed MLPs by kind:", className="small fw-semibold"),
                   html.Ul(failures, className="small mb-0")] if failures else
@@ -1134,7 +1139,7 @@ def _import(contents, filenames, team, sid, split=None) -> str:
     uploads = _uploads(contents, filenames)
     report = import_uploads(uploads, team=(team or "").strip() or None, submission_id=(sid or "").strip() or None,
                                split=split or None)
-    return f"Imported {', '.join(filenames)}: {report.summary()}."
+    return " ".join([f"Imported {', '.join(filenames)}: {report.summary()}.", *report.notes])
 
 
 def _uploads(contents, filenames) -> list[Upload]:

@@ -16,6 +16,7 @@ from flask import current_app, has_app_context
 
 from components import playground_panels as panels
 from components.figures import playground as figs
+from components.figures.margins import margins_panel
 from components.shell import SESSION_UPLOADS_ID
 from components.url_state import address_store, keep_address_in_step, query_string
 from server.background import priced
@@ -39,6 +40,7 @@ from whestboard.scoring import (
     cached_playground,
     estimator_specs,
     play,
+    playground_margins,
     rulebook_for_shape,
 )
 
@@ -180,6 +182,8 @@ def _render(result: Playground) -> html.Div:
         panels.facts(result),
         html.H5("Every estimator on this MLP", className="mt-2"),
         panels.summary_table(result),
+        margins_panel(playground_margins(result), "pg", title="How close each estimator came to each cap",
+                      item="estimator"),
         html.P("FLOPs as flopscope meters them under the round's rules; 'of budget' is the share of B; the score "
                "is the grader's per-MLP score. Monte Carlo's MSE is, in expectation, σ²/N_mc plus the truth's "
                "own floor.", className="small text-muted"),

@@ -116,7 +116,7 @@ def import_submissions():
     except SQLAlchemyError as exc:
         return _store_failed(exc)
     return jsonify({"ok": True, "inserted": report.inserted, "updated": report.updated,
-                    "unchanged": report.unchanged, "summary": report.summary()})
+                    "unchanged": report.unchanged, "summary": report.summary(), "notes": report.notes})
 
 
 @blueprint.patch("/api/submissions/<path:submission_id>")

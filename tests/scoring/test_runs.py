@@ -33,7 +33,7 @@ WHESTBOARD_EXTRAS = {
     "failed", "failure_reason", "fallback", "score_multiplier", "estimator_seed", "avg_variance",
     "n_reference_samples", "noise_floor", "final_layer_mse_corrected", "below_noise_floor",
     "mc_samples_at_same_flops", "mc_mse_at_same_flops", "whestbench_version", "flopscope_version", "numpy_version",
-    "scoring_wall_s", "cpu_wait_s", "meter_tampering",
+    "scoring_wall_s", "cpu_wait_s", "meter_tampering", "setup_wall_s",
 }
 pytestmark = [pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning"),
               pytest.mark.usefixtures("private_state")]

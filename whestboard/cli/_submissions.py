@@ -27,8 +27,9 @@ from whestboard.leaderboard import (
 def add_import_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", type=Path,
                    help="submissions .csv/.parquet (a <stem>.per_mlp.<ext> sibling comes along), per-MLP files, "
-                        "or `whest run --json` reports (.json)")
-    p.add_argument("--team", help="team of the run reports (a report does not name its team)")
+                        "`whest run --json` reports or the grader's own AIcrowd records (.json), or folders of "
+                        "them (all or nothing)")
+    p.add_argument("--team", help="team of the run reports and grader records (neither names its team)")
     p.add_argument("--id", dest="submission_id", help="submission id for a single run report "
                    "(default: run- plus a hash of its results, so re-importing it updates it)")
     p.add_argument("--round", dest="round_tag", help="round of the run reports (default: from their MLP shape)")
@@ -52,6 +53,8 @@ def run_import(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(f"valid: {len(batch.submissions)} submissions, {len(batch.mlp_results)} per-MLP results "
               f"{_by_split(batch)}(dry run)")
+        for note in batch.notes:
+            print(note)
         return 0
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -63,6 +66,8 @@ def run_import(args: argparse.Namespace) -> int:
         return 1
     print(f"imported {len(batch.submissions)} submissions ({report.summary()}), "
           f"{len(batch.mlp_results)} per-MLP results {_by_split(batch)}".rstrip())
+    for note in report.notes:
+        print(note)
     return 0
 
 

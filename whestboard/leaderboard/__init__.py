@@ -1,7 +1,7 @@
 """The leaderboard's data: the submissions store, import and export, rankings, the baseline sweep.
 
-Owns: the submissions tables, reading graded submissions (CSV, Parquet, ``whest run --json``) with
-row-level problems, all or nothing, and writing them back (formula cells escaped), rankings with
+Owns: the submissions tables, reading graded submissions (CSV, Parquet, ``whest run --json``, the grader's own
+AIcrowd records) with row-level problems, all or nothing, and writing them back (formula cells escaped), rankings with
 bootstrap intervals and paired tests, columnar snapshots of the narrow scans per store revision, the organizers' integrity views (splits, overfitting and
 residual-arbitrage flags, histories, ties), the organizer's token check, the final evaluation's record per round and how solid its standings are (bootstrap, leave-k-out, shake-up), the sweep that grades the
 baseline family as submissions, what priced each score (versions, seed protocol; the board's warning
@@ -58,6 +58,7 @@ from whestboard.leaderboard._integrity import (
     integrity_board,
     json_records,
     per_mlp_share,
+    stored_margins,
     team_history,
     viewer_board,
 )
@@ -244,6 +245,7 @@ __all__ = [
     "sign_flip_p_value",
     "SPLITS",
     "STATUSES",
+    "stored_margins",
     "Submission",
     "submission_count",
     "SUBMISSION_TEXT_LIMITS",

@@ -36,16 +36,28 @@ import pandas as pd
 from whestboard import config, logs
 from whestboard.data import data_dir
 from whestboard.leaderboard import _store
+from whestboard.leaderboard._records import AGGREGATE_RTOL, is_record, read_record, rounding_rtol, unwrap
 from whestboard.leaderboard._store import (
     MLP_RESULT_FIELDS,
     MLP_TEXT_LIMITS,
     SUBMISSION_FIELDS,
     SUBMISSION_TEXT_LIMITS,
+    TIME_FIELDS,
+    TIMING_FIELDS,
     MLPResult,
     Submission,
     UpsertReport,
 )
-from whestboard.rules import ALL_ROUNDS, VERDICTS, get_round, is_failed, judge, round_for_shape
+from whestboard.rules import (
+    ALL_ROUNDS,
+    VERDICTS,
+    flat_entry,
+    get_round,
+    is_failed,
+    judge,
+    round_for_shape,
+    telemetry_of,
+)
 from whestboard.store import strict_json
 
 #: ``whestbench_version`` is not required: a file that does not say what priced its scores imports with the
@@ -53,8 +65,8 @@ from whestboard.store import strict_json
 REQUIRED_SUBMISSION_COLUMNS = ("submission_id", "team", "round", "submitted_at", "status")
 REQUIRED_MLP_COLUMNS = ("submission_id", "mlp_index", "final_layer_mse", "adjusted_score")
 PER_MLP_SUFFIX = ".per_mlp"
-#: Aggregates must equal the mean of their per-MLP values to this relative tolerance.
-AGGREGATE_RTOL = 1e-6
+# Aggregates must equal the mean of their per-MLP values to AGGREGATE_RTOL (relative), or to a grader
+# record's own rounding (``rounding_rtol``); a grader record is read by ``_records``.
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 #: Failure flags of a per-MLP entry in a ``whest run`` report (whestbench.scoring's own list).
 
@@ -166,6 +178,11 @@ class Batch:
     origin: dict[str, str] = field(default_factory=dict)
     # submissions not in the batch whose private or rerun results it adds (they must be stored)
     attached: set[str] = field(default_factory=set)
+    # what was checked and is worth saying once the batch is written (a grader record's recomputed score)
+    notes: list[str] = field(default_factory=list)
+    # a submission whose numbers were rounded where they came from (a grader record): the relative
+    # tolerance its aggregates are checked to against its per-MLP values (else AGGREGATE_RTOL)
+    rtol: dict[str, float] = field(default_factory=dict)
 
     def keep(self, record: Submission | MLPResult, where: str) -> None:
         """Hold a valid record, unless the batch is refused already: a refused import keeps no rows in memory."""
@@ -187,6 +204,7 @@ class Batch:
         self.mlp_results.clear()
         self.origin.clear()
         self.attached.clear()
+        self.notes.clear()
 
 
 @dataclass(frozen=True)
@@ -268,7 +286,7 @@ def _shown(value: Any) -> str:
 
 #: Text fields whose values repeat from row to row (a team, a round, a version): checked once per value.
 _REPEATING_TEXT = frozenset({"team", "round", "status", "whestbench_version", "flopscope_version", "dataset",
-                             "estimator", "source", "mlp_name", "seed_protocol"})
+                             "estimator", "source", "mlp_name", "seed_protocol", "error_code"})
 
 
 def _text(value: Any, name: str, *, required: bool):
@@ -385,6 +403,43 @@ def _text_time(value: str) -> datetime:
 
 def _in_utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _optional_time(value: Any, name: str):
+    """A time that may be left out (``graded_at``): blank is None, not a problem."""
+    return (None, None) if _blank(value) else _time(value, name)
+
+
+#: A depth of a round is at most 32; a list of more layers than this is no per-layer MSE of any round.
+MAX_LAYERS = 64
+
+
+def _layers(value: Any, name: str):
+    """Per-layer MSEs: a JSON array of numbers >= 0 (a CSV cell, as the export writes it) or a list (a record,
+    a Parquet cell), stored as compact JSON text that reads back to the same floats."""
+    if value is None or (isinstance(value, str) and _blank(value)) or (isinstance(value, float) and math.isnan(value)):
+        return None, None
+    if isinstance(value, str):
+        problem = _store.text_problem(value, name, limit_after_strip=True)
+        if problem:
+            return None, problem
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None, f"{name} is {_shown(value)}; write a JSON array of numbers, one per layer"
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if not isinstance(value, list | tuple) or not value or len(value) > MAX_LAYERS:
+        return None, f"{name} is {_shown(value)}; write a JSON array of 1 to {MAX_LAYERS} numbers, one per layer"
+    numbers = []
+    for position, item in enumerate(value):
+        number, problem = _number(item, f"{name}[{position}]", required=True)
+        if problem:
+            return None, problem
+        numbers.append(number)
+    text = json.dumps(numbers, separators=(",", ":"))
+    problem = _store.text_problem(text, name)  # written back compactly, it must still fit the column
+    return (None, problem) if problem else (text, None)
 
 
 def _time(value: Any, name: str):
@@ -533,6 +588,7 @@ def parse_submission_row(row: dict) -> tuple[Submission | None, _RowProblems]:
         "seed_protocol": take(_text, "seed_protocol", required=False),
         "run_id": take(_text, "run_id", required=False),
         "rescore_of": take(_text, "rescore_of", required=False),
+        "graded_at": take(_optional_time, "graded_at"),
     }
     n_failed, n_mlps = values["n_failed_mlps"], values["n_mlps"]
     if n_failed is not None and n_mlps is not None and n_failed > n_mlps:
@@ -564,6 +620,10 @@ def parse_mlp_row(row: dict) -> tuple[MLPResult | None, _RowProblems]:
         split=take(_split, "split"),
         failure=take(_failure, "failure"),
         meter_tampering=take(_text, "meter_tampering", required=False),
+        all_layers_mse=take(_number, "all_layers_mse", required=False),
+        per_layer_mse=take(_layers, "per_layer_mse"),
+        error_code=take(_text, "error_code", required=False),
+        **{name: take(_number, name, required=False) for name in TIMING_FIELDS},
     )
     if result["failure"] is not None and result["failed"] is False:
         problems.note("failure", f"failure is {result['failure']!r} but failed is false; mark the MLP failed "
@@ -640,6 +700,7 @@ _SUBMISSION_CHECKS = (
     _Check("seed_protocol", _OPTIONAL_TEXT),
     _Check("run_id", _OPTIONAL_TEXT),
     _Check("rescore_of", _OPTIONAL_TEXT),
+    _Check("graded_at", _optional_time),
 )
 
 #: ``parse_mlp_row``, a column at a time.
@@ -657,6 +718,10 @@ _MLP_CHECKS = (
     _Check("split", _split),
     _Check("failure", _failure),
     _Check("meter_tampering", _OPTIONAL_TEXT),
+    _number_check("all_layers_mse"),
+    _Check("per_layer_mse", _layers),
+    _Check("error_code", _OPTIONAL_TEXT),
+    *(_number_check(name) for name in TIMING_FIELDS),
 )
 
 
@@ -1077,7 +1142,7 @@ def parse_run_report(
             "final_layer_mse": e.get("final_layer_mse"), "adjusted_score": e.get("adjusted_final_layer_score"),
             "flops_used": e.get("flops_used") or 0, "effective_compute": e.get("effective_compute") or 0.0,
             "failed": failed, "split": split, "failure": judge(e)[0] if failed else None,
-            "meter_tampering": e.get("meter_tampering"),
+            "meter_tampering": e.get("meter_tampering"), **_measured(e),
         })
         problems += [f"{name} results.per_mlp[{position}]: {p}" for p in mlp_problems]
         if len(problems) >= MAX_COUNTED_PROBLEMS:
@@ -1118,6 +1183,15 @@ def parse_run_report(
     if sub_problems:
         return None, [], [f"{name}: {p}" for p in sub_problems]
     return sub, mlps, []
+
+
+def _measured(entry: dict) -> dict:
+    """What an entry recorded beside its score, under the per-MLP schema's names: the error past the final
+    layer, the error code, and the times the caps hold (read by ``telemetry_of``, in any vocabulary)."""
+    telemetry = telemetry_of(entry)
+    flat = flat_entry(entry)
+    return {"all_layers_mse": flat.get("all_layers_mse"), "per_layer_mse": flat.get("per_layer_mse"),
+            "error_code": flat.get("error_code"), **{name: getattr(telemetry, name) for name in TIMING_FIELDS}}
 
 
 def report_flopscope_version(report: dict, run_meta: dict) -> str | None:
@@ -1213,9 +1287,14 @@ def _nests_deeper_than(value: Any, limit: int) -> bool:
 
 
 def _add_report(batch: Batch, upload: Upload, **options) -> None:
+    """A ``.json`` file: a grader record (bare, or as AIcrowd's API wraps it) or a ``whest run --json`` report."""
     report, problem = load_report_json(upload.data, upload.name)
     if problem:
         batch.refuse(problem, "run report")
+        return
+    record, wrapper = unwrap(report)
+    if wrapper is not None or is_record(record):
+        _add_record(batch, upload.name, record, wrapper, **options)
         return
     sub, mlps, problems = parse_run_report(report, upload.name, **options)
     for message in problems:
@@ -1224,6 +1303,40 @@ def _add_report(batch: Batch, upload: Upload, **options) -> None:
         batch.keep(sub, upload.name)
     for mlp in mlps:
         batch.keep(mlp, upload.name)
+
+
+def _add_record(batch: Batch, name: str, record: Any, wrapper: dict | None, **options) -> None:
+    """A grader record: its rows (``_records.read_record``) through the row parsers, as a table's would go."""
+    if wrapper is not None and isinstance(record, str):  # AIcrowd's API may give the evaluation as JSON text
+        record, problem = load_report_json(record.encode("utf-8"), f"{name} (data.submission.evaluation)")
+        if problem:
+            batch.refuse(problem, "grader record")
+            return
+    if wrapper is not None and record is None:
+        batch.refuse(f"{name}: AIcrowd's answer carries no evaluation (the submission has not been graded yet)",
+                     "grader record")
+        return
+    rows = read_record(record, wrapper, name, **options)
+    for message in rows.problems:
+        batch.refuse(message, "grader record")
+    if rows.submission is None:
+        return
+    sub, sub_problems = parse_submission_row(rows.submission)
+    for problem in sub_problems:
+        batch.refuse(f"{name}: {problem}", "grader record")
+    mlps = []
+    for row in rows.mlps:
+        mlp, mlp_problems = parse_mlp_row(row)
+        for problem in mlp_problems:
+            batch.refuse(f"{name} MLP {_shown(row.get('mlp_index'))}: {problem}", "grader record")
+        mlps.append(mlp)
+    if batch.problems or sub is None:
+        return
+    batch.keep(sub, name)
+    for mlp in mlps:
+        batch.keep(mlp, name)
+    batch.rtol[sub.submission_id] = rows.rtol
+    batch.notes.extend(rows.notes)
 
 
 def _cross_check(batch: Batch) -> None:
@@ -1254,14 +1367,23 @@ def _cross_check(batch: Batch) -> None:
                 batch.attached.add(sid)
             continue
         where = batch.origin.get(sid, sid)
-        for p in aggregate_problems(subs[sid], public) if public else []:
+        rtol = batch.rtol.get(sid) or _source_rtol(subs[sid], public)
+        for p in aggregate_problems(subs[sid], public, rtol=rtol) if public else []:
             problems.add(f"{where} (submission_id {_shown(sid)}): {p}", "aggregates")
     if problems:
         batch.drop_records()
 
 
-def aggregate_problems(sub: Submission, results: Sequence[MLPResult]) -> list[str]:
-    """The submission's aggregates must be what its per-MLP results average to."""
+def _source_rtol(sub: Submission, results: Sequence[MLPResult]) -> float:
+    """A grader record's submission is checked to its own rounding (also when it comes back from an export);
+    every other one to AGGREGATE_RTOL."""
+    if sub.source != _store.RECORD_SOURCE:
+        return AGGREGATE_RTOL
+    return rounding_rtol([v for r in results for v in (r.final_layer_mse, r.adjusted_score)])
+
+
+def aggregate_problems(sub: Submission, results: Sequence[MLPResult], *, rtol: float = AGGREGATE_RTOL) -> list[str]:
+    """The submission's aggregates must be what its per-MLP results average to (to ``rtol``, relative)."""
     problems = []
     n = len(results)
     if sub.n_mlps is not None and sub.n_mlps != n:
@@ -1280,7 +1402,7 @@ def aggregate_problems(sub: Submission, results: Sequence[MLPResult]) -> list[st
         if value is None or any(v is None for v in per):
             continue
         mean = math.fsum(per) / n
-        if not math.isclose(value, mean, rel_tol=AGGREGATE_RTOL, abs_tol=1e-300):
+        if not math.isclose(value, mean, rel_tol=rtol, abs_tol=1e-300):
             problems.append(f"{name} is {value:.6g} but its per-MLP values average to {mean:.6g}")
     return problems
 
@@ -1288,9 +1410,11 @@ def aggregate_problems(sub: Submission, results: Sequence[MLPResult]) -> list[st
 def load_batch(paths: Iterable[Path], **options) -> Batch:
     """Read files from disk; a table's ``<stem>.per_mlp.<ext>`` sibling comes along if present.
 
-    A file over ``config.upload_max_bytes()`` (``WHESTBOARD_UPLOAD_MAX_MB``) is not read at all: it is refused by its size.
+    A folder stands for the files directly in it that an import reads (``.json``, ``.csv``, ``.parquet``):
+    a folder of grader records imports in one go, all or nothing, as any batch does. A file over
+    ``config.upload_max_bytes()`` (``WHESTBOARD_UPLOAD_MAX_MB``) is not read at all: it is refused by its size.
     """
-    paths = list(map(Path, paths))
+    paths = [p for path in map(Path, paths) for p in _folder_files(path)]
     chosen: list[Path] = []
     for path in paths:
         if not path.is_file():
@@ -1310,6 +1434,16 @@ def load_batch(paths: Iterable[Path], **options) -> Batch:
     return build_batch([Upload(str(p), p.read_bytes()) for p in unique], **options)
 
 
+def _folder_files(path: Path) -> list[Path]:
+    """``[path]`` for a file; the importable files directly in a folder, by name."""
+    if not path.is_dir():
+        return [path]
+    found = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in (".json", *TABLE_SUFFIXES))
+    if not found:
+        raise FileNotFoundError(f"{path}: a folder with no .json, .csv or .parquet file in it to import")
+    return found
+
+
 def commit_batch(batch: Batch, *, url: str | None = None) -> UpsertReport:
     """Write a clean batch (all or nothing); raise ImportRejected listing the problems otherwise."""
     if batch.problems:
@@ -1322,6 +1456,7 @@ def commit_batch(batch: Batch, *, url: str | None = None) -> UpsertReport:
             (f"per-MLP results of the private or rerun split name submission_id {_shown(sid)}, which is neither "
              "in this import nor stored; import its submission first" for sid in missing), "unknown submission_id"))
     report = _store.upsert(batch.submissions, batch.mlp_results, url=url)
+    report.notes = list(batch.notes)
     if report.changed:
         _refresh_snapshots(url)
     return report
@@ -1366,7 +1501,8 @@ def iter_submissions_csv(*, with_final: bool = False, url: str | None = None) ->
     for the organizer's export, whose rerun results name them (an export then imports whole).
     """
     for number, df in enumerate(_store.iter_frames(EXPORT_CHUNK_ROWS, with_final=with_final, url=url)):
-        df["submitted_at"] = df["submitted_at"].map(iso_time).astype(object)
+        for column in TIME_FIELDS:
+            df[column] = df[column].map(iso_time).astype(object)
         yield csv_text(df, SUBMISSION_TEXT_LIMITS, header=number == 0)
 
 
@@ -1387,7 +1523,10 @@ def submissions_csv(*, url: str | None = None) -> str:
 
 
 
-def iso_time(moment) -> str:
+def iso_time(moment) -> str | None:
+    """A stored time as the export writes it; None (an empty cell) for a time not recorded."""
+    if moment is None or pd.isna(moment):
+        return None
     return pd.Timestamp(moment).tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 

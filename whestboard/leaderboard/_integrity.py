@@ -40,7 +40,7 @@ import pandas as pd
 from whestboard.cache import memoize
 from whestboard.leaderboard import _ranking, _store
 from whestboard.leaderboard._store import ORGANIZER_SPLITS, PUBLIC, SPLITS
-from whestboard.rules import VERDICTS, get_round
+from whestboard.rules import VERDICTS, CapMargins, Caps, cap_margins, get_round, telemetry_of
 
 #: Private worse than public beyond noise: one-sided permutation p-value under this.
 OVERFIT_ALPHA = 0.01
@@ -280,6 +280,13 @@ def per_mlp_share(mlp_results: pd.DataFrame) -> pd.Series:
     """F_m / C_m of every per-MLP row (NaN where C_m is unknown or 0): what a per-MLP view colours by."""
     compute = mlp_results["effective_compute"].astype(float)
     return (mlp_results["flops_used"].astype(float) / compute).where(compute > 0)
+
+
+def stored_margins(mlp_results: pd.DataFrame, round_tag: str) -> CapMargins:
+    """A submission's stored per-MLP rows held to its round's caps (``rules.cap_margins``): what a team's
+    panel shows of its submission (the times a grader record or a run report brought; none from a table
+    without them)."""
+    return cap_margins([telemetry_of(row) for row in mlp_results.to_dict("records")], Caps.of(get_round(round_tag)))
 
 
 # ---------------------------------------------------------------------------

@@ -59,6 +59,9 @@ SPLITS = ("public", "private", "rerun")
 #: only what reads it by id (the rerun split's board, the final's standings) does.
 FINAL_SOURCE = "final"
 PUBLIC = "public"
+#: The source of a submission read from the grader's own record (AIcrowd's per-submission JSON): its
+#: numbers are the record's, checked to the record's own rounding.
+RECORD_SOURCE = "aicrowd"
 #: Splits only the organizer sees (server-side check, whestboard.leaderboard._auth).
 ORGANIZER_SPLITS = ("private", "rerun")
 REVISION_KEY = "submissions_revision"
@@ -99,6 +102,8 @@ class SubmissionRow(Base):
     seed_protocol: Mapped[str | None] = mapped_column(String(32), nullable=True)
     run_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
     rescore_of: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    # When the grader finished it (a grader record's completed_at); None: not recorded.
+    graded_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=False), nullable=True)  # UTC
 
 
 class SubmissionMLPRow(Base):
@@ -121,6 +126,17 @@ class SubmissionMLPRow(Base):
     avg_variance: Mapped[float | None] = mapped_column(Float, nullable=True)
     failure: Mapped[str | None] = mapped_column(String(16), nullable=True)
     meter_tampering: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    # What the grader (or a run) measured beside the scores: the error beyond the final layer, the grader's
+    # own error code, and the times each cap is held against (whestboard.rules.cap_margins). None: not recorded.
+    all_layers_mse: Mapped[float | None] = mapped_column(Float, nullable=True)
+    per_layer_mse: Mapped[str | None] = mapped_column(String(2000), nullable=True)  # a JSON array, one per layer
+    error_code: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    predict_wall_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    residual_wall_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    setup_wall_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    kernel_wall_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    overhead_wall_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    comms_wall_s: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class StoreMeta(Base):
@@ -163,6 +179,7 @@ class Submission:
     seed_protocol: str | None = None  # whestbench's seed protocol version of its suite ("3.0"); None: unknown
     run_id: str | None = None  # the run record it was scored as here; None: imported from a file
     rescore_of: str | None = None  # the submission this one re-scores under newer versions
+    graded_at: datetime | None = None  # when the grader finished it (a grader record's completed_at)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,10 +199,28 @@ class MLPResult:
     split: str = PUBLIC
     failure: str | None = None  # the verdict word of whestboard.rules._failures, when known
     meter_tampering: str | None = None  # what the sandbox saw make flopscope count less (runs scored here)
+    all_layers_mse: float | None = None
+    per_layer_mse: str | None = None  # the MSE of each layer as a JSON array ("[1e-05,2e-06]")
+    error_code: str | None = None  # the grader's own code for a failed MLP
+    predict_wall_s: float | None = None  # predict()'s wall time
+    residual_wall_s: float | None = None  # wall time outside flopscope
+    setup_wall_s: float | None = None  # setup()'s wall time
+    kernel_wall_s: float | None = None  # flopscope's kernels (the server's, on the Phase 2 grader)
+    overhead_wall_s: float | None = None  # flopscope's own overhead
+    comms_wall_s: float | None = None  # the flopscope client's traffic with its server
 
 
 SUBMISSION_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Submission))
+#: The submission's times (naive UTC in the store, aware UTC in a record).
+TIME_FIELDS = ("submitted_at", "graded_at")
 MLP_RESULT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(MLPResult))
+#: The per-MLP times a grader or a run records (``whestboard.rules.cap_margins`` holds them to the caps).
+TIMING_FIELDS = ("predict_wall_s", "residual_wall_s", "setup_wall_s", "kernel_wall_s", "overhead_wall_s",
+                 "comms_wall_s")
+#: The per-MLP fields that hold numbers (a frame's float columns).
+MLP_NUMBER_FIELDS = ("final_layer_mse", "adjusted_score", "flops_used", "effective_compute", "multiplier",
+                     "avg_variance", "all_layers_mse", "predict_wall_s", "residual_wall_s", "setup_wall_s",
+                     "kernel_wall_s", "overhead_wall_s", "comms_wall_s")
 
 # import-schema name -> column on SubmissionRow (the only two that differ)
 _RENAMED = {"submission_id": "id", "round": "round_tag"}
@@ -229,7 +264,8 @@ _ROW_COLUMNS = tuple(_RENAMED.get(k, k) for k in SUBMISSION_FIELDS)
 def _row_values(sub: Submission) -> dict:
     """The row's columns (a shallow copy: ``dataclasses.asdict`` deep-copies every value, half an import's time)."""
     values = dict(zip(_ROW_COLUMNS, (getattr(sub, k) for k in SUBMISSION_FIELDS), strict=True))
-    values["submitted_at"] = to_utc_naive(sub.submitted_at)
+    for name in TIME_FIELDS:
+        values[name] = to_utc_naive(values[name])
     return values
 
 
@@ -237,9 +273,9 @@ def _mlp_values(res: MLPResult) -> dict:
     return {k: getattr(res, k) for k in MLP_RESULT_FIELDS}
 
 
-def to_utc_naive(moment: datetime) -> datetime:
+def to_utc_naive(moment: datetime | None) -> datetime | None:
     """Stored times are naive UTC, so SQLite and PostgreSQL hold identical values."""
-    if moment.tzinfo is not None:
+    if moment is not None and moment.tzinfo is not None:
         moment = moment.astimezone(UTC).replace(tzinfo=None)
     return moment
 
@@ -251,6 +287,8 @@ class UpsertReport:
     inserted: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    #: What the import checked and wants said (a grader record's score recomputed, its unscored MLPs).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -455,10 +493,10 @@ def _insert_records(s: Session, table, records: Sequence, attributes: Sequence[s
     sql = (f"INSERT INTO {dialect.identifier_preparer.format_table(table)} ({', '.join(map(quote, columns))}) "
            f"VALUES ({', '.join([placeholder] * len(columns))})")
     processors = [table.c[column].type.bind_processor(dialect) for column in columns]
-    if "submitted_at" in attributes:
-        at = attributes.index("submitted_at")
-        process_time = processors[at]
-        processors[at] = (lambda moment: process_time(to_utc_naive(moment))) if process_time else to_utc_naive
+    for name in TIME_FIELDS:
+        if name in attributes:
+            at = attributes.index(name)
+            processors[at] = _naive_then(processors[at])
     converted = [i for i, process in enumerate(processors) if process]
     values_of = attrgetter(*attributes)
     # a column no record of a chunk fills (a file's absent optional columns) is left out of its insert:
@@ -477,8 +515,13 @@ def _insert_records(s: Session, table, records: Sequence, attributes: Sequence[s
         conn.exec_driver_sql(statement, list(zip(*(by_column[i] for i in kept), strict=True)))
 
 
+def _naive_then(process):
+    """A time column's bind processor, given naive UTC (``to_utc_naive``) first."""
+    return (lambda moment: process(to_utc_naive(moment))) if process else to_utc_naive
+
+
 def _record_values(record, attributes: Sequence[str]) -> list:
-    return [to_utc_naive(getattr(record, a)) if a == "submitted_at" else getattr(record, a) for a in attributes]
+    return [to_utc_naive(getattr(record, a)) if a in TIME_FIELDS else getattr(record, a) for a in attributes]
 
 
 def _same(old: tuple, new: tuple) -> bool:
@@ -492,13 +535,14 @@ def _equal(a, b) -> bool:
 
 
 _ROW_VALUES = attrgetter(*SUBMISSION_FIELDS)
-_SUBMITTED_AT = SUBMISSION_FIELDS.index("submitted_at")
+_TIME_POSITIONS = tuple(SUBMISSION_FIELDS.index(name) for name in TIME_FIELDS)
 
 
 def _row_tuple(sub: Submission) -> tuple:
     """The row's columns in _ROW_COLUMNS order, as ``existing_rows`` reads them back."""
     values = list(_ROW_VALUES(sub))
-    values[_SUBMITTED_AT] = to_utc_naive(values[_SUBMITTED_AT])
+    for at in _TIME_POSITIONS:
+        values[at] = to_utc_naive(values[at])
     return tuple(values)
 
 
@@ -775,7 +819,8 @@ def _submission_frame(rows: Sequence) -> pd.DataFrame:
     else:
         df = pd.DataFrame(columns=names)
     df = df.rename(columns={v: k for k, v in _RENAMED.items()})[SUBMISSION_COLUMNS]
-    df["submitted_at"] = pd.to_datetime(df["submitted_at"], utc=True)
+    for col in TIME_FIELDS:
+        df[col] = pd.to_datetime(df[col], utc=True)
     for col in ("mean_flops_used", "final_layer_mse", "adjusted_score", "mean_multiplier",
                 "mean_effective_compute", "mean_avg_variance"):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
@@ -1028,7 +1073,7 @@ def _mlp_frame(rows: Sequence) -> pd.DataFrame:
         df = pd.DataFrame(dict(zip(MLP_RESULT_FIELDS, map(list, zip(*rows, strict=True)), strict=True)))
     else:
         df = pd.DataFrame(list(rows), columns=list(MLP_RESULT_FIELDS))
-    for col in ("final_layer_mse", "adjusted_score", "flops_used", "effective_compute", "multiplier", "avg_variance"):
+    for col in MLP_NUMBER_FIELDS:
         df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
     df["mlp_index"] = df["mlp_index"].astype(int)
     df["failed"] = df["failed"].astype(bool)
@@ -1108,7 +1153,9 @@ def get_submission(submission_id: str, *, url: str | None = None) -> Submission 
         if row is None:
             return None
         values = {k: getattr(row, _RENAMED.get(k, k)) for k in SUBMISSION_FIELDS}
-    values["submitted_at"] = values["submitted_at"].replace(tzinfo=UTC)
+    for name in TIME_FIELDS:
+        if values[name] is not None:
+            values[name] = values[name].replace(tzinfo=UTC)
     return Submission(**values)
 
 

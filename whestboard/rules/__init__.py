@@ -1,6 +1,7 @@
 """The challenge's rules, as whestbench and flopscope define them: rounds, billing, versions.
 
-Owns: the three rounds (``whestbench.budget.ROUNDS``: budget, wall cap, residual rule), the grader's
+Owns: the three rounds (``whestbench.budget.ROUNDS``: budget, wall cap, residual rule), each MLP's margin to
+each cap from the telemetry a grader or a run recorded (``margins``), the grader's
 environment per round (which modules participant code may import), the library
 versions a result was metered under, and (``internals``) each private name of theirs that Whestboard
 calls, behind a function. This is the one adapter to whestbench's and flopscope's internals:
@@ -36,6 +37,21 @@ from whestboard.rules._internals import (
     sampling_budget_breakdown,
     sampling_chunk_size,
 )
+from whestboard.rules._margins import (
+    CLOSE_SHARE,
+    EDGE_SHARE,
+    SETUP_LIMIT_S,
+    TELEMETRY_NAMES,
+    CapMargin,
+    CapMargins,
+    Caps,
+    MLPTelemetry,
+    TimeSplit,
+    cap_margins,
+    flat_entry,
+    margins_from_dict,
+    telemetry_of,
+)
 from whestboard.rules._rounds import ALL_ROUNDS, Round, get_round, round_for_shape, sampling_mse
 from whestboard.rules._versions import blas_environment, blas_setup, describe_blas, library_versions
 
@@ -44,6 +60,19 @@ __all__ = [
     "ALL_ROUNDS",
     "blas_environment",
     "blas_setup",
+    "cap_margins",
+    "CapMargin",
+    "CapMargins",
+    "Caps",
+    "CLOSE_SHARE",
+    "EDGE_SHARE",
+    "flat_entry",
+    "margins_from_dict",
+    "MLPTelemetry",
+    "SETUP_LIMIT_S",
+    "TELEMETRY_NAMES",
+    "telemetry_of",
+    "TimeSplit",
     "budget_module",
     "budget_payload",
     "cli_error",

@@ -57,9 +57,10 @@ from whestboard.scoring._playground import (
     cached_playground,
     estimator_specs,
     play,
+    playground_margins,
     rulebook_for_shape,
 )
-from whestboard.scoring._report import failure_report, whest_shaped
+from whestboard.scoring._report import failure_report, run_margins, whest_shaped
 from whestboard.scoring._rulebook import Rulebook, rulebook_for
 from whestboard.scoring._run_records import (
     find_cached,
@@ -136,6 +137,7 @@ __all__ = [
     "parse_budget",
     "parse_mlp_selection",
     "play",
+    "playground_margins",
     "Playground",
     "quoted",
     "record_run",
@@ -159,5 +161,6 @@ __all__ = [
     "stored_spec",
     "upload_comparison",
     "verdict_row",
+    "run_margins",
     "whest_shaped",
 ]

@@ -19,7 +19,7 @@ import numpy as np
 
 from whestboard.cache import Region
 from whestboard.data import GeneratedMLP, Shape, Truth, cached_truth, generate, generated_truth
-from whestboard.rules import library_versions
+from whestboard.rules import CapMargins, Caps, cap_margins, library_versions, telemetry_of
 from whestboard.scoring._estimators import resolve_estimator
 from whestboard.scoring._handle import EstimatorHandle
 from whestboard.scoring._rulebook import Rulebook, rulebook_for
@@ -165,6 +165,12 @@ def play(shape: Shape, n_samples: int, specs: Sequence[str], rulebook: Rulebook,
         except UNBUILDABLE as exc:
             problems.append(_problem(spec, exc))
     return Playground(shape, gen, drawn, rulebook, tuple(results), tuple(problems))
+
+
+def playground_margins(result: Playground) -> CapMargins:
+    """Each estimator's margin to each cap of the round's rulebook on this MLP (``rules.cap_margins``): one
+    item per estimator, its own setup() time beside its predict's."""
+    return cap_margins([telemetry_of(s.entry, label=s.label) for s in result.results], Caps.of(result.rulebook))
 
 
 def _problem(spec: str, exc: Exception) -> str:

@@ -8,7 +8,7 @@ as ``whest run --json`` prints it.
 
 from __future__ import annotations
 
-from whestboard.rules import library_versions
+from whestboard.rules import CapMargins, Caps, cap_margins, library_versions, telemetry_of
 
 SCHEMA_VERSION = "1.1"
 EXTRA_FIELDS = ("run_id", "dataset", "mlp_indices", "estimator", "rulebook", "noise", "mc_reference", "versions",
@@ -34,3 +34,10 @@ def failure_report(error: dict, extras: dict | None = None) -> dict:
     """``whest run --json``'s failure shape (``ok``, ``error``, ``whestbench_version``) plus a ``whestboard`` key."""
     return {"ok": False, "error": error, "whestbench_version": library_versions()["whestbench_version"],
             "whestboard": dict(extras or {})}
+
+
+def run_margins(report: dict) -> CapMargins:
+    """Every MLP's margin to each cap of the rulebook the run was scored under (``rules.cap_margins``), and
+    its one setup() run (a report made before setup was timed has none)."""
+    mlps = [telemetry_of(entry) for entry in (report.get("results") or {}).get("per_mlp") or []]
+    return cap_margins(mlps, Caps.of(report["rulebook"]), setups=[("setup()", report.get("setup_wall_s"))])

@@ -326,12 +326,18 @@ def cache_key(request: RunRequest) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _start_estimator(handle: EstimatorHandle, spec: ContestSpec) -> Any:
+def _start_estimator(handle: EstimatorHandle, spec: ContestSpec) -> tuple[Any, float | None]:
+    """The estimator, built and set up, with setup()'s wall time (None: it has no setup()).
+
+    A sandboxed estimator's is the worker's own measure of setup() (``StartInfo.setup_s``): the time around
+    the call here also holds the worker's start and imports, which the grader's setup limit does not count.
+    """
     try:
         estimator = handle.factory()
     except Exception as exc:
         raise RunError(f"could not build estimator {handle.label}: {type(exc).__name__}: {exc}") from exc
     setup = getattr(estimator, "setup", None)
+    setup_wall_s = None
     if callable(setup):
         context = SetupContext(
             width=spec.width,
@@ -341,11 +347,15 @@ def _start_estimator(handle: EstimatorHandle, spec: ContestSpec) -> Any:
             submission_dir=handle.submission_dir,
             seed=0,
         )
+        began = time.perf_counter()
         try:
             setup(context)
         except Exception as exc:
             raise RunError(f"{handle.label}: setup() raised {type(exc).__name__}: {exc}") from exc
-    return estimator
+        setup_wall_s = time.perf_counter() - began
+        own = getattr(getattr(estimator, "started", None), "setup_s", None)
+        setup_wall_s = float(own) if own else setup_wall_s
+    return estimator, setup_wall_s
 
 
 def score_one(handle: EstimatorHandle, case: MLPCase, rulebook: Rulebook) -> tuple[dict, np.ndarray]:
@@ -353,11 +363,12 @@ def score_one(handle: EstimatorHandle, case: MLPCase, rulebook: Rulebook) -> tup
     ``score_case`` as a run scores each MLP, torn down."""
     _quiet_exhaustion_warnings()
     spec = rulebook.contest_spec(width=case.mlp.width, depth=case.mlp.depth, n_mlps=1, n_samples=case.n_samples)
-    estimator = _start_estimator(handle, spec)
+    estimator, setup_wall_s = _start_estimator(handle, spec)
     try:
-        return score_case(estimator, case, rulebook)
+        entry, predicted = score_case(estimator, case, rulebook)
     finally:
         _stop_estimator(estimator)
+    return {**entry, "setup_wall_s": setup_wall_s}, predicted
 
 
 def captured_output(estimator: Any) -> dict | None:
@@ -499,7 +510,7 @@ def execute(
     per_mlp: list[dict] = []
     predictions: dict[int, np.ndarray] = {}
     cancelled = False
-    estimator = _start_estimator(request.estimator, spec)
+    estimator, setup_wall_s = _start_estimator(request.estimator, spec)
     try:
         for case in cases_from_dataset(request.dataset, request.indices):
             if should_cancel is not None and should_cancel():
@@ -516,6 +527,7 @@ def execute(
     report = build_report(request, per_mlp, key=key or cache_key(request), started=started,
                           finished=time.time(), cancelled=cancelled,
                           environment=getattr(started_info, "environment", None))
+    report["setup_wall_s"] = setup_wall_s  # once per run, as the grader runs setup() once per worker
     report["estimator_output"] = captured_output(estimator)
     report["missing_files"] = getattr(estimator, "missing_files", None)  # what it reached for and did not get
     return RunOutcome(report, predictions, cancelled=cancelled)

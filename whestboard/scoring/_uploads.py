@@ -14,7 +14,7 @@ from whestboard.sandbox import SandboxCancelled, SandboxedEstimator, check_contr
 from whestboard.scoring import _inputs, _run_records, _runs
 from whestboard.scoring._estimators import resolve_estimator
 from whestboard.scoring._handle import EstimatorHandle
-from whestboard.scoring._report import whest_shaped
+from whestboard.scoring._report import run_margins, whest_shaped
 from whestboard.scoring._rulebook import rulebook_for
 from whestboard.scoring._sandboxed import sandboxed_handle, shipped_upload
 
@@ -150,7 +150,8 @@ def run_upload_job(ctx) -> dict:
     if outcome.cancelled:
         return {**result, "cancelled": True, "error": "cancelled between MLPs", "verdicts": verdicts}
     result.update(ok=True, run_id=outcome.run_id, cached=outcome.cached,
-                  verdicts=[verdict_row(e) for e in outcome.report["results"]["per_mlp"]])
+                  verdicts=[verdict_row(e) for e in outcome.report["results"]["per_mlp"]],
+                  margins=run_margins(outcome.report).as_dict())
     result["baselines"] = _baseline_runs(dataset, request_indices, rulebook, ctx)
     return result
 
