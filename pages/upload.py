@@ -62,7 +62,7 @@ def _allowed() -> bool:
 
 
 def _client() -> str:
-    return visitor_id(client_address(), None)
+    return visitor_id(client_address())
 
 
 def _user_dataset_key(round_tag: str | None) -> str | None:
