@@ -193,6 +193,12 @@ def handle_signing_secret() -> bytes:
     return shared_secret(HANDLE_SIGNING_SECRET, 64)
 
 
+#: What Dash copies from the web request into a job's context and no job reads, blanked before launch: with
+#: Celery the context is the task's message in Redis (and its append-only file), and a request's headers
+#: and cookies carry whatever credentials a visitor's browser or a front in between added.
+REQUEST_ONLY = {"headers": {}, "cookies": {}, "remote": None}
+
+
 class _Ledger:
     """Mixin recording every background launch in ``whestboard.jobs``."""
 
@@ -224,7 +230,7 @@ class _Ledger:
             reap_jobs()
             enqueue(job_id, result_key=key, kind=kind, owner=owner, backend=self.backend_name)
             enqueued = True
-            context = dict(context)
+            context = dict(context, **REQUEST_ONLY)  # Dash hands a job the request's headers and cookies
             context[JOB_FIELD] = {"job_id": job_id, "result_key": key, "kind": kind, "owner": owner}
             handle = super().call_job_fn(key, job_fn, args, context)
             set_handle(job_id, str(handle))
