@@ -335,4 +335,5 @@ __all__ = [
     "memoize",
     "Region",
     "shared_backend",
+    "SIGNED_MAGIC",
 ]
