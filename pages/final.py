@@ -1,7 +1,7 @@
 """The final evaluation, run by the organizer: nominated submissions rerun on a fresh private suite.
 
-URL: ``/final``. Behind the organizer token (checked on the server before anything runs, and again in
-the job). The form names the round, the suite seed, the suite's size, the reference samples and the
+URL: ``/final``. Behind the organizer token (checked on the server before anything runs; the job carries
+an organizer grant of its exact request, never the token, checked before launch and again in the job). The form names the round, the suite seed, the suite's size, the reference samples and the
 bound on extra MLPs, and the nominees (``TEAM=upload:SHA256``, ``TEAM=submission:ID`` or a path on the
 server, one per line, or packages dropped here, each named after its team). The final runs as a
 background job of the app's one job system (``whestboard.final.run_final``: resumable, every pair scored
