@@ -16,8 +16,7 @@ from components.figures import leaderboard as figs
 from components.figures import standings as sfigs
 from components.figures import upload as ufigs
 from components.figures.text import plain, plain_all
-from tests.components.test_standings_figures import _scores
-from tests.components.test_submissions_figures import REF, _points
+from tests.components.test_submissions_figures import REF
 from whestboard.leaderboard import bootstrap_standings, fragility, shake_up
 
 HOSTILE = ('<a href="https://evil.example/">link</a><span style="font-size:48px;color:red">BIG</span>'
@@ -55,8 +54,20 @@ def test_escaping_turns_plotlys_markup_into_entities_and_keeps_everything_else()
     assert plain_all(["<b>", "&lt;b&gt;"]) == ["&lt;b&gt;", "&amp;lt;b&amp;gt;"]  # one-to-one: names stay apart
 
 
-def _board_points() -> pd.DataFrame:
-    points = _points()
+def _board_points(n: int = 60) -> pd.DataFrame:
+    """Graded submissions of seven teams over a day; team t3 and one submission id get the hostile name."""
+    rng = np.random.default_rng(0)
+    flops = REF.budget * 10 ** rng.uniform(-3, 0, n)
+    score = 1e-5 * 10 ** rng.normal(0, 0.3, n)
+    points = pd.DataFrame({
+        "submission_id": [f"s{i}" for i in range(n)], "team": [f"t{i % 7}" for i in range(n)],
+        "round": "v1-warmup", "status": "graded",
+        "submitted_at": pd.Timestamp("2026-05-01", tz="UTC") + pd.to_timedelta(np.arange(n), unit="h"),
+        "mean_flops_used": flops, "mean_effective_compute": flops * 1.1, "adjusted_score": score,
+        "final_layer_mse": score * 10, "mean_multiplier": 0.1, "n_failed_mlps": 0,
+    })
+    points["vs_mc"] = 1e-6 / points["adjusted_score"]
+    points["mc_at_b"], points["mc_basis"] = 1e-6, "own MLPs"
     points.loc[points["team"] == "t3", "team"] = HOSTILE
     points.loc[5, "submission_id"] = HOSTILE
     return points
@@ -74,6 +85,13 @@ def test_leaderboard_scatter_timeline_history_and_public_private_draw_names_as_t
                           "overfit_text": [f"{HOSTILE} overfits", None], "fc_share": [0.5, 0.9]})
     for colour_by in ("flag", "share"):
         _assert_text_only(figs.public_private_figure(table, colour_by=colour_by, team=HOSTILE))
+
+
+def _scores() -> np.ndarray:
+    """Five teams' scores on 16 MLPs, apart by a few tens of percent."""
+    rng = np.random.default_rng(2)
+    mlp = rng.lognormal(0, 1, 16)
+    return np.stack([mlp * rng.lognormal(s, 0.3, 16) for s in (0.0, 0.1, 0.2, 0.4, 0.8)])
 
 
 def test_the_final_standings_views_draw_names_as_text():
