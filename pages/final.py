@@ -1,7 +1,7 @@
 """The final evaluation, run by the organizer: nominated submissions rerun on a fresh private suite.
 
-URL: ``/final``. Behind the organizer token (checked on the server before anything runs, and again in
-the job). The form names the round, the suite seed, the suite's size, the reference samples and the
+URL: ``/final``. Behind the organizer token (checked on the server before anything runs; the job carries
+an organizer grant of its exact request, never the token, checked before launch and again in the job). The form names the round, the suite seed, the suite's size, the reference samples and the
 bound on extra MLPs, and the nominees (``TEAM=upload:SHA256``, ``TEAM=submission:ID`` or a path on the
 server, one per line, or packages dropped here, each named after its team). The final runs as a
 background job of the app's one job system (``whestboard.final.run_final``: resumable, every pair scored
@@ -18,7 +18,7 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html, no_update
 
 from components.final_pairs import pair_list, rank_text
-from server.background import priced
+from server.background import priced, request_client_id
 from whestboard.final import (
     DEFAULT_MAX_EXTRA_MLPS,
     FinalError,
@@ -27,7 +27,13 @@ from whestboard.final import (
     run_final,
     workers_text,
 )
-from whestboard.leaderboard import OrganizerDenied, load_final_record, require_organizer
+from whestboard.leaderboard import (
+    OrganizerDenied,
+    load_final_record,
+    organizer_grant,
+    require_grant,
+    require_organizer,
+)
 from whestboard.rules import ALL_ROUNDS, get_round
 from whestboard.sandbox import UploadError, ingest_upload
 
@@ -104,7 +110,7 @@ def _received(contents, filenames, kept):
     kept = list(kept or [])
     try:
         for data, name in zip(contents or [], filenames or [], strict=True):
-            upload = ingest_upload(base64.b64decode(str(data).partition(",")[2]), str(name))
+            upload = ingest_upload(base64.b64decode(str(data).partition(",")[2]), str(name), client=request_client_id())
             team = PurePath(str(name)).name.removesuffix(".tar.gz").removesuffix(".tgz").removesuffix(".py")
             kept = [line for line in kept if not line.startswith(f"{team}=")] + [f"{team}=upload:{upload.sha256}"]
     except (UploadError, ValueError) as exc:
@@ -144,26 +150,37 @@ def _lines(text, packages) -> list[str]:
     prevent_initial_call=True,
 )
 def _start(_n, token, round_tag, seed, n, samples, extra, text, packages):
-    """The token and the form are checked here, on the server, before a job is launched."""
+    """The token and the form are checked here, on the server, before a job is launched; the job carries
+    an organizer grant for exactly this request, never the token (which would sit in the broker)."""
     try:
         require_organizer(token)
         lines = _lines(text, packages)
         _request(round_tag, seed, n, samples, extra, lines)
+        job = {"round": round_tag, "seed": seed, "n": n, "samples": samples, "extra": extra, "lines": lines}
+        job["grant"] = organizer_grant(token, _grant_subject(job))
     except OrganizerDenied as exc:
         return no_update, dbc.Alert(f"Refused: {exc}.", color="danger", className="py-2", id="final-refused")
     except (FinalError, ValueError, KeyError, FileNotFoundError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         return no_update, dbc.Alert(f"Nothing started: {message}", color="danger", className="py-2",
                                     id="final-refused")
-    job = {"token": token, "round": round_tag, "seed": seed, "n": n, "samples": samples, "extra": extra,
-           "lines": lines}
     return job, None
 
 
+def _grant_subject(job: dict) -> dict:
+    """What an organizer grant vouches for: the job's every field but the grant."""
+    return {key: job.get(key) for key in ("round", "seed", "n", "samples", "extra", "lines")}
+
+
 def _job_cost(job) -> float | None:
-    """Its most work: every nominee on every MLP it may score, each at the round's budget."""
+    """Its most work: every nominee on every MLP it may score, each at the round's budget. A job without
+    a grant for exactly this request is not launched (a hand-made ``final-job``)."""
     if not job:
         return None
+    try:
+        require_grant(job.get("grant"), _grant_subject(job))
+    except OrganizerDenied as exc:
+        raise ValueError(str(exc)) from None
     request = _request(job["round"], job["seed"], job["n"], job["samples"], job["extra"], job["lines"])
     return float(len(request.nominees) * (request.n_mlps + request.max_extra_mlps) * get_round(request.round_tag).budget)
 
@@ -184,7 +201,7 @@ def _run_job(set_progress, job):
         return no_update
     set_progress((0, "starting…", "baking the suite"))
     try:
-        require_organizer(job["token"])
+        require_grant(job.get("grant"), _grant_subject(job))
         request = _request(job["round"], job["seed"], job["n"], job["samples"], job["extra"], job["lines"])
         record = run_final(request, on_progress=lambda done, total, label: set_progress(
             (100 * done / max(total, 1), f"{done} of {total}", label)))

@@ -62,7 +62,7 @@ def _allowed() -> bool:
 
 
 def _client() -> str:
-    return visitor_id(client_address(), None)
+    return visitor_id(client_address())
 
 
 def _user_dataset_key(round_tag: str | None) -> str | None:
@@ -153,7 +153,7 @@ def _decode(contents: str) -> bytes:
 def _ingest(contents: list[str], filenames: list[str]):
     """One upload from what was dropped: a lone file as itself, several files as one folder submission."""
     if len(contents) == 1:
-        return ingest_upload(_decode(contents[0]), filenames[0] or "")
+        return ingest_upload(_decode(contents[0]), filenames[0] or "", client=_client())
     if len(contents) > MAX_SUBMISSION_FILES:
         raise UploadError(f"{len(contents)} files, over whestbench's {MAX_SUBMISSION_FILES}-file cap")
     named, total = [], 0
@@ -164,7 +164,7 @@ def _ingest(contents: list[str], filenames: list[str]):
         named.append((name or "", data))
     if any(is_archive(name) for name, _ in named):
         raise UploadError("a `whest package` tarball is a whole submission: upload it alone")
-    return ingest_several(named)
+    return ingest_several(named, client=_client())
 
 
 @callback(Output("upload-sha", "data"), Output("upload-file-status", "children"), Output("upload-run", "disabled"),

@@ -30,6 +30,7 @@ from flask import request
 from sqlalchemy.exc import SQLAlchemyError
 
 from server import faults
+from server.identity import client_key
 from server.warm import warm_process
 from whestboard import config, logs
 from whestboard.jobs import (
@@ -84,9 +85,13 @@ CLIENT_ID_SECRET = "client-id"
 HANDLE_SIGNING_SECRET = "dash-handles"
 
 
-def visitor_id(address: str | None, user_agent: str | None) -> str:
-    """A visitor's hashed id under the store's shared secret: the same on every machine."""
-    return logs.client_id(address, user_agent, shared_secret(CLIENT_ID_SECRET))
+def visitor_id(address: str | None) -> str:
+    """A visitor's hashed id under the store's shared secret: the same on every machine.
+
+    The address alone, as :func:`server.identity.client_key` reads it (an IPv6 address's /64): a client
+    chooses every header it sends, so a User-Agent in the id let one address hold as many job slots as
+    it cared to invent names."""
+    return logs.client_id(client_key(address), shared_secret(CLIENT_ID_SECRET))
 
 
 def request_client_id() -> str | None:
@@ -95,7 +100,7 @@ def request_client_id() -> str | None:
 
     ``remote_addr`` is the real client: ``server.identity`` believes X-Forwarded-For only from trusted proxies."""
     try:
-        return visitor_id(request.remote_addr, request.headers.get("User-Agent"))
+        return visitor_id(request.remote_addr)
     except (RuntimeError, SQLAlchemyError):  # no request context (a Celery worker, a script), or no store
         return None
 
@@ -188,6 +193,12 @@ def handle_signing_secret() -> bytes:
     return shared_secret(HANDLE_SIGNING_SECRET, 64)
 
 
+#: What Dash copies from the web request into a job's context and no job reads, blanked before launch: with
+#: Celery the context is the task's message in Redis (and its append-only file), and a request's headers
+#: and cookies carry whatever credentials a visitor's browser or a front in between added.
+REQUEST_ONLY = {"headers": {}, "cookies": {}, "remote": None}
+
+
 class _Ledger:
     """Mixin recording every background launch in ``whestboard.jobs``."""
 
@@ -219,7 +230,7 @@ class _Ledger:
             reap_jobs()
             enqueue(job_id, result_key=key, kind=kind, owner=owner, backend=self.backend_name)
             enqueued = True
-            context = dict(context)
+            context = dict(context, **REQUEST_ONLY)  # Dash hands a job the request's headers and cookies
             context[JOB_FIELD] = {"job_id": job_id, "result_key": key, "kind": kind, "owner": owner}
             handle = super().call_job_fn(key, job_fn, args, context)
             set_handle(job_id, str(handle))

@@ -1,7 +1,9 @@
 """Who a request comes from: the peer's address, or ``X-Forwarded-For`` only when a trusted proxy says so.
 
-Per-client limits (uploads queued, jobs running) and the logs' hashed client rest on this address, so
-a client must not be able to pick it. The header is believed only from ``WHESTBOARD_TRUSTED_PROXIES``
+Per-client limits (jobs running, uploads queued, upload bytes stored) and the logs' hashed client rest on
+this address, so a client must not be able to pick it: nothing else a request carries (User-Agent,
+cookies, any other header) names a client, since the client chooses all of it. An IPv6 client is its /64
+(:func:`client_key`): one subscriber holds a whole /64 and may use a fresh address from it per request. The header is believed only from ``WHESTBOARD_TRUSTED_PROXIES``
 (default ``unix``: the front of ``scripts/serve.sh``, which reaches gunicorn over a Unix socket and
 sets the header to the address it saw). From a trusted peer the client is the right-most entry that is
 not itself a trusted proxy; anyone else's header is ignored.
@@ -59,6 +61,27 @@ class TrustedProxies:
 def install(server) -> None:
     """Wrap the Flask app once: every request's ``remote_addr`` is then the client's real address."""
     server.wsgi_app = TrustedProxies(server.wsgi_app, config.trusted_proxies())
+
+
+#: An IPv6 client is its /64: the smallest block one subscriber is routinely given (RFC 6177), whose
+#: 2^64 addresses privacy extensions rotate through at will. A holder of a /56 or /48 still appears as
+#: 256 or 65,536 clients; the deployment-wide totals bound what they all get together.
+IPV6_CLIENT_PREFIX = 64
+
+
+def client_key(address: str | None) -> str:
+    """Who an address stands for in a per-client limit: an IPv4 address itself, an IPv6 address's /64
+    (an IPv4-mapped one its IPv4), anything unreadable (a Unix-socket peer with no trusted front) ``-``."""
+    try:
+        ip = ipaddress.ip_address((address or "").strip())
+    except ValueError:
+        return "-"
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    if ip.version == 6:
+        host_bits = 128 - IPV6_CLIENT_PREFIX
+        return str(ipaddress.IPv6Network((int(ip) >> host_bits << host_bits, IPV6_CLIENT_PREFIX)))
+    return str(ip)
 
 
 def client_address() -> str | None:

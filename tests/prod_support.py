@@ -216,8 +216,9 @@ def celery_worker(target: str, state_dir: Path, redis_url: str, *, concurrency: 
 
 
 @contextmanager
-def redis_server():
-    """A throwaway ``redis-server`` (Debian package) on a free loopback port; yields its URL."""
+def redis_server(*, appendonly: bool = False):
+    """A throwaway ``redis-server`` (Debian package) on a free loopback port; yields its URL. ``appendonly``:
+    with its append-only file, written at every command (``CONFIG GET dir`` names the folder)."""
     exe = shutil.which("redis-server")
     if not exe:
         pytest.fail("redis-server not found: install Debian's redis-server (./scripts/test.sh does)")
@@ -226,7 +227,8 @@ def redis_server():
     log = workdir / "redis.log"
     with open(log, "w") as out:
         proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(workdir),
-                                 "--save", "", "--appendonly", "no", "--protected-mode", "yes"],
+                                 "--save", "", "--appendonly", "yes" if appendonly else "no",
+                                 "--appendfsync", "always", "--protected-mode", "yes"],
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     import redis
 

@@ -131,8 +131,15 @@ def upload_max_bytes() -> int:
 
 
 def uploads_store_bytes() -> int:
-    """Size of the uploaded-estimator store before its oldest entries go (``WHESTBOARD_UPLOADS_MAX_MB``)."""
+    """The most the uploaded-estimator store holds at any moment (``WHESTBOARD_UPLOADS_MAX_MB``, 2048): in
+    the shared store, and in each machine's copy under its state folder (docs/uploads.md)."""
     return int(_number("WHESTBOARD_UPLOADS_MAX_MB", 2048, minimum=0, unit="number of MiB") * (1 << 20))
+
+
+def uploads_per_client_bytes() -> int:
+    """What one client's uploads may add to the store within an hour (``WHESTBOARD_UPLOADS_PER_CLIENT_MB``,
+    256): five estimators at whestbench's 50 MiB cap, or thousands of ordinary ones."""
+    return int(_number("WHESTBOARD_UPLOADS_PER_CLIENT_MB", 256, minimum=0, unit="number of MiB") * (1 << 20))
 
 
 # --------------------------------------------------------------------------- who may do what

@@ -124,9 +124,9 @@ def error(name: str, exc: BaseException, **fields: Any) -> None:
     )
 
 
-def client_id(address: str | None, user_agent: str | None, key: bytes) -> str:
-    """A stable, irreversible 12-hex-digit id for one visitor under ``key`` (the store's shared secret
-    ``client-id``, so every machine gives a visitor the same id and per-user limits and cancel hold
-    across machines)."""
-    raw = f"{address or '-'}|{user_agent or '-'}".encode()
+def client_id(client: str | None, key: bytes) -> str:
+    """A stable, irreversible 12-hex-digit id for one client (its address, or its IPv6 /64) under ``key``
+    (the store's shared secret ``client-id``, so every machine gives a visitor the same id and per-user
+    limits and cancel hold across machines)."""
+    raw = (client or "-").encode()
     return hmac.new(key, raw, hashlib.sha256).hexdigest()[:12]

@@ -20,6 +20,7 @@ import plotly.graph_objects as go
 from dash import html
 
 from components.figures.frame import EDGE_SYMBOLS, Frame, edge_sides, log_coords, pinned
+from components.figures.text import plain
 from components.format import sci
 from whestboard.band import ConvergenceView, RunPoint
 from whestboard.rules import sampling_mse
@@ -170,7 +171,7 @@ def _baseline_traces(view: ConvergenceView, metric: str) -> list[go.Scatter]:
 
 
 def _run_custom(run: RunPoint, metric: str, note: str = "") -> list:
-    return ["run", run.run_id, run.label, f" · {run.team}" if run.team else "", run.n_mlps, run.mse[metric],
+    return ["run", run.run_id, plain(run.label), f" · {plain(run.team)}" if run.team else "", run.n_mlps, run.mse[metric],
             run.adjusted_score if run.adjusted_score is not None else float("nan"), run.mean_multiplier,
             run.n_failed, run.flops_used, run.flops, run.dataset_key, note]
 
@@ -198,7 +199,7 @@ def run_traces(view: ConvergenceView, metric: str, highlight: str | None, frame:
         traces.append(_points(groups["inside"], metric, f"recorded runs ({len(view.runs)})",
                               dict(size=7, color=RUN_GREY, line=dict(color="white", width=0.5))))
     if groups["highlighted"]:
-        traces.append(_points(groups["highlighted"], metric, f"highlighted: {highlight}",
+        traces.append(_points(groups["highlighted"], metric, f"highlighted: {plain(highlight)}",
                               dict(size=11, color=HIGHLIGHT, line=dict(color="black", width=1))))
     if groups["edge"]:
         symbols = [EDGE_SYMBOLS[item[3][0]] for item in groups["edge"]]
@@ -442,8 +443,9 @@ def curve_traces(label: str, points: list[dict], *, x_axis: str = "flops", y_axi
     rows = [r for r in rows if r[1] > 0 and r[2] > 0]
     if not rows:
         return []
-    name = f"{label} ({FIXED_NOTE})" if fixed else label
-    custom = [[label, p["budget"], p["n_mlps"], p["n_failed_mlps"], p["final_layer_mse"]["mean"],
+    shown = plain(label)
+    name = f"{shown} ({FIXED_NOTE})" if fixed else shown
+    custom = [[shown, p["budget"], p["n_mlps"], p["n_failed_mlps"], p["final_layer_mse"]["mean"],
                p["score"]["mean"], p["flops_used"]["mean"], p["effective_compute"]["mean"],
                BELOW_FLOOR_NOTE if p["below_noise_floor"] else "", p.get("run_id") or ""] for p, *_ in rows]
     traces = [{
@@ -462,7 +464,7 @@ def curve_traces(label: str, points: list[dict], *, x_axis: str = "flops", y_axi
     }]
     sampling = [(r[1], _sampling_y(r[0], y_axis)) for r in rows]
     traces.append({"type": "scatter", "x": [s[0] for s in sampling], "y": [s[1] for s in sampling],
-                   "mode": "lines", "name": f"sampling at {label}'s FLOPs", "legendgroup": label, "showlegend": False,
+                   "mode": "lines", "name": f"sampling at {shown}'s FLOPs", "legendgroup": label, "showlegend": False,
                    "line": {"color": color, "width": 1, "dash": "dot"}, "hoverinfo": "skip"})
     if fixed:
         traces.append({"type": "scatter", "x": [rows[0][1]], "y": [max(r[2] for r in rows)], "mode": "text",
@@ -472,12 +474,12 @@ def curve_traces(label: str, points: list[dict], *, x_axis: str = "flops", y_axi
         x = crossing["flops"] / crossing["budget"] if x_axis == "ratio" else crossing["flops"]
         y = crossing["mse_over_variance"] if y_axis == "var" else crossing["mse"]
         side = "better" if crossing["better_after"] else "worse"
-        traces.append({"type": "scatter", "x": [x], "y": [y], "mode": "markers+text", "name": f"{label} crosses sampling",
+        traces.append({"type": "scatter", "x": [x], "y": [y], "mode": "markers+text", "name": f"{shown} crosses sampling",
                        "legendgroup": label, "text": [f"crosses sampling at {sci(crossing['flops'])} FLOPs"],
                        "textposition": "bottom right", "textfont": {"size": 11, "color": color},
                        "marker": {"symbol": "star", "size": 16, "color": color, "line": {"color": "black", "width": 1}},
                        "meta": {"crossing": crossing},
-                       "hovertemplate": (f"<b>{label} crosses sampling</b><br>{sci(crossing['flops'])} FLOPs, MSE "
+                       "hovertemplate": (f"<b>{shown} crosses sampling</b><br>{sci(crossing['flops'])} FLOPs, MSE "
                                          f"{sci(crossing['mse'])}<br>{side} than sampling past it<extra></extra>")})
     return traces
 

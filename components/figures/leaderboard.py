@@ -30,6 +30,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from components.figures.frame import EDGE_SYMBOLS, Frame, edge_sides, log_coords, pinned
+from components.figures.text import plain
 from whestboard.rules import sampling_mse
 
 GREY = "rgba(90, 98, 110, 0.55)"
@@ -81,7 +82,7 @@ def hover_columns(points: pd.DataFrame) -> np.ndarray:
     times = pd.to_datetime(points["submitted_at"], utc=True).dt.strftime("%Y-%m-%d %H:%M UTC")
     failed = points["n_failed_mlps"].astype("Int64").astype(object).where(points["n_failed_mlps"].notna(), "—")
     cols = [
-        points["team"].astype(str), points["submission_id"].astype(str), times,
+        points["team"].map(plain), points["submission_id"].map(plain), times,
         points["adjusted_score"], points["final_layer_mse"], points["mean_multiplier"], failed,
         points["mean_flops_used"], points["mean_effective_compute"],
     ]
@@ -208,7 +209,7 @@ def scatter_figure(
 def highlight_trace(prep: Prepared, team: str | None) -> go.Scattergl:
     """The highlighted team's submissions (drawn last, on top); empty when no team is chosen."""
     rows = prep.graded[prep.graded["team"] == team] if team else prep.graded.iloc[0:0]
-    name = f"team: {team}" if team else "highlighted team"
+    name = f"team: {plain(team)}" if team else "highlighted team"
     if len(rows) > DOT_LIMIT:  # a response stays bounded even for a team that submitted without end
         name += f" (its {DOT_LIMIT:,} lowest of {len(rows):,})"
         rows = rows.nsmallest(DOT_LIMIT, prep.y_col)
@@ -740,14 +741,14 @@ def timeline_best_trace(points: pd.DataFrame, team: str | None) -> go.Scatter:
         xs += [*pd.to_datetime(grp["submitted_at"], utc=True).map(_plotly_time), None]
         ys += [*_round_sig(grp["vs_mc"].cummax().to_numpy()).tolist(), None]
     return go.Scatter(x=xs[:-1], y=ys[:-1], mode="lines", line=dict(color=HIGHLIGHT, shape="hv", width=1.5),
-                      name=f"team: {team}, best so far" if team else "best so far", showlegend=bool(team),
+                      name=f"team: {plain(team)}, best so far" if team else "best so far", showlegend=bool(team),
                       hoverinfo="skip", connectgaps=False)
 
 
 def timeline_highlight_trace(points: pd.DataFrame, team: str | None) -> go.Scattergl:
     graded = timeline_points(points)
     rows = graded[graded["team"] == team] if team else graded.iloc[0:0]
-    name = f"team: {team}" if team else "highlighted team"
+    name = f"team: {plain(team)}" if team else "highlighted team"
     if len(rows) > DOT_LIMIT:  # bounded, as the scatter's highlight
         name += f" (its {DOT_LIMIT:,} best of {len(rows):,})"
         rows = rows.nlargest(DOT_LIMIT, "vs_mc").sort_values("submitted_at", kind="mergesort")
@@ -792,7 +793,7 @@ def public_private_figure(table: pd.DataFrame | None, *, colour_by: str = "flag"
     fig.add_trace(go.Scatter(x=[10**low, 10**high], y=[10**low, 10**high], mode="lines", name="private = public",
                              line=dict(color="#555", dash="dash", width=1), hoverinfo="skip"))
     share = rows["fc_share"].astype(float)
-    custom = np.array([[t, sid, r, p, "—" if s != s else f"{s:.2g}", text or "not flagged"]
+    custom = np.array([[plain(t), plain(sid), r, p, "—" if s != s else f"{s:.2g}", plain(text or "not flagged")]
                        for t, sid, r, p, s, text in zip(rows["team"], rows["submission_id"], rows["private_ratio"],
                                                         rows["overfit_p"], share, rows["overfit_text"], strict=True)],
                       dtype=object).reshape(len(rows), 6)
@@ -814,7 +815,7 @@ def public_private_figure(table: pd.DataFrame | None, *, colour_by: str = "flag"
                                      customdata=custom[mask].tolist(),
                                      hovertemplate=PUBPRIV_HOVER, marker=dict(size=10, color=colour, symbol=symbol)))
     chosen = rows["team"] == team if team else np.zeros(len(rows), bool)
-    fig.add_trace(go.Scatter(x=x[chosen].tolist(), y=y[chosen].tolist(), mode="markers", name=f"team: {team}" if team else "team",
+    fig.add_trace(go.Scatter(x=x[chosen].tolist(), y=y[chosen].tolist(), mode="markers", name=f"team: {plain(team)}" if team else "team",
                              showlegend=bool(team), hoverinfo="skip",
                              marker=dict(size=16, color="rgba(0,0,0,0)", line=dict(color=HIGHLIGHT, width=2.5))))
     fig.update_layout(
@@ -835,12 +836,12 @@ def history_figure(history: pd.DataFrame, *, team: str) -> go.Figure:
         colour = ROUND_MARKERS[i % len(ROUND_MARKERS)]
         times = pd.to_datetime(rows["submitted_at"], utc=True).map(_plotly_time).to_numpy()
         fig.add_trace(go.Scatter(x=times, y=rows["adjusted_score"], mode="markers", name=f"{tag}: submissions",
-                                 marker=dict(color=colour, size=8), customdata=rows["submission_id"],
+                                 marker=dict(color=colour, size=8), customdata=rows["submission_id"].map(plain),
                                  hovertemplate="%{customdata}<br>%{x}<br>score %{y:.4g}<extra></extra>"))
         fig.add_trace(go.Scatter(x=times, y=rows["best_so_far"], mode="lines", line=dict(color=colour, shape="hv"),
                                  name=f"{tag}: best so far", hoverinfo="skip"))
     fig.update_layout(
-        title=dict(text=f"{team}: score over time and best so far", x=0.01, font=dict(size=14)),
+        title=dict(text=f"{plain(team)}: score over time and best so far", x=0.01, font=dict(size=14)),
         xaxis=dict(title="submitted (UTC)", type="date"),
         yaxis=dict(type="log", title="score (lower is better)", exponentformat="power"),
         height=340, margin=dict(l=70, r=20, t=45, b=50), legend=dict(orientation="h", y=-0.25, x=0),

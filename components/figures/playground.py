@@ -13,6 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from components.figures import explorer
+from components.figures.text import plain
 from whestboard.data import heatmap_bins, ribbon_quantiles, weight_stats
 from whestboard.scoring import Playground, Scored
 
@@ -56,14 +57,14 @@ def per_layer_mse_figure(result: Playground) -> go.Figure:
         mode="lines", line=dict(color=FLOOR_COLOUR, dash="dash", width=2),
         hovertemplate="layer %{x}: noise floor %{y:.3e}<extra></extra>"))
     for position, scored in enumerate(result.results):
-        twin = next((earlier.label for earlier in result.results[:position]
+        twin = next((plain(earlier.label) for earlier in result.results[:position]
                      if earlier.entry["per_layer_mse"] == scored.entry["per_layer_mse"]), None)
-        label = scored.label + (" (failed: zero fallback)" if scored.failed else "") + (
+        label = plain(scored.label) + (" (failed: zero fallback)" if scored.failed else "") + (
             f" (= {twin}, drawn dashed)" if twin else "")
         fig.add_trace(go.Scatter(
             x=layers, y=_positive(scored.entry["per_layer_mse"]), name=label, mode="lines+markers",
             line=dict(color=colour_of(position), width=2, dash="dot" if scored.failed else "dash" if twin else "solid"),
-            hovertemplate=f"{scored.label}<br>layer %{{x}}: MSE %{{y:.3e}}<extra></extra>"))
+            hovertemplate=f"{plain(scored.label)}<br>layer %{{x}}: MSE %{{y:.3e}}<extra></extra>"))
     fig.update_xaxes(title="layer", dtick=1 if len(layers) <= 16 else None)
     fig.update_yaxes(title="MSE against the truth", type="log", exponentformat="power")
     fig.update_layout(hovermode="x unified")
@@ -88,7 +89,7 @@ def error_heatmap_figure(result: Playground, scored: Scored) -> go.Figure:
         hovertemplate=f"layer %{{y}}<br>neurons {span}<br>{what}: %{{z:.3e}}<extra></extra>"))
     fig.update_xaxes(title="neuron" if bins.bin_size == 1 else f"neuron bin ({bins.bin_size} neurons each)")
     fig.update_yaxes(title="layer", autorange="reversed", dtick=1 if depth <= 16 else None)
-    return _framed(fig, f"|error| of {scored.label}, layers x neurons", height=max(300, 120 + 18 * depth))
+    return _framed(fig, f"|error| of {plain(scored.label)}, layers x neurons", height=max(300, 120 + 18 * depth))
 
 
 def predicted_vs_true_figure(result: Playground, scored: Scored, layer: int) -> go.Figure:
@@ -99,14 +100,14 @@ def predicted_vs_true_figure(result: Playground, scored: Scored, layer: int) -> 
     fig = go.Figure([
         go.Scatter(x=[0.0, top], y=[0.0, top], mode="lines", name="exact", hoverinfo="skip",
                    line=dict(color=FLOOR_COLOUR, dash="dash", width=1)),
-        go.Scatter(x=truth, y=predicted, mode="markers", name=scored.label, customdata=np.arange(truth.size),
+        go.Scatter(x=truth, y=predicted, mode="markers", name=plain(scored.label), customdata=np.arange(truth.size),
                    marker=dict(size=6 if truth.size <= 256 else 4, opacity=0.75),
                    hovertemplate="neuron %{customdata}<br>true %{x:.4g}<br>predicted %{y:.4g}<extra></extra>"),
     ])
     fig.update_xaxes(title=f"true E[h] (layer {layer + 1})")
     fig.update_yaxes(title="predicted", scaleanchor="x", scaleratio=1)
     fig.update_layout(showlegend=False)
-    return _framed(fig, f"{scored.label}: predicted vs true, layer {layer + 1}", height=380)
+    return _framed(fig, f"{plain(scored.label)}: predicted vs true, layer {layer + 1}", height=380)
 
 
 def truth_figures(result: Playground) -> dict[str, go.Figure]:

@@ -18,6 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from components.figures.leaderboard import HIGHLIGHT
+from components.figures.text import plain, plain_all
 from whestboard.leaderboard import BootstrapStandings, Fragility
 
 ROSE = "rgba(44, 160, 44, 0.85)"
@@ -58,7 +59,7 @@ def shake_up_figure(shake: pd.DataFrame, *, team: str | None = None) -> go.Figur
         fig.add_trace(go.Scatter(x=xs.tolist(), y=ys.tolist(), mode="lines", name=f"{name} ({int(mask.sum())})",
                                  line=dict(color=colour, width=2), hoverinfo="skip"))
     colour = np.where(moved > 0, ROSE, np.where(moved < 0, FELL, STAYED))
-    custom = np.column_stack([on_board["team"].astype(str), on_board["public_rank"].to_numpy(float),
+    custom = np.column_stack([plain_all(on_board["team"]), on_board["public_rank"].to_numpy(float),
                               moved]).tolist()
     fig.add_trace(go.Scatter(
         x=x.tolist(), y=y.tolist(), mode="markers", name="finalists", marker=dict(size=10, color=colour.tolist()),
@@ -68,7 +69,7 @@ def shake_up_figure(shake: pd.DataFrame, *, team: str | None = None) -> go.Figur
     ))
     chosen = on_board["team"] == team if team else np.zeros(len(on_board), bool)
     fig.add_trace(go.Scatter(x=x[chosen].tolist(), y=y[chosen].tolist(), mode="markers", hoverinfo="skip",
-                             name=f"team: {team}" if team else "team", showlegend=bool(team),
+                             name=f"team: {plain(team)}" if team else "team", showlegend=bool(team),
                              marker=dict(size=17, color="rgba(0,0,0,0)", line=dict(color=HIGHLIGHT, width=2.5))))
     missing = len(shake) - len(on_board)
     title = f"Shake-up: public rank against final rank, {len(on_board)} finalists"
@@ -86,7 +87,7 @@ def rank_probability_figure(boot: BootstrapStandings) -> go.Figure:
     n = len(boot.teams)
     ks = list(range(1, n + 1))
     fig = go.Figure(go.Heatmap(
-        z=np.round(boot.rank_at_most, 4).tolist(), x=ks, y=boot.teams, zmin=0, zmax=1,
+        z=np.round(boot.rank_at_most, 4).tolist(), x=ks, y=plain_all(boot.teams), zmin=0, zmax=1,
         colorscale=PROBABILITY_SCALE, colorbar=dict(title="P", thickness=12),
         text=np.vectorize(lambda p: f"{p:.2f}")(boot.rank_at_most).tolist() if n <= CELL_TEXT_LIMIT else None,
         texttemplate="%{text}" if n <= CELL_TEXT_LIMIT else None,
@@ -106,7 +107,7 @@ def win_matrix_figure(boot: BootstrapStandings) -> go.Figure:
     z = [[None if np.isnan(v) else round(float(v), 4) for v in row] for row in wins]
     ties = np.round(boot.ties, 4).tolist()
     fig = go.Figure(go.Heatmap(
-        z=z, x=boot.teams, y=boot.teams, zmin=0, zmax=1, colorscale=WIN_SCALE, customdata=ties,
+        z=z, x=plain_all(boot.teams), y=plain_all(boot.teams), zmin=0, zmax=1, colorscale=WIN_SCALE, customdata=ties,
         colorbar=dict(title="P(above)", thickness=12),
         text=[["" if v is None else f"{v:.2f}" for v in row] for row in z] if n <= CELL_TEXT_LIMIT else None,
         texttemplate="%{text}" if n <= CELL_TEXT_LIMIT else None,
@@ -126,7 +127,7 @@ def _rank_quantiles(share: np.ndarray, qs: tuple[float, ...]) -> np.ndarray:
 
 def fragility_figure(frag: Fragility, *, top: int = FRAGILITY_TEAMS) -> go.Figure:
     """Median rank and 5-95% range of the top teams for each number of MLPs left out."""
-    teams = frag.teams[:top]
+    teams = plain_all(frag.teams[:top])
     fig = go.Figure()
     offsets = np.linspace(-0.25, 0.25, max(len(frag.left_out), 1)) if len(frag.left_out) > 1 else [0.0]
     positions = np.arange(len(teams), dtype=float)

@@ -6,6 +6,8 @@ import math
 
 import plotly.graph_objects as go
 
+from components.figures.text import plain
+
 COLORS = {"upload": "#d62728", "mean": "#1f77b4", "cov": "#2ca02c"}
 LABELS = {"mean": "mean propagation", "cov": "covariance propagation"}
 
@@ -27,7 +29,7 @@ def per_layer_figure(series: dict[str, list[float | None]], *, upload_label: str
         if not values:
             continue
         layers = list(range(1, len(values) + 1))
-        name = upload_label if key == "upload" else LABELS.get(key, key)
+        name = plain(upload_label) if key == "upload" else LABELS.get(key, key)
         fig.add_trace(go.Scatter(
             x=layers, y=_positive(values), mode="lines+markers", name=name,
             line={"color": COLORS.get(key), "width": 3 if key == "upload" else 2,

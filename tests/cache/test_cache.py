@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -160,11 +163,12 @@ _PROCESS = textwrap.dedent("""
 
 
 @pytest.mark.services
-def test_shared_backend_serves_one_process_what_another_computed(monkeypatch):
+def test_shared_backend_serves_one_process_what_another_computed(tmp_path, monkeypatch):
     from tests.prod_support import redis_server
 
     with redis_server() as url:
-        env = {"WHESTBOARD_REDIS_URL": url, "PATH": "/usr/bin:/bin"}
+        # the two processes share the store (its signing key) as two machines share PostgreSQL
+        env = {"WHESTBOARD_REDIS_URL": url, "WHESTBOARD_STATE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
 
         def run(name: str, revision: str) -> str:
             done = subprocess.run([sys.executable, "-c", _PROCESS, name, revision], cwd=REPO, env=env,
@@ -196,3 +200,85 @@ def test_without_redis_a_shared_region_is_shared_through_the_state_folder(tmp_pa
     assert (tmp_path / "cache").is_dir()
     assert Region("test-folder", shared=False).get("k") is None  # a process-local region never looks there
 
+
+
+# --------------------------------------------------------------------------- shared values are data, never code
+
+
+class _Planted:
+    """A pickle that, if ever unpickled, writes a file: what someone who can write to Redis would plant."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.write_text, (self.marker, "the cache ran planted code"))
+
+
+def _plant_and_read(region: Region, backend, key, marker: Path, planted: bytes) -> object:
+    backend.set(region._backend_key(region._full_key(key)), planted)
+    return region.get_or_load(key, lambda: {"recomputed": True})
+
+
+def _hostile_values(marker: Path, backend_key: str) -> dict[str, bytes]:
+    from whestboard.cache import SIGNED_MAGIC
+
+    payload = pickle.dumps(_Planted(marker))
+    return {
+        "a bare pickle": payload,
+        "a pickle behind the tag, with a made-up signature": SIGNED_MAGIC + bytes(32) + payload,
+        "a pickle signed with another key": SIGNED_MAGIC + hmac.new(
+            b"k" * 32, backend_key.encode() + b"\0" + payload, hashlib.sha256).digest() + payload,
+    }
+
+
+def _assert_refused(region: Region, backend, marker: Path) -> None:
+    from whestboard.cache import verified
+
+    for what, planted in _hostile_values(marker, region._backend_key(region._full_key("k"))).items():
+        region.clear()
+        assert _plant_and_read(region, backend, "k", marker, planted) == {"recomputed": True}, what
+        assert not marker.exists(), f"{what} was unpickled"
+        # the miss stored the recomputed value again, signed: the next reader verifies it
+        stored = backend.get(region._backend_key(region._full_key("k")))
+        assert verified(region._backend_key(region._full_key("k")), stored) is not None
+    # a signed value moved under another key does not verify there either
+    region.clear()
+    moved = backend.get(region._backend_key(region._full_key("k")))
+    backend.set(region._backend_key(region._full_key("other")), moved)
+    loads = []
+    region.get_or_load("other", lambda: loads.append(1) or "fresh")
+    assert loads == [1]
+
+
+@pytest.mark.services
+def test_a_pickle_planted_in_redis_is_never_unpickled_and_reads_as_a_miss(tmp_path, monkeypatch):
+    import redis
+
+    from tests.prod_support import redis_server
+
+    marker = tmp_path / "planted-code-ran"
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
+    with redis_server() as url:
+        monkeypatch.setenv("WHESTBOARD_REDIS_URL", url)
+        region = Region("test-planted-redis", shared=True)
+        _assert_refused(region, redis.Redis.from_url(url), marker)
+
+
+def test_a_pickle_planted_in_the_state_folder_cache_is_never_unpickled(tmp_path, monkeypatch):
+    import diskcache
+
+    from whestboard.cache import shared_backend
+
+    marker = tmp_path / "planted-code-ran"
+    monkeypatch.delenv("WHESTBOARD_REDIS_URL", raising=False)
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
+    region = Region("test-planted-folder", shared=True)
+    _assert_refused(region, shared_backend(), marker)
+    # diskcache's own pickled entry (not bytes: what its default Disk writes for an object) is refused too
+    key = region._backend_key(region._full_key("k"))
+    with diskcache.Cache(str(tmp_path / "state" / "cache")) as raw:
+        raw.set(key, _Planted(marker))
+    region.clear()
+    assert region.get_or_load("k", lambda: "recomputed") == "recomputed"
+    assert not marker.exists()

@@ -260,8 +260,8 @@ def test_a_gzip_bomb_stops_at_the_cap_without_unpacking_it(store):
     data = gzip.compress(raw.getvalue(), compresslevel=9)
     assert len(data) < 1 << 20
     started = time.monotonic()
-    with pytest.raises(UploadError, match="more than 50 MiB"):
-        _ingest.ingest_upload(data, "bomb.tar.gz", store=store)
+    with pytest.raises(UploadError, match=r"add up to 200\.0 MiB by member 'estimator\.py', over whestbench's 50 MiB"):
+        _ingest.ingest_upload(data, "bomb.tar.gz", store=store)  # read off the member's header, never unpacked
     assert time.monotonic() - started < 10
 
 
@@ -345,16 +345,93 @@ def test_a_callback_request_nested_past_the_recursion_limit_gets_a_sentence_not_
     assert response.status_code == 400 and "nested too deeply" in response.get_json()["error"]
 
 
-def test_the_store_keeps_its_size_by_dropping_the_oldest_uploads(store):
+@pytest.fixture()
+def bounded(tmp_path, monkeypatch):
+    """A store of its own (its database too) with small bounds: 0.1 MiB in all, 0.05 MiB per client an hour."""
+    from whestboard.store import reset_engines
+
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("WHESTBOARD_DATABASE_URL", raising=False)
+    monkeypatch.setenv("WHESTBOARD_UPLOADS_MAX_MB", "0.1")
+    monkeypatch.setenv("WHESTBOARD_UPLOADS_PER_CLIENT_MB", "0.05")
+    reset_engines()
+    yield tmp_path / "state" / "uploads"
+    reset_engines()
+
+
+def _source(i: int, size: int = 10_000) -> bytes:
+    return f"x = {i}\n".encode() + b"#" * size + b"\n"
+
+
+def _held(store: Path) -> tuple[int, int]:
+    """(bytes in the shared store, bytes in this machine's copy)."""
+    from whestboard.store import namespace_size
+
+    here = sum(p.stat().st_size for p in store.rglob("*") if p.is_file() and p.name != ".copies.lock")
+    return namespace_size(_ingest.BLOBS)[1], here
+
+
+def test_a_clients_share_is_refused_at_the_moment_of_storing_with_its_numbers(bounded):
+    limit = 0.1 * 2**20
+    alice = [_ingest.ingest_upload(_source(i), f"a{i}.py", client="alice", store=bounded) for i in range(2)]
+    with pytest.raises(UploadError) as refused:
+        _ingest.ingest_upload(_source(2), "a2.py", client="alice", store=bounded)
+    text = str(refused.value)
+    assert text.startswith("not stored: your uploads of the last hour take ")
+    assert "of this server's 0.05 MiB per visitor (WHESTBOARD_UPLOADS_PER_CLIENT_MB)" in text
+    assert "try again in 60 minute(s)" in text
+    assert _ingest.sha256_hex(_source(2)) not in {p.name for p in bounded.iterdir()}  # nothing written
+    # the same bytes again add nothing and are not refused; another client has a share of its own
+    assert _ingest.ingest_upload(_source(0), "a0.py", client="alice", store=bounded).sha256 == alice[0].sha256
+    _ingest.ingest_upload(_source(3), "b3.py", client="bob", store=bounded)
+    shared, here = _held(bounded)
+    assert shared <= limit and here <= limit and shared > 3 * 10_000
+
+
+def test_the_store_refuses_when_full_of_young_uploads_and_drops_old_ones_for_room(bounded, monkeypatch):
+    from sqlalchemy import text
+
+    from whestboard.store import blob_keys, session
+
+    limit = 0.1 * 2**20
+    stored = [_ingest.ingest_upload(_source(i), f"c{i}.py", client=f"client-{i}", store=bounded) for i in range(3)]
+    with pytest.raises(UploadError, match=r"^not stored: the upload store holds .* of its 0.1 MiB "
+                                          r"\(WHESTBOARD_UPLOADS_MAX_MB\), all uploaded within the last hour"):
+        _ingest.ingest_upload(_source(9, 40_000), "c9.py", client="client-9", store=bounded)
+    assert _held(bounded)[0] <= limit
+    # an hour on, the oldest may go: it is dropped, from the shared store and from this machine's copy
+    with session() as s:
+        s.execute(text("update blobs set created_at = :at where namespace = :ns and key = :key"),
+                  {"at": time.time() - 2 * 3600, "ns": _ingest.BLOBS, "key": stored[0].sha256})
+    old = time.time() - 7200
     import os
 
-    first = _ingest.ingest_upload(b"x = 1\n" + b"#" * 4000, "a.py", store=store)
-    second = _ingest.ingest_upload(b"x = 2\n" + b"#" * 4000, "b.py", store=store)
+    os.utime(stored[0].root / "upload.json", (old, old))
+    late = _ingest.ingest_upload(_source(9, 40_000), "c9.py", client="client-9", store=bounded)
+    assert stored[0].sha256 not in blob_keys(_ingest.BLOBS) and not stored[0].root.exists()
+    assert late.root.is_dir()
+    shared, here = _held(bounded)
+    assert shared <= limit and here <= limit
+
+
+def test_this_machines_copy_keeps_within_the_bound_sparing_copies_in_use(bounded):
+    import os
+
+    from whestboard.store import remove_blob
+
+    a, b = (_ingest.ingest_upload(_source(i), f"d{i}.py", store=bounded) for i in range(2))
     old = time.time() - 7200
-    os.utime(first.root / "upload.json", (old, old))
-    assert _ingest.prune(store, max_bytes=6000) == 1  # over the limit: the old one goes
-    assert not first.root.exists() and second.root.exists()
-    assert _ingest.prune(store, max_bytes=10) == 0  # the recent one stays: its job may still be queued
+    for upload in (a, b):
+        os.utime(upload.root / "upload.json", (old, old))
+    remove_blob(_ingest.BLOBS, b.sha256)  # dropped from the shared store by another machine
+    copy = _ingest._copy_bytes(a.root)
+    # room for one more copy: the one the store no longer holds goes first, though a was read no later
+    assert _ingest.make_room_here(copy, bounded, max_bytes=2 * copy + 100) == 1
+    assert a.root.is_dir() and not b.root.exists()
+    os.utime(a.root / "upload.json")  # read just now: a job may be reading it
+    with pytest.raises(UploadError, match=r"this machine's copy of the upload store holds .* read by jobs"):
+        _ingest.make_room_here(copy, bounded, max_bytes=copy + 100)
+    assert a.root.is_dir()
 
 
 def test_huge_sources_are_left_to_the_sandbox_not_compiled_in_the_app(store):

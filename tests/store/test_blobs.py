@@ -176,3 +176,63 @@ def test_a_forked_child_stores_and_reads_without_touching_the_parents_connection
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert _blobs.get_blob(ns, "child") == b"c" * (_blobs.CHUNK_BYTES + 1) and _blobs.get_blob(ns, "parent") == b"p"
+
+
+# --------------------------------------------------------------------------- bounded at the moment of storing
+
+
+def _quota(max_bytes: int, owner: str | None = None, share: int | None = None) -> _blobs.Quota:
+    return _blobs.Quota(max_bytes=max_bytes, keep_s=3600.0, owner=owner, owner_max_bytes=share)
+
+
+def test_an_owner_past_its_share_is_refused_and_nothing_is_stored(store):
+    ns = namespace("share")
+    for i in range(3):
+        assert _blobs.put_blob_within(ns, f"a{i}", bytes(100), _quota(10_000, "alice", 300), now=1000.0 + i) == []
+    with pytest.raises(_blobs.QuotaExceeded) as refused:
+        _blobs.put_blob_within(ns, "a3", bytes(1), _quota(10_000, "alice", 300), now=1010.0)
+    assert (refused.value.what, refused.value.used, refused.value.limit) == ("owner", 300, 300)
+    assert refused.value.retry_after_s == pytest.approx(1000.0 + 3600 - 1010.0)  # when a0 stops counting
+    assert _blobs.put_blob_within(ns, "b0", bytes(100), _quota(10_000, "bob", 300), now=1010.0) == []
+    # an hour on, alice's first upload no longer counts against her share
+    assert _blobs.put_blob_within(ns, "a3", bytes(100), _quota(10_000, "alice", 300), now=4601.0) == []
+    assert _blobs.namespace_size(ns) == (5, 500)
+
+
+def test_the_total_drops_the_oldest_prunable_blobs_first_and_refuses_when_all_are_young(store):
+    ns = namespace("total")
+    for i in range(4):
+        _blobs.put_blob_within(ns, f"k{i}", bytes(100), _quota(400), now=1000.0 + i)
+    # an hour on: k0..k3 may go; making room for 250 bytes drops the three oldest, no more
+    assert _blobs.put_blob_within(ns, "big", bytes(250), _quota(400), now=5000.0) == ["k0", "k1", "k2"]
+    assert _blobs.blob_keys(ns) == ["k3", "big"] and _blobs.namespace_size(ns) == (2, 350)
+    # now everything but k3 is young: 100 bytes more would need 'big' dropped, which is in use
+    with pytest.raises(_blobs.QuotaExceeded) as refused:
+        _blobs.put_blob_within(ns, "late", bytes(151), _quota(400), now=5001.0)
+    assert refused.value.what == "total" and refused.value.used == 250 and refused.value.limit == 400
+    assert refused.value.retry_after_s == pytest.approx(5000.0 + 3600 - 5001.0)
+    assert _blobs.blob_keys(ns) == ["k3", "big"]  # refused: nothing dropped either
+    assert _blobs.put_blob_within(ns, "big", bytes(250), _quota(400), now=5002.0) == []  # the same key: nothing added
+
+
+def test_racing_writers_on_many_processes_never_take_the_total_past_its_bound(store):
+    """Twelve forked processes store 100 bytes each at once under a bound of 450: four get in, and the
+    namespace never holds more than 450 bytes (each checks and stores inside the namespace's lock)."""
+    ns = namespace("race")
+    _blobs.put_blob_within(ns, "first", bytes(50), _quota(450))
+    children = []
+    for i in range(12):
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                _blobs.put_blob_within(ns, f"k{i}", bytes(100), _quota(450))
+            except _blobs.QuotaExceeded:
+                code = 1
+            except BaseException:  # noqa: BLE001 - reported through the exit status
+                code = 2
+            os._exit(code)
+        children.append(pid)
+    codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children]
+    assert sorted(codes) == [0] * 4 + [1] * 8
+    assert _blobs.namespace_size(ns) == (5, 450)

@@ -1,7 +1,8 @@
 """The one cache service of Whestboard: bounded, sized by config when called, local or shared.
 
-Owns: every cache of computed data, in the core and in the pages. Imports only ``whestboard.config``
-and ``whestboard.logs`` (it sits just above them in the layers), so any layer may use it.
+Owns: every cache of computed data, in the core and in the pages. Imports only ``whestboard.config``,
+``whestboard.logs`` and the store's shared secrets (it sits just above them in the layers), so any
+layer above may use it.
 
 Contract:
 
@@ -12,8 +13,13 @@ Contract:
   Each key is loaded once even when several threads ask for it at the same moment.
 - ``shared=True`` adds the configured backend as a second level: Redis when ``WHESTBOARD_REDIS_URL``
   is set (every machine, worker and restart reuse a value), otherwise a diskcache folder in the state
-  folder (``<state>/cache``: every worker of this machine, and its restarts). Values are pickled,
-  entries expire after ``timeout`` seconds, and the folder is bounded by ``WHESTBOARD_CACHE_BYTES``.
+  folder (``<state>/cache``: every worker of this machine, and its restarts). Entries expire after
+  ``timeout`` seconds, and the folder is bounded by ``WHESTBOARD_CACHE_BYTES``.
+- A shared value is data the app vouches for, never code from whoever can write the backend: it is
+  pickled and signed (HMAC-SHA256 under the store's shared secret ``cache-signing``, which lives in the
+  database, never in Redis, over the entry's key and bytes). A value whose signature does not verify,
+  or that is not signed at all, is never unpickled: it is a miss, recomputed and stored again signed.
+  The folder backend hands back raw bytes only (diskcache's own pickled entries are refused).
 - ``revision`` (a callable) is read at every call and is part of every key: a caller whose inputs change
   under the same arguments (a file rewritten, a run recorded) bumps it and old values are never served.
 - :func:`memoize` wraps a function in a shared region keyed by its arguments: the pages' decorator,
@@ -24,6 +30,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import hmac
+import logging
 import os
 import pickle
 import threading
@@ -31,7 +39,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
-from whestboard import config
+from whestboard import config, logs
 
 V = TypeVar("V")
 KEY_PREFIX = "whestboard-cache:"
@@ -170,21 +178,65 @@ class Region(Generic[V]):
         client = shared_backend() if self.shared else None
         if client is None:
             return _MISSING
+        key = self._backend_key(full)
         try:
-            raw = client.get(self._backend_key(full))
-            return _MISSING if raw is None else pickle.loads(raw)
+            raw = client.get(key)
+            payload = None if raw is None else verified(key, raw)
         except Exception:  # noqa: BLE001 - a cache that cannot answer is a miss, never a failed page
+            return _MISSING
+        if payload is None:
+            if raw is not None:
+                logs.event("cache.refused", level=logging.WARNING, region=self.name, bytes=len(raw),
+                           reason="not signed by this deployment: not unpickled, read as a miss")
+            return _MISSING
+        try:
+            return pickle.loads(payload)
+        except Exception:  # noqa: BLE001 - signed by us, yet unreadable here (another version of a class)
             return _MISSING
 
     def _to_backend(self, full: Hashable, value: V) -> None:
         client = shared_backend() if self.shared else None
         if client is None:
             return
+        key = self._backend_key(full)
         try:
-            client.set(self._backend_key(full), pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL),
+            client.set(key, signed(key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)),
                        ex=self.timeout or None)
         except Exception:  # noqa: BLE001 - the value is still returned and kept in this process
             pass
+
+
+#: The shared secret (``whestboard.store``, in the database every machine shares) that signs shared values.
+SIGNING_SECRET = "cache-signing"
+#: What a signed value starts with: the format's name, then the 32-byte HMAC-SHA256, then the pickle.
+SIGNED_MAGIC = b"wbcache-hmac1:"
+_DIGEST_BYTES = 32
+
+
+def _signing_key() -> bytes:
+    from whestboard.store import shared_secret
+
+    return shared_secret(SIGNING_SECRET)
+
+
+def _mac(key: str, payload: bytes) -> bytes:
+    return hmac.new(_signing_key(), key.encode() + b"\0" + payload, hashlib.sha256).digest()
+
+
+def signed(key: str, payload: bytes) -> bytes:
+    """``payload`` as the backend keeps it under ``key``: tagged and signed, so only this deployment's
+    processes (which can read the database) can make a value a reader will unpickle."""
+    return SIGNED_MAGIC + _mac(key, payload) + payload
+
+
+def verified(key: str, raw: bytes) -> bytes | None:
+    """The payload of a value signed for ``key`` by this deployment, else None (never unpickled)."""
+    raw = bytes(raw)
+    head = len(SIGNED_MAGIC) + _DIGEST_BYTES
+    if len(raw) < head or not raw.startswith(SIGNED_MAGIC):
+        return None
+    digest, payload = raw[len(SIGNED_MAGIC):head], raw[head:]
+    return payload if hmac.compare_digest(digest, _mac(key, payload)) else None
 
 
 _MISSING = object()
@@ -209,13 +261,29 @@ class _FolderBackend:
     def __init__(self, folder) -> None:
         import diskcache
 
-        self._cache = diskcache.Cache(str(folder), size_limit=config.cache_bytes(), eviction_policy="least-recently-used")
+        self._cache = diskcache.Cache(str(folder), size_limit=config.cache_bytes(), eviction_policy="least-recently-used",
+                                      disk=_bytes_only_disk())
 
     def get(self, key: str):
         return self._cache.get(key)
 
     def set(self, key: str, value: bytes, ex: int | None = None) -> None:
         self._cache.set(key, value, expire=ex)
+
+
+def _bytes_only_disk():
+    import diskcache
+
+    class BytesOnlyDisk(diskcache.Disk):
+        """diskcache's storage, reading back bytes only: an entry it would unpickle (one this service
+        never writes) raises instead, which the region reads as a miss."""
+
+        def fetch(self, mode, filename, value, read):
+            if mode not in (diskcache.core.MODE_RAW, diskcache.core.MODE_BINARY):
+                raise ValueError(f"a cache entry stored in diskcache mode {mode}, not as bytes: refused")
+            return super().fetch(mode, filename, value, read)
+
+    return BytesOnlyDisk
 
 
 def shared_backend():
@@ -267,4 +335,5 @@ __all__ = [
     "memoize",
     "Region",
     "shared_backend",
+    "SIGNED_MAGIC",
 ]

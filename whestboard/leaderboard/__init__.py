@@ -11,10 +11,13 @@ May import: ``whestboard.scoring``, ``whestboard.data``, ``whestboard.jobs``,
 """
 
 from whestboard.leaderboard._auth import (
+    GRANT_TTL_S,
     OrganizerDenied,
     bearer_token,
     is_organizer,
     organizer_actions_enabled,
+    organizer_grant,
+    require_grant,
     require_organizer,
 )
 from whestboard.leaderboard._files import (
@@ -216,6 +219,8 @@ __all__ = [
     "mlps_needed",
     "organizer_actions_enabled",
     "ORGANIZER_COLUMNS",
+    "organizer_grant",
+    "GRANT_TTL_S",
     "OrganizerDenied",
     "OVERFIT_ALPHA",
     "parse_time",
@@ -227,6 +232,7 @@ __all__ = [
     "QueuedRescore",
     "READ_ERRORS",
     "reference_fingerprint",
+    "require_grant",
     "require_organizer",
     "RESCORE_ERRORS",
     "rescore_progress",

@@ -23,14 +23,27 @@ A valid upload is stored once per content hash in the artifact store (``whestboa
 namespace ``upload``: the database every machine shares) and unpacked on demand into this
 machine's cache under the state folder (``uploads/<sha256>/``, with a small ``upload.json``); runs
 refer to it by that hash, so a job claimed on another machine finds the same files.
+
+What an upload may cost the disk is bounded before anything is written, at every moment:
+
+* **one upload** unpacks to at most :func:`unpacked_limit` bytes (whestbench's 50 MiB, or
+  ``WHESTBOARD_UPLOAD_MAX_MB`` when smaller), counted from the archive's member headers as it is read;
+* **one client** adds at most ``WHESTBOARD_UPLOADS_PER_CLIENT_MB`` within an hour, and **the shared store**
+  holds at most ``WHESTBOARD_UPLOADS_MAX_MB``: checked by :func:`whestboard.store.put_blob_within` in
+  the transaction that stores the upload (serialized across machines by a row lock), which drops
+  uploads older than ``UPLOAD_KEEP_S`` to make room and refuses, with a sentence, when it cannot;
+* **this machine's copy** under the state folder is pruned to fit ``WHESTBOARD_UPLOADS_MAX_MB`` before
+  a folder is written there (:func:`make_room_here`), sparing only copies a job may be reading.
 """
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import hashlib
 import io
 import json
+import os
 import shutil
 import tarfile
 import tempfile
@@ -42,9 +55,21 @@ from whestbench.limits import MAX_SUBMISSION_BYTES, MAX_SUBMISSION_FILES
 
 from whestboard import config
 from whestboard.sandbox._host import SubmissionFiles
-from whestboard.store import blob_exists, fetch_blob_folder, prune_blobs, put_blob_folder
+from whestboard.store import (
+    Quota,
+    QuotaExceeded,
+    blob_exists,
+    blob_meta,
+    fetch_blob_folder,
+    pack_files,
+    put_blob_within,
+    stored_blob_keys,
+)
 
 BLOBS = "upload"
+#: Uploads younger than this may still wait in a queue: never dropped to make room, and what counts
+#: against their client's share.
+UPLOAD_KEEP_S = 3600.0
 
 MANIFEST = "manifest.json"
 TAR_OVERHEAD_BYTES = 1 << 20  # headers and padding of up to 51 members, generously
@@ -176,8 +201,7 @@ class _CappedReader(io.RawIOBase):
         data = self.inner.read(len(buffer))
         self.count += len(data)
         if self.count > self.cap:
-            raise UploadError(f"the archive unpacks to more than {MAX_SUBMISSION_BYTES / 2**20:.0f} MiB "
-                              "(whestbench's cap); exclude large files via .whestignore")
+            raise UploadError(f"the archive unpacks past {_cap_text()}; exclude large files via .whestignore")
         buffer[: len(data)] = data
         return len(data)
 
@@ -195,7 +219,8 @@ def _safe_member_name(name: str, what: str = "archive member") -> str:
 
 def _read_members(data: bytes) -> dict[str, bytes]:
     """Every regular file of the archive, in memory, with the caps enforced while streaming."""
-    cap = MAX_SUBMISSION_BYTES + TAR_OVERHEAD_BYTES
+    limit = unpacked_limit()
+    cap = limit + TAR_OVERHEAD_BYTES
     members: dict[str, bytes] = {}
     total = 0
     try:
@@ -213,9 +238,10 @@ def _read_members(data: bytes) -> dict[str, bytes]:
                     raise UploadError(f"archive member {name!r} appears twice")
                 if len(members) >= MAX_SUBMISSION_FILES + 1:  # + manifest.json
                     raise UploadError(f"the archive has more than {MAX_SUBMISSION_FILES} files (whestbench's cap)")
-                total += member.size
-                if total > MAX_SUBMISSION_BYTES + TAR_OVERHEAD_BYTES:
-                    raise UploadError(f"the archive's files add up to more than {MAX_SUBMISSION_BYTES / 2**20:.0f} MiB")
+                total += member.size  # the header's claim, counted before a byte of the member is read
+                if total > limit:
+                    raise UploadError(f"the archive's files add up to {total / 2**20:.1f} MiB by member {name!r}, "
+                                      f"over {_cap_text()}; ship less (exclude large files via .whestignore)")
                 handle = archive.extractfile(member)
                 members[name] = handle.read() if handle is not None else b""
     except (tarfile.TarError, OSError, EOFError, gzip.BadGzipFile) as exc:
@@ -282,11 +308,24 @@ def kind_of(filename: str) -> str:
     raise UploadError(f"{filename or 'the upload'}: upload a .py file or the .tar.gz `whest package` writes")
 
 
+def unpacked_limit() -> int:
+    """The most one upload may hold unpacked: whestbench's own cap, or ``WHESTBOARD_UPLOAD_MAX_MB`` when
+    the operator set it lower."""
+    return min(MAX_SUBMISSION_BYTES, config.upload_max_bytes())
+
+
+def _cap_text() -> str:
+    """``whestbench's 50 MiB cap``, or this server's lower one."""
+    limit = unpacked_limit()
+    if limit == MAX_SUBMISSION_BYTES:
+        return f"whestbench's {limit / 2**20:g} MiB cap"
+    return f"this server's {limit / 2**20:g} MiB cap (WHESTBOARD_UPLOAD_MAX_MB)"
+
+
 def check_size(size: int) -> None:
     """Refuse before reading further: the first check any upload path makes."""
-    if size > MAX_SUBMISSION_BYTES:
-        raise UploadError(f"the upload is {size / 2**20:.1f} MiB, over whestbench's "
-                          f"{MAX_SUBMISSION_BYTES / 2**20:.0f} MiB cap")
+    if size > unpacked_limit():
+        raise UploadError(f"the upload is {size / 2**20:.1f} MiB, over {_cap_text()}")
     if size == 0:
         raise UploadError("the upload is empty")
 
@@ -305,42 +344,56 @@ def validate(data: bytes, filename: str) -> tuple[str, dict[str, bytes], str, st
     return kind, files, entry, class_name
 
 
-def ingest_upload(data: bytes, filename: str, *, store: Path | None = None) -> Upload:
-    """Validate and store an upload (idempotent: the same bytes map to the same folder)."""
+def ingest_upload(data: bytes, filename: str, *, client: str | None = None, store: Path | None = None) -> Upload:
+    """Validate and store an upload (idempotent: the same bytes map to the same folder). ``client``: the
+    hashed visitor whose share it counts against (None: the operator's own, the command line)."""
     kind, files, entry, class_name = validate(data, filename)
     return _store_files(sha256_hex(data), files, kind=kind, entry=entry, class_name=class_name,
-                        filename=Path(filename).name, store=store)
+                        filename=Path(filename).name, store=store, client=client)
 
 
 def _store_files(digest: str, files: dict[str, bytes], *, kind: str, entry: str, class_name: str | None,
-                 filename: str, store: Path | None) -> Upload:
-    """Write a validated submission once under ``<store>/<digest>/`` (a concurrent twin may win the rename)."""
+                 filename: str, store: Path | None, client: str | None = None) -> Upload:
+    """Store a validated submission once in the shared store, within its bounds (nothing is written when
+    they refuse it), then unpack it into this machine's copy (``<store>/<digest>/``)."""
     store = store or uploads_dir()
-    store.mkdir(parents=True, exist_ok=True)
-    target = store / digest
-    if (target / "upload.json").is_file():
-        if not blob_exists(BLOBS, digest):  # cached here before the shared store had it
-            put_blob_folder(BLOBS, digest, target, meta={"filename": filename, "kind": kind}, replace=False)
-        return load_upload(digest, store=store)
-    staging = Path(tempfile.mkdtemp(prefix=f".{digest[:12]}-", dir=store))
-    try:
-        for name, body in files.items():
-            path = staging / "files" / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(body)
+    if not blob_exists(BLOBS, digest):
         upload = Upload(sha256=digest, filename=filename, kind=kind, entry=entry, class_name=class_name,
-                        files=[StoredFile(n, len(b), sha256_hex(b)) for n, b in sorted(files.items())], root=target)
-        (staging / "upload.json").write_text(json.dumps(upload.as_dict(), indent=2))
-        put_blob_folder(BLOBS, digest, staging, meta={"filename": filename, "kind": kind}, replace=False)
+                        files=[StoredFile(n, len(b), sha256_hex(b)) for n, b in sorted(files.items())],
+                        root=store / digest)
+        packed = pack_files({**{f"files/{name}": body for name, body in files.items()},
+                             "upload.json": json.dumps(upload.as_dict(), indent=2).encode()})
         try:
-            staging.rename(target)
-        except OSError:  # a concurrent upload of the same bytes won
-            shutil.rmtree(staging, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    prune(store)
+            dropped = put_blob_within(BLOBS, digest, packed, upload_quota(client),
+                                      meta={"filename": filename, "kind": kind})
+        except QuotaExceeded as refused:
+            raise UploadError(quota_sentence(refused)) from None
+        for key in dropped:  # gone from the shared store: this machine's copy goes too, unless a job reads it
+            _remove_copy(store / key, spare_in_use=True)
     return load_upload(digest, store=store)
+
+
+def upload_quota(client: str | None) -> Quota:
+    """The bounds an upload is stored within: the store's total, and the client's share of the last hour."""
+    return Quota(max_bytes=config.uploads_store_bytes(), keep_s=UPLOAD_KEEP_S, owner=client,
+                 owner_max_bytes=None if client is None else config.uploads_per_client_bytes())
+
+
+def quota_sentence(refused: QuotaExceeded) -> str:
+    """What a refused upload's sender reads: which bound, its numbers, and what to do."""
+    wait = max(1, round(refused.retry_after_s / 60))
+    if refused.what == "owner":
+        return (f"not stored: your uploads of the last hour take {_mib(refused.used)} of this server's "
+                f"{_mib(refused.limit)} per visitor (WHESTBOARD_UPLOADS_PER_CLIENT_MB) and this one needs "
+                f"{_mib(refused.size)}; run an upload you made already (by its hash), ship less, or try again "
+                f"in {wait} minute(s)")
+    return (f"not stored: the upload store holds {_mib(refused.used)} of its {_mib(refused.limit)} "
+            f"(WHESTBOARD_UPLOADS_MAX_MB), all uploaded within the last hour and possibly still waiting to "
+            f"run, and this one needs {_mib(refused.size)}; try again in {wait} minute(s)")
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:.3g} MiB"
 
 
 # --- folders ----------------------------------------------------------------------------------------
@@ -373,7 +426,8 @@ def folder_digest(files: dict[str, bytes]) -> str:
     return sha256_hex(json.dumps(listing, separators=(",", ":")).encode())
 
 
-def ingest_folder(root: Path, *, store: Path | None = None, label: str | None = None) -> Upload:
+def ingest_folder(root: Path, *, store: Path | None = None, label: str | None = None,
+                  client: str | None = None) -> Upload:
     """Validate and store a folder exactly as ``whest package --estimator ROOT`` would ship it."""
     root = Path(root)
     if not root.is_dir():
@@ -381,10 +435,11 @@ def ingest_folder(root: Path, *, store: Path | None = None, label: str | None = 
     files = folder_files(root)
     check_python_source(files[FOLDER_ENTRY], FOLDER_ENTRY)
     return _store_files(folder_digest(files), files, kind="folder", entry=FOLDER_ENTRY, class_name=None,
-                        filename=label or root.resolve().name, store=store)
+                        filename=label or root.resolve().name, store=store, client=client)
 
 
-def ingest_several(named: list[tuple[str, bytes]], *, store: Path | None = None) -> Upload:
+def ingest_several(named: list[tuple[str, bytes]], *, store: Path | None = None,
+                   client: str | None = None) -> Upload:
     """Several files picked together (the page): one folder submission, whatever order they came in.
 
     The files are laid out in a scratch folder and packaged from there, so the same ignore rules apply
@@ -405,7 +460,7 @@ def ingest_several(named: list[tuple[str, bytes]], *, store: Path | None = None)
         for name, (_, body) in zip(names, named, strict=True):
             (folder / name).write_bytes(body)
         label = f"{len(names)} files ({', '.join(sorted(names)[:3])}{', ...' if len(names) > 3 else ''})"
-        return ingest_folder(folder, store=store, label=label)
+        return ingest_folder(folder, store=store, label=label, client=client)
 
 
 def left_behind(path: Path) -> list[str]:
@@ -443,46 +498,65 @@ def missing_files_note(missing: list[str]) -> str | None:
             f"{'it' if len(missing) == 1 else 'them'}")
 
 
-def _store_limit_bytes() -> int:
-    return config.uploads_store_bytes()
+def _copy_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-def prune(store: Path | None = None, *, max_bytes: int | None = None, keep_newer_than_s: float = 3600.0) -> int:
-    """Delete the oldest stored uploads while the store is over its size (``WHESTBOARD_UPLOADS_MAX_MB``),
-    in the shared artifact store and in this machine's cache folder alike.
+def _in_use_since(now: float | None = None) -> float:
+    """A copy read after this moment may be in a job's hands: no job runs longer than its wall time."""
+    return (time.time() if now is None else now) - config.job_max_seconds()
 
-    Uploads younger than ``keep_newer_than_s`` stay (their jobs may still be waiting); runs keep the
-    sha256 of what they scored either way. Returns how many uploads were removed from the cache folder.
-    """
+
+def _remove_copy(folder: Path, *, spare_in_use: bool) -> bool:
+    meta = folder / "upload.json"
+    try:
+        if spare_in_use and meta.stat().st_mtime > _in_use_since():
+            return False
+    except FileNotFoundError:
+        pass
+    shutil.rmtree(folder, ignore_errors=True)
+    return True
+
+
+def make_room_here(size: int, store: Path | None = None, *, max_bytes: int | None = None,
+                   now: float | None = None) -> int:
+    """Make room for ``size`` bytes in this machine's copy of the upload store, within
+    ``WHESTBOARD_UPLOADS_MAX_MB``: copies the shared store no longer holds go first, then the least recently
+    read; a copy read within a job's wall time (``WHESTBOARD_JOB_WALL_S``) stays, a job may be reading it.
+    Returns how many copies went; :class:`UploadError` when the copies in use leave no room."""
     store = store or uploads_dir()
-    limit = _store_limit_bytes() if max_bytes is None else max_bytes
-    prune_blobs(BLOBS, max_bytes=limit, keep_newer_than_s=keep_newer_than_s)
-    entries = []
-    for meta in store.glob("*/upload.json"):
-        folder = meta.parent
-        size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
-        entries.append((meta.stat().st_mtime, size, folder))
-    total = sum(size for _, size, _ in entries)
-    removed = 0
-    for mtime, size, folder in sorted(entries):
-        if total <= limit or mtime > time.time() - keep_newer_than_s:
+    limit = config.uploads_store_bytes() if max_bytes is None else max_bytes
+    copies = [(meta.stat().st_mtime, _copy_bytes(meta.parent), meta.parent) for meta in store.glob("*/upload.json")]
+    total = sum(size_ for _, size_, _ in copies)
+    if total + size <= limit:
+        return 0
+    shared = stored_blob_keys(BLOBS, [folder.name for _, _, folder in copies])
+    in_use_since, removed = _in_use_since(now), 0
+    for read_at, copy_size, folder in sorted(copies, key=lambda c: (c[2].name in shared, c[0])):
+        if total + size <= limit:
             break
+        if read_at > in_use_since:
+            continue
         shutil.rmtree(folder, ignore_errors=True)
-        total -= size
+        total -= copy_size
         removed += 1
+    if total + size > limit:
+        raise UploadError(f"this machine's copy of the upload store holds {_mib(total)} of its "
+                          f"{_mib(limit)} (WHESTBOARD_UPLOADS_MAX_MB), all of it read by jobs within "
+                          f"the last {config.job_max_seconds() / 60:.0f} minutes; try again when they end")
     return removed
 
 
-def ingest_path(path: Path, *, store: Path | None = None) -> Upload:
+def ingest_path(path: Path, *, store: Path | None = None, client: str | None = None) -> Upload:
     """The CLI's door: the same checks as the page, size first; a folder ships as ``whest package`` ships it."""
     path = Path(path)
     if path.is_dir():
-        return ingest_folder(path, store=store)
+        return ingest_folder(path, store=store, client=client)
     if not path.is_file():
         raise UploadError(f"estimator file not found: {path}")
     kind_of(path.name)
     check_size(path.stat().st_size)
-    return ingest_upload(path.read_bytes(), path.name, store=store)
+    return ingest_upload(path.read_bytes(), path.name, store=store, client=client)
 
 
 def load_upload(digest: str, *, store: Path | None = None) -> Upload:
@@ -490,12 +564,41 @@ def load_upload(digest: str, *, store: Path | None = None) -> Upload:
     when it is not there yet (KeyError when the store has none)."""
     if not digest or not all(c in "0123456789abcdef" for c in digest):
         raise KeyError(f"no upload {digest!r}")
-    root = (store or uploads_dir()) / digest
+    store = store or uploads_dir()
+    root = store / digest
     meta = root / "upload.json"
-    if not meta.is_file() and not (fetch_blob_folder(BLOBS, digest, root) and meta.is_file()):
+    if not meta.is_file() and not (_fetch_copy(digest, store) and meta.is_file()):
         raise KeyError(f"no upload {digest!r}")
+    _mark_read(meta)
     raw = json.loads(meta.read_text())
     raw["files"] = [StoredFile(**f) for f in raw["files"]]
     raw["root"] = root
     known = set(Upload.__dataclass_fields__)
     return Upload(**{key: value for key, value in raw.items() if key in known})
+
+
+#: A copy's last read is marked at most this often (its upload.json's mtime: what eviction reads).
+MARK_READ_EVERY_S = 60.0
+
+
+def _mark_read(meta: Path) -> None:
+    try:
+        if meta.stat().st_mtime < time.time() - MARK_READ_EVERY_S:
+            os.utime(meta)
+    except OSError:
+        pass
+
+
+def _fetch_copy(digest: str, store: Path) -> bool:
+    """Unpack the shared store's upload into this machine's copy, room made first (one writer at a time
+    per machine, so two fetches cannot both count the same room). False when the store has none."""
+    info = blob_meta(BLOBS, digest)
+    if info is None:
+        return False
+    store.mkdir(parents=True, exist_ok=True)
+    with open(store / ".copies.lock", "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (store / digest / "upload.json").is_file():
+            return True
+        make_room_here(int(info["size"]), store)
+        return fetch_blob_folder(BLOBS, digest, store / digest)

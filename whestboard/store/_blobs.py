@@ -9,7 +9,10 @@ One row per blob (``blobs``: namespace, key, size, sha256, meta) and its bytes i
 ``CHUNK_BYTES`` (``blob_chunks``), so a large blob never has to pass through one bind parameter.
 A blob is written in one transaction (readers see the old one or the new one, never a part) and
 read back only when its size and sha256 match. Sizes are bounded: ``MAX_BLOB_BYTES`` per blob, and
-each namespace is pruned by count or bytes by its owner. Sessions come from
+each namespace is pruned by count or bytes by its owner. A namespace anyone on the internet adds to
+(uploads) is bounded at the moment of storing instead (:func:`put_blob_within`): in one transaction,
+serialized across processes and machines, room is made by dropping its oldest prunable blobs, and a blob
+that would take the namespace past its bytes, or its owner past the owner's share, is refused. Sessions come from
 :func:`whestboard.store._database.session`, so connections never cross a fork (``store.forksafe``).
 """
 
@@ -26,11 +29,12 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Float, Integer, LargeBinary, String, Text, delete, exc, func, select
+from sqlalchemy import Float, Integer, LargeBinary, String, Text, delete, exc, func, select, update
 from sqlalchemy.orm import Mapped, mapped_column
 
 from whestboard import config
@@ -57,6 +61,8 @@ class Blob(Base):
     n_chunks: Mapped[int] = mapped_column(Integer)
     meta: Mapped[str] = mapped_column(Text, default="{}")
     created_at: Mapped[float] = mapped_column(Float, index=True)
+    #: Who added it, where a quota counts by owner (an upload's hashed client); None elsewhere.
+    owner: Mapped[str | None] = mapped_column(String(64), nullable=True, default=None)
 
 
 class BlobChunk(Base):
@@ -178,6 +184,90 @@ def namespace_size(namespace: str) -> tuple[int, int]:
     return int(n), int(total)
 
 
+# --------------------------------------------------------------------------- bounded at the moment of storing
+
+#: The namespace of the rows :func:`put_blob_within` locks (one per bounded namespace, no bytes).
+LOCKS = "lock"
+
+
+@dataclass(frozen=True)
+class Quota:
+    """Bounds a namespace keeps at every moment: ``max_bytes`` in all; ``owner_max_bytes`` added by one
+    owner within ``keep_s`` (None: no share). Blobs younger than ``keep_s`` are in use (a queued job may
+    need them) and are never dropped to make room; older ones go, oldest first."""
+
+    max_bytes: int
+    keep_s: float
+    owner: str | None = None
+    owner_max_bytes: int | None = None
+
+
+class QuotaExceeded(ValueError):
+    """A blob :func:`put_blob_within` refused: ``what`` is ``"owner"`` or ``"total"``; ``used`` the bytes
+    that count against the bound, ``limit`` the bound, ``retry_after_s`` when room frees up by itself."""
+
+    def __init__(self, what: str, size: int, used: int, limit: int, retry_after_s: float) -> None:
+        super().__init__(f"{what}: {size} bytes would take {used} bytes past {limit}")
+        self.what, self.size, self.used, self.limit, self.retry_after_s = what, size, used, limit, retry_after_s
+
+
+def _lock_namespace(s, namespace: str) -> None:
+    """Hold the namespace's lock row until the transaction ends: an UPDATE, so SQLite takes its write lock
+    first (the reads after it see every committed blob) and PostgreSQL a row lock other writers wait on."""
+    if s.execute(update(Blob).where(_where(Blob, LOCKS, namespace)).values(size=0)).rowcount == 0:
+        raise LookupError(namespace)
+
+
+def put_blob_within(namespace: str, key: str, data: bytes, quota: Quota, *, meta: dict[str, Any] | None = None,
+                    now: float | None = None) -> list[str]:
+    """Store ``data`` under (namespace, key) only if the namespace stays within ``quota`` with it, dropping
+    its oldest prunable blobs to make room, all in one transaction that no other writer of the namespace
+    interleaves with (any machine: the lock is a row of the shared database). Returns the keys dropped.
+
+    Raises :class:`QuotaExceeded` (nothing stored, nothing dropped) when the owner's share or the total
+    cannot hold it, and stores nothing when the key is there already (the same bytes, by content hash)."""
+    data = bytes(data)
+    if len(data) > MAX_BLOB_BYTES:
+        raise BlobTooLarge(f"{namespace}/{key} is {len(data) / 2**20:.1f} MiB, over the store's "
+                           f"{MAX_BLOB_BYTES >> 20} MiB per artifact")
+    put_blob(LOCKS, namespace, b"", replace=False)  # the lock row, once per namespace and database
+    size, now = len(data), time.time() if now is None else now
+    cutoff = now - quota.keep_s
+    with session() as s:
+        _lock_namespace(s, namespace)
+        if s.get(Blob, (namespace, key)) is not None:
+            return []
+        in_namespace = Blob.namespace == namespace
+        if quota.owner is not None and quota.owner_max_bytes is not None:
+            mine = s.execute(select(func.coalesce(func.sum(Blob.size), 0), func.min(Blob.created_at))
+                             .where(in_namespace, Blob.owner == quota.owner, Blob.created_at > cutoff)).one()
+            if int(mine[0]) + size > quota.owner_max_bytes:
+                raise QuotaExceeded("owner", size, int(mine[0]), quota.owner_max_bytes,
+                                    max(0.0, float(mine[1] or now) + quota.keep_s - now))
+        total = int(s.scalar(select(func.coalesce(func.sum(Blob.size), 0)).where(in_namespace)) or 0)
+        dropped: list[tuple[str, int]] = []
+        if total + size > quota.max_bytes:
+            freed = 0
+            for old_key, old_size in s.execute(select(Blob.key, Blob.size).where(in_namespace, Blob.created_at <= cutoff)
+                                               .order_by(Blob.created_at)):
+                if total - freed + size <= quota.max_bytes:
+                    break
+                dropped.append((old_key, int(old_size)))
+                freed += int(old_size)
+            if total - freed + size > quota.max_bytes:
+                oldest_young = s.scalar(select(func.min(Blob.created_at)).where(in_namespace, Blob.created_at > cutoff))
+                raise QuotaExceeded("total", size, total - freed, quota.max_bytes,
+                                    max(0.0, float(oldest_young or now) + quota.keep_s - now))
+        for old_key, _ in dropped:
+            s.execute(delete(BlobChunk).where(_where(BlobChunk, namespace, old_key)))
+            s.execute(delete(Blob).where(_where(Blob, namespace, old_key)))
+        chunks = [data[i:i + CHUNK_BYTES] for i in range(0, size, CHUNK_BYTES)] or [b""]
+        s.add(Blob(namespace=namespace, key=key, size=size, sha256=hashlib.sha256(data).hexdigest(),
+                   n_chunks=len(chunks), meta=json.dumps(meta or {}), created_at=now, owner=quota.owner))
+        s.add_all(BlobChunk(namespace=namespace, key=key, position=i, data=c) for i, c in enumerate(chunks))
+    return [old_key for old_key, _ in dropped]
+
+
 # --------------------------------------------------------------------------- arrays
 
 
@@ -215,14 +305,24 @@ def fetch_file(namespace: str, key: str, path: Path) -> bool:
     return True
 
 
+def pack_files(files: dict[str, bytes]) -> bytes:
+    """Files (relative name: bytes) as an uncompressed tar, names sorted: what :func:`fetch_blob_folder`
+    unpacks. A caller that holds the bytes already packs them without writing a folder first."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name in sorted(files):
+            body = bytes(files[name])
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(body), 0o644, int(time.time())
+            tar.addfile(info, io.BytesIO(body))
+    return buffer.getvalue()
+
+
 def pack_folder(folder: Path) -> bytes:
     """A folder's regular files as an uncompressed tar (names relative to ``folder``, sorted)."""
     folder = Path(folder)
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
-            tar.add(path, arcname=str(path.relative_to(folder)), recursive=False)
-    return buffer.getvalue()
+    return pack_files({str(path.relative_to(folder)): path.read_bytes()
+                       for path in folder.rglob("*") if path.is_file() and not path.is_symlink()})
 
 
 def put_blob_folder(namespace: str, key: str, folder: Path, *, meta: dict[str, Any] | None = None,
