@@ -225,6 +225,7 @@ def dataset_overview() -> list[dict]:
     ``n_held`` counts the MLPs the dataset holds, ``damaged`` lists the others.
     """
     rows = []
+    kept_folder = config.kept_datasets_dir().resolve()
     for key, ds in served_datasets().items():
         info = ds.info
         rnd = info.round
@@ -232,6 +233,7 @@ def dataset_overview() -> list[dict]:
             {
                 "key": key,
                 "path": str(info.path),
+                "kept": Path(info.path).resolve().parent == kept_folder,
                 "format": info.format,
                 "round": info.round_tag,
                 "shape": info.shape_label,
