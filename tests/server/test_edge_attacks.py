@@ -9,6 +9,7 @@ each attack is refused or bounded with a sentence, and ``/healthz`` and ``/`` an
 from __future__ import annotations
 
 import base64
+import json
 import sqlite3
 import threading
 import time
@@ -85,8 +86,6 @@ def _notice(answer: dict) -> str:
 
 
 def _text(answer: dict) -> str:
-    import json
-
     return json.dumps(answer.get("response") or {})
 
 
@@ -136,11 +135,13 @@ def _finish(client, body: dict, first: dict, max_seconds: float = 400.0) -> dict
     handles = {"cacheKey": first["cacheKey"], "job": first["job"]}
     poll = {**body, "inputs": [{**i, "value": None} for i in body["inputs"]],
             "state": [{**s, "value": None} for s in body["state"]]}
-    deadline = time.time() + max_seconds
+    deadline, progress = time.time() + max_seconds, []
     while time.time() < deadline:
         data, status = client.post(poll, handles, "bg-poll", body["output"])
+        if data.get("progress"):
+            progress.append(data["progress"])
         if "response" in data or status == 204 or data.get("sideUpdate"):
-            return data
+            return {**data, "progress_seen": progress}
         time.sleep(0.5)
     raise AssertionError(f"no answer after {max_seconds:.0f} s")
 
@@ -169,6 +170,7 @@ def test_affordable_keeps_are_jobs_two_at_a_time_and_kept_datasets_are_bounded_a
     names = [a["response"]["pg-kept-name"]["data"] for a in kept]
     assert names == ["playground-256x4-1-300000", "playground-256x4-2-300000"]
     assert all("Kept as dataset" in _text(a) and "Drop it" in _text(a) for a in kept)
+    assert all("truth: " in json.dumps(a["progress_seen"]) for a in kept)  # the job reported its progress
 
     third = _finish(client, *_start(client, keep, _keep_values(9)))
     assert _notice(third) == ("Keeping this MLP cannot start: you have kept 2 datasets, this server's limit per "
