@@ -268,6 +268,15 @@ def test_a_rescore_is_refused_where_uploads_are_off(http, uploads):
     assert answer.status_code == 403 and answer.get_json()["error"] == f"not re-scored: {UPLOADS_OFF}"
 
 
+def test_the_leaderboards_rescore_queues_nothing_where_uploads_are_off(http, uploads):
+    uploads(False)
+    queued = len(recent_jobs(1000))
+    answer = post(http, "lb-rescore-result.children", "lb-rescore.n_clicks", {
+        "lb-rescore.n_clicks": 1, "lb-rescore-id.value": "anything", "lb-token.value": TOKEN})
+    assert f"Nothing queued: {UPLOADS_OFF}." in answer.get_data(as_text=True)
+    assert len(recent_jobs(1000)) == queued
+
+
 def test_the_upload_queue_runs_no_upload_where_uploads_are_off(uploads, monkeypatch):
     """A job queued where uploads are on and taken by an executor where they are off ends with the sentence."""
     from whestboard.scoring import run_upload_job

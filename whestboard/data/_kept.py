@@ -62,7 +62,7 @@ def estimated_bytes(width: int, depth: int) -> int:
 
 
 def _mib(n: int) -> str:
-    return f"{n / (1 << 20):,.1f} MiB"
+    return f"{n / (1 << 20):,.2f} MiB"
 
 
 def check_room(owner: str | None, width: int, depth: int, *, limits: KeptLimits | None = None) -> None:
