@@ -4,7 +4,9 @@ URL: ``/playground?width=&depth=&seed=`` (also ``samples=``, ``mc=``, ``round=``
 the page. The MLP comes from whestbench's own generator (``whestboard.data._generated``), every estimator
 is metered and scored as the lab scores (``whestboard.scoring._playground``). Small shapes are answered
 in the callback; large ones (or any upload) run as a background job of the app's one job system, with
-progress and Cancel, and the page then draws what the job left in the cache.
+progress and Cancel, and the page then draws what the job left in the cache. "Keep this MLP" is always such
+a job. Every control, store and job payload is read by one parser (``scoring.parse_playground``): the
+stores are conveniences, never believed.
 """
 
 from __future__ import annotations
