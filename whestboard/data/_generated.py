@@ -19,6 +19,8 @@ import dataclasses
 import json
 import math
 import re
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -292,26 +294,33 @@ def keep_generated(shape: Shape, n_samples: int, *, owner: str | None = None,
     (the folder goes to the shared store, :data:`whestboard.data._registry.KEPT`), recorded as ``owner``'s.
 
     The record is the truth the page shows (same sampler, same stream), so nothing is drawn twice; a
-    second keep of the same MLP finds the folder and returns it. A new one must fit the kept datasets'
-    bounds (``whestboard.data._kept``): ``KeepRefused`` before any work when it cannot, and after storing
-    when another keep took the room meanwhile (it is removed again).
+    second keep of the same MLP finds it stored and returns it. The bake is staged outside the kept folder
+    and the served copy is unpacked from the store, as every other process and machine unpacks it, so a
+    kept folder is always the store's (a forgotten one leaves every cache at its next sync). A new one must
+    fit the kept datasets' bounds (``whestboard.data._kept``): ``KeepRefused`` before any work when it
+    cannot, and after storing when another keep took the room meanwhile (it is removed again).
     """
     directory = kept_path(shape, n_samples)
-    if blob_exists(KEPT, directory.name):
-        fetch_blob_folder(KEPT, directory.name, directory)  # kept already, here or on another machine
-        return directory
-    _kept.check_room(owner, shape.width, shape.depth)
-    if not (directory.is_dir() and _compact.baked_indices(directory) == [0]):
+    if not blob_exists(KEPT, directory.name):
+        _kept.check_room(owner, shape.width, shape.depth)
         drawn = generated_truth(shape, n_samples, progress=progress)
-        plan = BakePlan(shape.round_tag, shape.width, shape.depth, n_samples, (shape.seed,))
-        manifest = prepare_bake(directory, plan, engine="numpy", explicit_seeds=True)
-        bake_known_truth(directory, manifest, 0, generate(shape).weights, drawn.means, drawn.avg_variance,
-                         origin={"made_by": "playground"})
-    put_blob_folder(KEPT, directory.name, directory, meta={"made_by": "playground", "owner": owner}, replace=False)
-    beyond = _kept.past_bounds(directory.name)
-    if beyond is not None:
-        forget_kept(directory.name)
-        raise _kept.KeepRefused(f"another keep took the last room meanwhile: {beyond}")
+        staging = config.state_dir() / "kept-staging"
+        staging.mkdir(parents=True, exist_ok=True)
+        baked = Path(tempfile.mkdtemp(prefix=f"{directory.name[:80]}-", dir=staging)) / directory.name
+        try:
+            plan = BakePlan(shape.round_tag, shape.width, shape.depth, n_samples, (shape.seed,))
+            manifest = prepare_bake(baked, plan, engine="numpy", explicit_seeds=True)
+            bake_known_truth(baked, manifest, 0, generate(shape).weights, drawn.means, drawn.avg_variance,
+                             origin={"made_by": "playground"})
+            put_blob_folder(KEPT, directory.name, baked, meta={"made_by": "playground", "owner": owner},
+                            replace=False)
+        finally:
+            shutil.rmtree(baked.parent, ignore_errors=True)
+        beyond = _kept.past_bounds(directory.name)
+        if beyond is not None:
+            forget_kept(directory.name)
+            raise _kept.KeepRefused(f"another keep took the last room meanwhile: {beyond}")
+    fetch_blob_folder(KEPT, directory.name, directory)
     return directory
 
 
