@@ -188,11 +188,23 @@ def job_panel() -> html.Div:
     ], id="pg-job", style={"display": "none"}, className="mb-3")
 
 
+def keep_panel() -> html.Div:
+    """Progress of keeping the MLP (a background job: its truth may take a while to draw), with Cancel."""
+    return html.Div([
+        dbc.Progress(id="pg-keep-progress", value=0, label="", striped=True, animated=True, className="mb-2",
+                     style={"height": "1.2rem"}),
+        html.Div([html.Span(id="pg-keep-status", className="small text-muted me-3"),
+                  dbc.Button("Cancel", id="pg-keep-cancel", size="sm", color="secondary", outline=True)]),
+    ], id="pg-keep-job", style={"display": "none"}, className="mb-3")
+
+
 def kept_notice(summary: dict) -> dbc.Alert:
     key = summary["key"]
     return dbc.Alert([
         f"Kept as dataset {key} ({summary['width']} x {summary['depth']}, {integer(summary['n_samples'])} "
         "truth samples): ",
         dcc.Link("open it in the explorer", href=page_url("/explorer", key)), " or ",
-        dcc.Link("score it in the lab", href=page_url("/lab", key)), ".",
+        dcc.Link("score it in the lab", href=page_url("/lab", key)), ". ",
+        dbc.Button("Drop it", id="pg-kept-drop", size="sm", color="secondary", outline=True, className="ms-2 py-0",
+                   title="Delete this kept dataset on every machine (only you, or the organizer, can)"),
     ], color="success", className="py-2 small", id="pg-kept")

@@ -38,12 +38,9 @@ from whestboard.compare import (
 from whestboard.data import get_dataset, served_datasets
 from whestboard.scoring import (
     curve_cost,
-    curve_requests,
     curve_spec_choices,
     fixed_cost,
-    parse_budget_ladder,
-    resolve_estimator,
-    rulebook_for,
+    parse_sweep,
     run_curve,
     sampling_crossing,
     stored_points,
@@ -298,12 +295,10 @@ keep_address_in_step("compare-address")
 
 
 def _curve_pair(dataset_key, ca, cb, budgets, mlps) -> list:
-    """(spec, requests) for A and B on the same MLPs and ladder; the core's parsers name a field to fix."""
-    ds = get_dataset(dataset_key)
-    tag = ds.info.round_tag
-    ladder = parse_budget_ladder(budgets or CURVE_LADDER, rulebook_for(tag).round_budget)
-    return [(spec, curve_requests(ds, mlps or "", resolve_estimator(spec), tag, ladder, source="lab"))
-            for spec in (ca, cb)]
+    """(spec, requests) for A and B on the same MLPs and ladder, parsed once by the core (each spec one this page
+    serves, never a path); its RunError names a field to fix."""
+    asked = parse_sweep(dataset_key, [ca, cb], budgets, mlps, default_ladder=CURVE_LADDER)
+    return [(spec, list(requests)) for spec, requests in asked.curves]
 
 
 @callback(

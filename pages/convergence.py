@@ -33,13 +33,10 @@ from whestboard.band import (
 from whestboard.cache import memoize
 from whestboard.data import get_dataset
 from whestboard.scoring import (
-    curve_cost,
-    curve_requests,
+    Sweep,
     curve_spec_choices,
     fixed_cost,
-    parse_budget_ladder,
-    resolve_estimator,
-    rulebook_for,
+    parse_sweep,
     run_curve,
     sampling_crossing,
     stored_points,
@@ -303,18 +300,15 @@ def _compute_baselines(set_progress, n_clicks, dataset_key: str):
 # ---------------------------------------------------------------------------
 
 
-def _curve_requests(dataset_key: str, specs: list[str] | None, budgets: str | None, mlps: str | None) -> list:
-    """(spec, requests) per chosen estimator; the core's parsers raise a sentence naming the field to fix."""
-    ds = get_dataset(dataset_key)
-    tag = ds.info.round_tag
-    ladder = parse_budget_ladder(budgets or DEFAULT_LADDER, rulebook_for(tag).round_budget)
-    return [(spec, curve_requests(ds, mlps or "", resolve_estimator(spec), tag, ladder, source="lab"))
-            for spec in (specs or [])]
+def _asked_sweep(dataset_key, specs, budgets, mlps) -> Sweep:
+    """Every chosen estimator at the ladder's budgets on the same MLPs, parsed once by the core (each spec one
+    this page serves, at most ``MAX_SPECS``); its RunError names the field to fix."""
+    return parse_sweep(dataset_key, specs or [], budgets, mlps, default_ladder=DEFAULT_LADDER)
 
 
 def _sweep_cost(_n, dataset_key, specs, budgets, mlps) -> float:
     """The missing points' work: their MLPs times each budget (stored points cost nothing)."""
-    return sum(curve_cost(requests) for _, requests in _curve_requests(dataset_key, specs, budgets, mlps))
+    return _asked_sweep(dataset_key, specs, budgets, mlps).cost
 
 
 @callback(
@@ -331,15 +325,15 @@ def _sweep_cost(_n, dataset_key, specs, budgets, mlps) -> float:
 def _render_curves(specs, budgets, mlps, x_axis, y_axis, _refresh, dataset_key):
     """Draw the stored points of every chosen curve; say how many are missing (Sweep scores them)."""
     try:
-        view, _ = cached_convergence_view(get_dataset(dataset_key))
-        chosen = _curve_requests(dataset_key, specs, budgets, mlps)
+        asked = _asked_sweep(dataset_key, specs, budgets, mlps)
+        view, _ = cached_convergence_view(get_dataset(asked.dataset))
     except (ValueError, KeyError, FileNotFoundError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         return figs.empty_figure(message), dbc.Alert(message, color="warning", className="py-2 small",
                                                      id="curve-error")
     curves, missing = [], 0
-    for spec, requests in chosen:
-        points = stored_points(requests)
+    for spec, requests in asked.curves:
+        points = stored_points(list(requests))
         missing += len(requests) - len(points)
         curves.append({"label": spec, "points": points, "crossing": sampling_crossing(points),
                        "fixed_cost": fixed_cost(points)})
@@ -375,14 +369,14 @@ def _sweep(set_progress, n_clicks, dataset_key, specs, budgets, mlps):
         return no_update, dbc.Alert("Choose at least one estimator to sweep.", color="warning", className="py-2")
     set_progress((0, "starting…"))
     try:
-        chosen = _curve_requests(dataset_key, specs, budgets, mlps)
-        total = sum(len(requests) for _, requests in chosen)
+        asked = _asked_sweep(dataset_key, specs, budgets, mlps)
+        total = asked.n_points
         done = 0
-        for spec, requests in chosen:
+        for spec, requests in asked.curves:
             def progress(index, n_points, mlps_done, n_mlps, _spec=spec, _base=done):
                 share = 100 * (_base + index + mlps_done / max(n_mlps, 1)) / max(total, 1)
                 set_progress((share, f"{_spec}: point {index + 1}/{n_points}, {mlps_done}/{n_mlps} MLPs"))
-            run_curve(requests, on_progress=progress)
+            run_curve(list(requests), on_progress=progress)
             done += len(requests)
     except Exception as exc:  # the page shows a sentence, never a traceback
         message = str(exc) if isinstance(exc, (ValueError, KeyError, FileNotFoundError)) else f"{type(exc).__name__}: {exc}"

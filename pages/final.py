@@ -1,9 +1,11 @@
 """The final evaluation, run by the organizer: nominated submissions rerun on a fresh private suite.
 
 URL: ``/final``. Behind the organizer token (checked on the server before anything runs; the job carries
-an organizer grant of its exact request, never the token, checked before launch and again in the job). The form names the round, the suite seed, the suite's size, the reference samples and the
-bound on extra MLPs, and the nominees (``TEAM=upload:SHA256``, ``TEAM=submission:ID`` or a path on the
-server, one per line, or packages dropped here, each named after its team). The final runs as a
+an organizer grant of its exact request, never the token, checked before launch and again in the job). The
+form names the round, the suite seed, the suite's size, the reference samples and the bound on extra MLPs, and the nominees (``TEAM=upload:SHA256``, ``TEAM=submission:ID`` or
+``TEAM=kept:NAME``, an estimator the operator keeps on the server: never a path, one per line, or packages
+dropped here by the organizer, each named after its team; uploads and stored submissions only where uploads
+are on). The final runs as a
 background job of the app's one job system (``whestboard.final.run_final``: resumable, every pair scored
 once), and the page shows the standings and the tie-break record it saved.
 """
@@ -19,12 +21,13 @@ from dash import Input, Output, State, callback, dcc, html, no_update
 
 from components.final_pairs import pair_list, rank_text
 from server.background import priced, request_client_id
+from server.switches import uploads_on
 from whestboard.final import (
     DEFAULT_MAX_EXTRA_MLPS,
     FinalError,
     FinalRequest,
-    nominee,
     run_final,
+    served_nominee,
     workers_text,
 )
 from whestboard.leaderboard import (
@@ -36,10 +39,13 @@ from whestboard.leaderboard import (
 )
 from whestboard.rules import ALL_ROUNDS, get_round
 from whestboard.sandbox import UploadError, ingest_upload
+from whestboard.scoring import UPLOADS_OFF
 
 dash.register_page(__name__, path="/final", name="Final", order=4.5, title="Final evaluation · Whestboard")
 
 HIDDEN, SHOWN = {"display": "none"}, {"display": "block"}
+#: The most nominees one final takes from the page (each a line).
+MAX_NOMINEES = 200
 COLUMNS = (("rank", "Rank"), ("team", "Team"), ("score", "Score"), ("final_layer_mse", "Final-layer MSE"),
            ("all_layer_mse", "All-layer MSE"), ("effective_compute", "Effective compute"), ("n_mlps", "MLPs"),
            ("n_failed_mlps", "Failed"), ("extra_mlps_scored", "Extra MLPs"))
@@ -103,14 +109,27 @@ def layout(**_query) -> html.Div:
     Input("final-upload", "contents"),
     State("final-upload", "filename"),
     State("final-packages", "data"),
+    State("final-token", "value"),
     prevent_initial_call=True,
 )
-def _received(contents, filenames, kept):
-    """Dropped packages go to the upload store (checked as every upload is); each becomes TEAM=upload:SHA."""
-    kept = list(kept or [])
+def _received(contents, filenames, kept, token):
+    """Dropped packages go to the upload store (checked as every upload is); each becomes TEAM=upload:SHA.
+
+    Only for the organizer (the token typed above), and only where uploads are on: nothing is stored else."""
+    kept = [line for line in (kept if isinstance(kept, list) else []) if isinstance(line, str)]
     try:
-        for data, name in zip(contents or [], filenames or [], strict=True):
-            upload = ingest_upload(base64.b64decode(str(data).partition(",")[2]), str(name), client=request_client_id())
+        require_organizer(token)
+    except OrganizerDenied as exc:
+        return kept, dbc.Alert(f"Refused: {exc}; type the organizer token first.", color="danger", className="py-2",
+                               id="final-upload-refused")
+    if not uploads_on():
+        return kept, dbc.Alert(f"Refused: {UPLOADS_OFF}.", color="danger", className="py-2", id="final-upload-refused")
+    contents = [contents] if isinstance(contents, str) else list(contents or [])
+    filenames = [filenames] if isinstance(filenames, str) else list(filenames or [])
+    try:
+        for data, name in zip(contents, filenames, strict=True):
+            upload = ingest_upload(base64.b64decode(str(data).partition(",")[2]), str(name),
+                                   client=request_client_id())
             team = PurePath(str(name)).name.removesuffix(".tar.gz").removesuffix(".tgz").removesuffix(".py")
             kept = [line for line in kept if not line.startswith(f"{team}=")] + [f"{team}=upload:{upload.sha256}"]
     except (UploadError, ValueError) as exc:
@@ -127,12 +146,19 @@ def _request(round_tag, seed, n, samples, extra, lines: list[str]) -> FinalReque
             raise FinalError(f"{name} {value!r} is not a whole number") from None
 
     get_round(round_tag)
-    return FinalRequest(round_tag, tuple(nominee(line) for line in lines), whole(seed, "suite seed"),
+    if not isinstance(lines, list) or len(lines) > MAX_NOMINEES:
+        raise FinalError(f"the nominees are a list of at most {MAX_NOMINEES} lines, one per team")
+    nominees = tuple(served_nominee(line, uploads=uploads_on()) for line in lines)  # never a path on the server
+    return FinalRequest(round_tag, nominees, whole(seed, "suite seed"),
                         whole(n, "MLPs"), whole(samples, "truth samples"), whole(extra, "max extra MLPs"))
 
 
 def _lines(text, packages) -> list[str]:
-    return [line.strip() for line in str(text or "").splitlines() if line.strip()] + list(packages or [])
+    lines = [line.strip() for line in str(text or "").splitlines() if line.strip()] + \
+        [p for p in (packages if isinstance(packages, list) else []) if isinstance(p, str)]
+    if len(lines) > MAX_NOMINEES:
+        raise FinalError(f"{len(lines):,} nominees: a final from this page takes at most {MAX_NOMINEES}")
+    return lines
 
 
 @callback(

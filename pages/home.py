@@ -129,8 +129,20 @@ def _damaged_alerts(overview: list[dict]) -> list:
     return alerts
 
 
+#: The most datasets kept from the playground listed here; the rest are counted (the page stays small however
+#: many the operator lets visitors keep).
+KEPT_ON_HOME = 20
+
+
+def _bounded(overview: list[dict]) -> tuple[list[dict], int]:
+    """The rows listed (every dataset but the kept ones past ``KEPT_ON_HOME``) and how many kept ones are not."""
+    kept = [r for r in overview if r.get("kept")]
+    listed = [r for r in overview if not r.get("kept")] + kept[:KEPT_ON_HOME]
+    return listed, max(0, len(kept) - KEPT_ON_HOME)
+
+
 def layout(**_query) -> html.Div:
-    overview = dataset_overview()
+    overview, unlisted = _bounded(dataset_overview())
     return html.Div(
         [
             html.H2("Datasets"),
@@ -142,6 +154,9 @@ def layout(**_query) -> html.Div:
             *_broken_alerts(),
             *_damaged_alerts(overview),
             _datasets_table(overview),
+            html.P(f"{unlisted} more datasets kept from the playground are served but not listed here "
+                   "(python -m whestboard datasets lists them all).", className="small text-muted",
+                   id="kept-unlisted") if unlisted else None,
             html.H4("Rounds", className="mt-4"),
             html.P("Rulebooks straight from whestbench.budget.ROUNDS.", className="text-muted small"),
             _rounds_table(),

@@ -31,25 +31,21 @@ from whestboard.jobs import check_cost
 from whestboard.scoring import (
     MAX_BUDGET_MULTIPLE,
     RunError,
-    RunRequest,
-    builtin_choices,
-    cache_key,
-    curve_cost,
-    curve_requests,
+    Sweep,
     find_cached,
     fixed_cost,
     get_run,
     get_run_predictions,
     layer_comparison,
-    parse_budget,
-    parse_budget_ladder,
+    parse_lab_run,
+    parse_sweep,
     quoted,
-    resolve_estimator,
     rulebook_for,
     run_and_record,
     run_curve,
     run_margins,
     sampling_crossing,
+    served_choices,
     stored_points,
 )
 
@@ -68,7 +64,7 @@ def _controls(ds, mlps: str, estimator: str, mc: str, budget: str, budgets: str)
                      dbc.Input(id="lab-mlps", value=mlps or str(first), size="sm", debounce=True),
                      dbc.FormText(f"indices {ds.indices[0]}–{ds.indices[-1]}: 0:8, 3 or 0,2,5")], md=2),
             dbc.Col([dbc.Label("Estimator", html_for="lab-estimator", className="small fw-semibold"),
-                     dcc.Dropdown(id="lab-estimator", options=builtin_choices(), value=estimator or "mean",
+                     dcc.Dropdown(id="lab-estimator", options=served_choices(), value=estimator or "mean",
                                   clearable=False, searchable=False)], md=4),
             dbc.Col([dbc.Label("Monte Carlo samples", html_for="lab-mc", className="small fw-semibold"),
                      dbc.Input(id="lab-mc", value=mc or "0.5B", size="sm"),
@@ -150,7 +146,7 @@ def _toggle_mc(estimator: str):
 
 def _spec(estimator: str, mc: str | None) -> str:
     """The estimator spec the form names: only what the menu offers (files come through uploads)."""
-    offered = [choice["value"] for choice in builtin_choices()]
+    offered = [choice["value"] for choice in served_choices()]
     if estimator not in offered:
         raise RunError(f"Estimator {quoted(estimator)} is not in the menu: choose one of {', '.join(offered)}")
     if estimator != "mc":
@@ -159,21 +155,11 @@ def _spec(estimator: str, mc: str | None) -> str:
     return f"mc:{text.strip() or '0.5B'}"
 
 
-def _request(dataset_key: str, mlps: str | None, spec: str, budget: str | None, *, source: str = "lab"):
-    """The run a form describes, through the core's parsers; their RunError names the field to fix."""
-    if not isinstance(dataset_key, str):
-        raise RunError(f"dataset {quoted(dataset_key)} is not a dataset key: pick one above")
-    ds = get_dataset(dataset_key)
-    rulebook = rulebook_for(ds.info.round_tag)
-    rulebook = rulebook_for(ds.info.round_tag, parse_budget(budget, rulebook.round_budget))
-    return RunRequest(ds, mlps, resolve_estimator(spec), rulebook, source=source)
-
-
 def _job_cost(job) -> float | None:
-    """A lab run's most work before it runs: its MLPs times the FLOP budget of each."""
+    """A lab run's most work before it runs: its MLPs times the FLOP budget of each (the job's own request)."""
     if not isinstance(job, dict):
         return None
-    return _request(job.get("dataset"), job.get("mlps"), job.get("spec"), job.get("budget")).cost_flops
+    return parse_lab_run(job).cost
 
 
 #: Run ids by the run's cache key: this process, and every worker through the shared backend.
@@ -204,19 +190,17 @@ def _stored_run(key: str) -> str | None:
 def _plan(n_clicks, dataset_key, mlps, estimator, mc, budget, fresh):
     """Check the form; answer a stored identical run at once, or hand the job to the background."""
     try:
-        spec = _spec(estimator, mc)
-        request = _request(dataset_key, mlps, spec, budget)
-        key = cache_key(request)
+        asked = parse_lab_run({"dataset": dataset_key, "mlps": mlps, "spec": _spec(estimator, mc), "budget": budget})
+        key = asked.key
         run_id = None if fresh else _stored_run(key)
         if run_id is None:
-            check_cost("This lab run", request.cost_flops)
+            check_cost("This lab run", asked.cost)
     except (ValueError, KeyError, FileNotFoundError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         return no_update, no_update, dbc.Alert(message, color="warning", className="py-2", id="lab-error")
     if run_id is not None:
         return {"run_id": run_id, "cached": True, "nonce": n_clicks}, no_update, None
-    job = {"dataset": dataset_key, "mlps": mlps, "spec": spec, "budget": budget, "key": key, "nonce": n_clicks}
-    return no_update, job, None
+    return no_update, {**asked.payload(), "nonce": n_clicks}, None
 
 
 @callback(
@@ -238,6 +222,7 @@ def _run_job(set_progress, job):
     """The metered run, in a job process; every finished MLP is streamed to the page."""
     if not job:
         return no_update
+    nonce = job.get("nonce")
     set_progress((0, "starting…", []))
     finished: list[dict] = []
 
@@ -246,12 +231,12 @@ def _run_job(set_progress, job):
         set_progress((100 * done / total, f"{done} of {total} MLPs", figs.live_rows(finished)))
 
     try:
-        request = _request(job["dataset"], job["mlps"], job["spec"], job["budget"])
-        outcome = run_and_record(request, use_cache=False, on_progress=on_progress)
+        asked = parse_lab_run(job)  # the request the web worker priced, read back by the same parser
+        outcome = run_and_record(asked.run, use_cache=False, on_progress=on_progress)
     except Exception as exc:  # the page shows a sentence, never a traceback
         message = str(exc) if isinstance(exc, (ValueError, KeyError, FileNotFoundError)) else f"{type(exc).__name__}: {exc}"
-        return {"error": message, "nonce": job["nonce"]}
-    return {"run_id": outcome.run_id, "cached": False, "key": job["key"], "nonce": job["nonce"]}
+        return {"error": message, "nonce": nonce}
+    return {"run_id": outcome.run_id, "cached": False, "key": asked.key, "nonce": nonce}
 
 
 @callback(Output("lab-live", "children"), Input("lab-live-store", "data"))
@@ -288,10 +273,10 @@ def _show(planned, finished):
     if state.get("error"):
         alert = dbc.Alert(["The run could not finish: ", state["error"]], color="danger", id="lab-error")
         return alert, None, [], None, HIDDEN
-    report = get_run(state["run_id"])
+    report = get_run(state["run_id"]) if isinstance(state.get("run_id"), str) else None
     if report is None:
         return dbc.Alert("The run was not recorded.", color="warning", id="lab-error"), None, [], None, HIDDEN
-    if state.get("key"):
+    if state.get("key") and state["key"] == report.get("cache_key"):  # never a mapping a browser made up
         _RUN_IDS.set(state["key"], state["run_id"])
     depth = report["dataset"]["depth"]
     options = [{"label": f"layer {i + 1}", "value": i} for i in range(depth)]
@@ -355,19 +340,13 @@ def _sync_url(mlps, estimator, mc, budget, budgets, dataset_key, round_tag):
 keep_address_in_step("lab-address")
 
 
-def _sweep_requests(dataset_key, mlps, estimator, mc, budgets) -> tuple[str, list]:
+def _asked_sweep(dataset_key, mlps, estimator, mc, budgets) -> Sweep:
     """The lab's estimator on the lab's MLPs at each budget of the ladder (the round's rulebook, only B changed)."""
-    spec = _spec(estimator, mc)
-    if not isinstance(dataset_key, str):
-        raise RunError(f"dataset {quoted(dataset_key)} is not a dataset key: pick one above")
-    ds = get_dataset(dataset_key)
-    tag = ds.info.round_tag
-    ladder = parse_budget_ladder(budgets or DEFAULT_LADDER, rulebook_for(tag).round_budget)
-    return spec, curve_requests(ds, mlps, resolve_estimator(spec), tag, ladder, source="lab")
+    return parse_sweep(dataset_key, [_spec(estimator, mc)], budgets, mlps, default_ladder=DEFAULT_LADDER)
 
 
 def _sweep_cost(_n, dataset_key, mlps, estimator, mc, budgets) -> float:
-    return curve_cost(_sweep_requests(dataset_key, mlps, estimator, mc, budgets)[1])
+    return _asked_sweep(dataset_key, mlps, estimator, mc, budgets).cost
 
 
 @callback(
@@ -393,7 +372,9 @@ def _sweep(set_progress, n_clicks, dataset_key, mlps, estimator, mc, budgets):
         return no_update
     set_progress((0, "starting…"))
     try:
-        spec, requests = _sweep_requests(dataset_key, mlps, estimator, mc, budgets)
+        asked = _asked_sweep(dataset_key, mlps, estimator, mc, budgets)
+        (spec, requests), = asked.curves
+        requests = list(requests)
 
         def progress(index, n_points, done, n_mlps):
             set_progress((100 * (index + done / max(n_mlps, 1)) / n_points,
@@ -401,13 +382,13 @@ def _sweep(set_progress, n_clicks, dataset_key, mlps, estimator, mc, budgets):
 
         run_curve(requests, on_progress=progress)
         points = stored_points(requests)
-        view, _ = cached_convergence_view(get_dataset(dataset_key))
+        view, _ = cached_convergence_view(get_dataset(asked.dataset))
     except Exception as exc:  # the page shows a sentence, never a traceback
         message = str(exc) if isinstance(exc, (ValueError, KeyError, FileNotFoundError)) else f"{type(exc).__name__}: {exc}"
         return dbc.Alert(["The sweep could not finish: ", message], color="danger", id="lab-sweep-error")
     curve = {"label": spec, "points": points, "crossing": sampling_crossing(points), "fixed_cost": fixed_cost(points)}
-    link = href("/convergence", {"round": view.round_tag, "dataset": dataset_key, "curves": spec,
-                                 "budgets": budgets or DEFAULT_LADDER, "mlps": mlps})
+    link = href("/convergence", {"round": view.round_tag, "dataset": asked.dataset, "curves": spec,
+                                 "budgets": asked.ladder, "mlps": asked.mlps})
     return html.Div([
         html.H5("Budget curve", className="mt-3"),
         dcc.Graph(id="lab-curve-graph", figure=curve_figs.curve_figure(view, [curve])),

@@ -50,6 +50,7 @@ from components.paged_table import (
 )
 from components.url_state import address_store, keep_address_in_step, query_string
 from server.api import EXPORT_PATH, MLP_EXPORT_PATH
+from server.switches import uploads_on
 from server.warm import register_warmer
 from whestboard import config
 from whestboard.band import band_frame
@@ -110,6 +111,7 @@ from whestboard.leaderboard import (
     with_mc_reference,
 )
 from whestboard.rules import ALL_ROUNDS, get_round
+from whestboard.scoring import UPLOADS_OFF
 
 dash.register_page(__name__, path="/leaderboard", name="Leaderboard", order=4, title="Leaderboard · Whestboard",
                    preload=("graph", "dropdown", "upload", "plotly"))
@@ -1245,6 +1247,9 @@ def _start_rescore(_clicks, identifier: str | None, token: str | None):
     """Checks the token on the server, as every organizer action, then queues the re-score."""
     try:
         require_organizer(token)
+        if not uploads_on():  # a re-score runs the stored package: uploaded code
+            return dbc.Alert(f"Nothing queued: {UPLOADS_OFF}.", color="danger", className="py-2",
+                             id="lb-rescore-refused"), None, True
         queued = queue_rescore(identifier or "")
     except OrganizerDenied as exc:
         return dbc.Alert(f"Refused: {exc}.", color="danger", className="py-2"), None, True

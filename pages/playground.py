@@ -4,7 +4,9 @@ URL: ``/playground?width=&depth=&seed=`` (also ``samples=``, ``mc=``, ``round=``
 the page. The MLP comes from whestbench's own generator (``whestboard.data._generated``), every estimator
 is metered and scored as the lab scores (``whestboard.scoring._playground``). Small shapes are answered
 in the callback; large ones (or any upload) run as a background job of the app's one job system, with
-progress and Cancel, and the page then draws what the job left in the cache.
+progress and Cancel, and the page then draws what the job left in the cache. "Keep this MLP" is always such
+a job. Every control, store and job payload is read by one parser (``scoring.parse_playground``): the
+stores are conveniences, never believed.
 """
 
 from __future__ import annotations
@@ -12,36 +14,35 @@ from __future__ import annotations
 import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html, no_update
-from flask import current_app, has_app_context
 
 from components import playground_panels as panels
 from components.figures import playground as figs
 from components.figures.margins import margins_panel
 from components.shell import SESSION_UPLOADS_ID
 from components.url_state import address_store, keep_address_in_step, query_string
-from server.background import priced
-from whestboard import config
+from server.background import launching_client, priced, request_client_id
+from server.switches import uploads_on
 from whestboard.data import (
     GeneratedMLPError,
-    default_samples,
+    KeepRefused,
+    check_room,
+    drop_kept,
     keep_generated,
     manifest_summary,
-    needs_background,
     parse_samples,
     parse_shape,
-    playground_work,
 )
 from whestboard.jobs import check_cost
 from whestboard.rules import ALL_ROUNDS
 from whestboard.scoring import (
     DEFAULT_MC_SAMPLES,
     Playground,
+    PlaygroundRequest,
     RunError,
     cached_playground,
-    estimator_specs,
+    parse_playground,
     play,
     playground_margins,
-    rulebook_for_shape,
 )
 
 dash.register_page(__name__, path="/playground", name="Playground", order=1.5,
@@ -49,6 +50,7 @@ dash.register_page(__name__, path="/playground", name="Playground", order=1.5,
 
 DEFAULT_WIDTH, DEFAULT_DEPTH, DEFAULT_SEED = 16, 4, 2026
 HIDDEN, SHOWN = {"display": "none"}, {"display": "block"}
+MIN_MC_SAMPLES = panels.MC_CHOICES[0]
 INTRO = ("Pick a shape and a seed: the MLP is made by whestbench's own generator (seed protocol 3.0), its "
          "ground truth by Monte Carlo, and every built-in estimator runs on it metered by flopscope under the "
          "round's rules, scored by whestbench's evaluate_estimator, exactly as the lab scores.")
@@ -59,49 +61,40 @@ INTRO = ("Pick a shape and a seed: the MLP is made by whestbench's own generator
 # ---------------------------------------------------------------------------
 
 
-def _uploads_on() -> bool:
-    """The deployment's switch for running uploaded code (the upload page's own rule)."""
-    under_gunicorn = bool(current_app.config.get("WHESTBOARD_UNDER_GUNICORN")) if has_app_context() else False
-    return config.uploads_allowed(under_gunicorn=under_gunicorn)
-
-
-def _params(width, depth, seed, samples, mc_position, round_tag, uploads, mc_link=None) -> dict:
-    """The controls, checked by the core's parsers (GeneratedMLPError names the field to fix)."""
-    shape = parse_shape(width, depth, seed)
-    n = (default_samples(shape.width, shape.depth) if samples in (None, "", panels.AUTO)
-         else parse_samples(samples))
+def _asked(width, depth, seed, samples, mc_position, round_tag, uploads, mc_link=None) -> PlaygroundRequest:
+    """The controls as one request, through the core's parser (GeneratedMLPError/RunError name the field)."""
     mc = panels.mc_samples(mc_position, mc_link, DEFAULT_MC_SAMPLES)
-    return {"width": shape.width, "depth": shape.depth, "seed": str(shape.seed), "samples": n,
-            "samples_choice": samples if samples not in (None, "") else panels.AUTO, "mc": mc,
-            "round": round_tag if round_tag not in (None, "", panels.AUTO) else None,
-            "uploads": [u for u in (uploads or []) if isinstance(u, str)] if _uploads_on() else []}
+    return parse_playground({"width": width, "depth": depth, "seed": seed, "samples": samples, "mc": mc,
+                             "round": round_tag, "uploads": uploads}, uploads=uploads_on())
 
 
-def _inputs(params: dict):
-    """(shape, samples, specs, rulebook) of a params dict."""
-    shape = parse_shape(params["width"], params["depth"], params["seed"])
-    return shape, params["samples"], estimator_specs(params["mc"], params["uploads"]), \
-        rulebook_for_shape(shape, params["round"])
+def _read(params) -> PlaygroundRequest:
+    """A request carried by a store or a job (the same parser: a store is never believed)."""
+    return parse_playground(params, uploads=uploads_on())
 
 
-def _job_cost(request) -> float | None:
-    """What a playground job costs before it runs (truth samples x shape, plus the estimators)."""
-    if not isinstance(request, dict) or not isinstance(request.get("params"), dict):
+def _job_cost(job) -> float | None:
+    """What a playground job costs before it runs: the truth, the built-ins and each upload's budget."""
+    if not isinstance(job, dict):
         return None
-    params = request["params"]
-    shape, n, _specs, _rulebook = _inputs(params)  # every field checked, as the job will read it
-    return playground_work(shape, parse_samples(n),
-                                     parse_samples(params["mc"], "Monte Carlo samples"))
+    return _read(job.get("params")).cost
 
 
-def _search(params: dict) -> str:
-    query = {"width": params["width"], "depth": params["depth"], "seed": params["seed"]}
-    if params["samples_choice"] != panels.AUTO:
-        query["samples"] = params["samples"]
-    if params["mc"] != DEFAULT_MC_SAMPLES:
-        query["mc"] = params["mc"]
-    if params["round"]:
-        query["round"] = params["round"]
+def _keep_cost(n_clicks, params) -> float:
+    """What keeping costs (the truth alone); refused at once when the kept datasets have no room for it."""
+    asked = _read(params)
+    check_room(launching_client(), asked.shape.width, asked.shape.depth)
+    return asked.keep_cost
+
+
+def _search(asked: PlaygroundRequest) -> str:
+    query = {"width": asked.shape.width, "depth": asked.shape.depth, "seed": asked.shape.seed}
+    if not asked.samples_auto:
+        query["samples"] = asked.samples
+    if asked.mc != DEFAULT_MC_SAMPLES:
+        query["mc"] = asked.mc
+    if asked.round_tag:
+        query["round"] = asked.round_tag
     return query_string(query)
 
 
@@ -123,7 +116,7 @@ def _from_link(width, depth, seed, samples, mc, round_tag) -> tuple[dict, list]:
     except GeneratedMLPError as exc:
         problems.append(f"The link's {exc}; showing the default {DEFAULT_WIDTH} x {DEFAULT_DEPTH} MLP instead.")
     for key, raw, parse in (("samples", samples, parse_samples),
-                            ("mc", mc, lambda v: parse_samples(v, "Monte Carlo samples"))):
+                            ("mc", mc, lambda v: parse_samples(v, "Monte Carlo samples", low=MIN_MC_SAMPLES))):
         if raw is None:
             continue
         try:
@@ -154,6 +147,8 @@ def layout(width=None, depth=None, seed=None, samples=None, mc=None, round=None,
         dcc.Store(id="pg-job-done"),
         html.Div(id="pg-error"),
         panels.job_panel(),
+        panels.keep_panel(),
+        dcc.Store(id="pg-kept-name"),
         html.Div(id="pg-keep-out"),
         dcc.Loading(html.Div(id="pg-results"), type="default", delay_show=400),
     ], id="pg-page")
@@ -233,13 +228,17 @@ def _mc_readout(position, mc_link=None):
 
 @callback(Output("pg-uploads", "options"), Output("pg-uploads-hint", "children"), Input(SESSION_UPLOADS_ID, "data"))
 def _upload_options(uploads):
-    if not _uploads_on():
+    if not uploads_on():
         return [], "Uploaded estimators are off on this server."
     entries = [u for u in (uploads or []) if isinstance(u, dict) and isinstance(u.get("upload"), str)]
     seen: dict[str, str] = {}
     for entry in entries:
         seen[entry["upload"]] = str(entry.get("label") or entry["upload"][:12])
     return [{"label": label, "value": sha} for sha, label in seen.items()], panels.uploads_hint(len(seen))
+
+
+def _sentence(exc: Exception) -> str:
+    return exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
 
 
 @callback(
@@ -263,21 +262,20 @@ def _upload_options(uploads):
 def _plan(width, depth, seed, samples, mc_position, round_tag, uploads, mc_link=None):
     """Check the controls; draw at once when quick (or cached), else hand the work to a background job."""
     try:
-        params = _params(width, depth, seed, samples, mc_position, round_tag, uploads, mc_link)
-        shape, n, specs, rulebook = _inputs(params)
-        result = cached_playground(shape, n, specs, rulebook)
+        asked = _asked(width, depth, seed, samples, mc_position, round_tag, uploads, mc_link)
+        result = cached_playground(asked.shape, asked.samples, asked.specs, asked.rulebook)
         if result is None:
-            check_cost("This playground job", playground_work(shape, n, params["mc"]))
-        if result is None and not params["uploads"] and not needs_background(shape, n, params["mc"]):
-            result = play(shape, n, specs, rulebook)
+            check_cost("This playground job", asked.cost)
+        if result is None and asked.quick:
+            result = play(asked.shape, asked.samples, asked.specs, asked.rulebook)
     except (GeneratedMLPError, RunError, ValueError, KeyError, FileNotFoundError) as exc:
-        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        return no_update, [], None, no_update, True, _failure(message), None
+        return no_update, [], None, no_update, True, _failure(_sentence(exc)), None
+    params = asked.payload()
     if result is not None:
-        return _search(params), _render(result), params, no_update, False, None, None
-    waiting = html.Div(f"{shape.label} with {n:,} truth samples runs as a background job; the plots appear "
-                       "when it is done.", className="small text-muted", id="pg-waiting")
-    return _search(params), waiting, params, {"params": params}, True, None, None
+        return _search(asked), _render(result), params, no_update, False, None, None
+    waiting = html.Div(f"{asked.shape.label} with {asked.samples:,} truth samples runs as a background job; the "
+                       "plots appear when it is done.", className="small text-muted", id="pg-waiting")
+    return _search(asked), waiting, params, {"params": params}, True, None, None
 
 
 @callback(
@@ -298,14 +296,23 @@ def _run_job(set_progress, request):
     params = request["params"]
     set_progress((0, "starting…", "drawing the truth"))
     try:
-        shape, n, specs, rulebook = _inputs(params)
-        play(shape, n, specs, rulebook,
+        asked = _read(params)
+        play(asked.shape, asked.samples, asked.specs, asked.rulebook,
              progress=lambda what, fraction: set_progress((100 * fraction, f"{100 * fraction:.0f}%", what)))
     except Exception as exc:  # the page shows a sentence, never a traceback
-        message = str(exc) if isinstance(exc, (ValueError, KeyError, FileNotFoundError)) else \
+        message = _sentence(exc) if isinstance(exc, (ValueError, KeyError, FileNotFoundError)) else \
             f"{type(exc).__name__}: {exc}"
         return {"params": params, "error": message}
     return {"params": params}
+
+
+def _cached(params) -> Playground | None:
+    """The result the controls in ``params`` (a store) name, if the cache holds it; None otherwise."""
+    try:
+        asked = _read(params)
+        return cached_playground(asked.shape, asked.samples, asked.specs, asked.rulebook)
+    except (GeneratedMLPError, RunError, ValueError, KeyError, FileNotFoundError):
+        return None
 
 
 @callback(
@@ -316,12 +323,12 @@ def _run_job(set_progress, request):
     prevent_initial_call=True,
 )
 def _show_job(done, current):
-    if not done or done.get("params") != current:
+    if not isinstance(done, dict) or done.get("params") != current:
         return no_update, no_update  # a job for controls changed since
     if done.get("error"):
-        return dbc.Alert(["The playground job could not finish: ", done["error"]], color="danger",
+        return dbc.Alert(["The playground job could not finish: ", str(done["error"])], color="danger",
                          id="pg-job-error"), True
-    result = cached_playground(*_inputs(current))
+    result = _cached(current)
     if result is None:
         return dbc.Alert("The job's results are no longer in the cache; change a control to run it again.",
                          color="warning", id="pg-job-error"), True
@@ -337,26 +344,59 @@ def _show_job(done, current):
     prevent_initial_call=True,
 )
 def _focus(spec, layer, params):
-    result = cached_playground(*_inputs(params)) if params else None
+    result = _cached(params) if params else None
     chosen = next((s for s in result.results if s.spec == spec), None) if result else None
-    if chosen is None or layer is None:
+    if chosen is None or not isinstance(layer, int) or not 0 <= layer < result.shape.depth:
         return no_update, no_update
     return figs.error_heatmap_figure(result, chosen), figs.predicted_vs_true_figure(result, chosen, int(layer))
 
 
 @callback(
     Output("pg-keep-out", "children", allow_duplicate=True),
+    Output("pg-kept-name", "data"),
     Input("pg-keep", "n_clicks"),
     State("pg-params", "data"),
+    background=True,
+    running=[(Output("pg-keep-job", "style"), SHOWN, HIDDEN), (Output("pg-keep-cancel", "disabled"), False, True)],
+    progress=[Output("pg-keep-progress", "value"), Output("pg-keep-progress", "label"),
+              Output("pg-keep-status", "children")],
+    cancel=[Input("pg-keep-cancel", "n_clicks")],
+    interval=500,
     prevent_initial_call=True,
 )
-def _keep(n_clicks, params):
-    """Bake the MLP with its truth into the kept-datasets folder: the explorer and lab serve it next."""
+@priced("Keeping this MLP", _keep_cost)
+def _keep(set_progress, n_clicks, params):
+    """Bake the MLP with its truth into a kept dataset, in a job process: the explorer and lab serve it next."""
     if not n_clicks or not params:
+        return no_update, no_update
+    set_progress((0, "starting…", "keeping this MLP"))
+
+    def progress(done: int, total: int) -> None:
+        set_progress((100 * done / total, f"{100 * done / total:.0f}%", f"truth: {done:,} of {total:,} chunks"))
+
+    try:
+        asked = _read(params)
+        directory = keep_generated(asked.shape, asked.samples, owner=launching_client(), progress=progress)
+        summary = manifest_summary(directory)
+    except (GeneratedMLPError, ValueError, KeyError, OSError) as exc:
+        return dbc.Alert(f"Could not keep this MLP: {_sentence(exc)}", color="danger", className="py-2 small",
+                         id="pg-kept"), None
+    return panels.kept_notice(summary), summary["key"]
+
+
+@callback(
+    Output("pg-keep-out", "children", allow_duplicate=True),
+    Input("pg-kept-drop", "n_clicks"),
+    State("pg-kept-name", "data"),
+    prevent_initial_call=True,
+)
+def _drop(n_clicks, name):
+    """Drop the dataset this visitor kept (the organizer drops any through the API)."""
+    if not n_clicks or not name:
         return no_update
     try:
-        shape = parse_shape(params["width"], params["depth"], params["seed"])
-        directory = keep_generated(shape, params["samples"])
-    except (GeneratedMLPError, ValueError, OSError) as exc:
-        return dbc.Alert(f"Could not keep this MLP: {exc}", color="danger", className="py-2 small", id="pg-kept")
-    return panels.kept_notice(manifest_summary(directory))
+        drop_kept(name, owner=request_client_id())
+    except KeepRefused as exc:
+        return dbc.Alert(f"Not dropped: {exc}.", color="danger", className="py-2 small", id="pg-dropped")
+    return dbc.Alert(f"Dropped kept dataset {name}: no page serves it any more.", color="secondary",
+                     className="py-2 small", id="pg-dropped")

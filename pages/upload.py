@@ -13,7 +13,6 @@ import json
 import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html, no_update
-from flask import current_app
 
 from components.figures.upload import per_layer_figure
 from components.selectors import index_range, not_found_panel, resolve_selection, selector_row
@@ -29,6 +28,7 @@ from components.upload_panels import (
 )
 from server.background import visitor_id
 from server.identity import client_address
+from server.switches import uploads_on
 from whestboard import config
 from whestboard.data import get_dataset, served_datasets
 from whestboard.jobs import QueueFull, cancel_queued_job, check_cost, ensure_executor, queue_job, queued_job
@@ -43,9 +43,8 @@ from whestboard.sandbox import (
 )
 from whestboard.scoring import (
     RunError,
-    job_cost,
-    job_spec,
     json_report,
+    parse_upload_run,
     run_upload_job,
     select_mlps,
     upload_comparison,
@@ -58,7 +57,7 @@ POLL_MS = 1000
 
 def _allowed() -> bool:
     """The deployment switch, checked on the server for every upload request (not only in the layout)."""
-    return config.uploads_allowed(under_gunicorn=bool(current_app.config.get("WHESTBOARD_UNDER_GUNICORN")))
+    return uploads_on()
 
 
 def _client() -> str:
@@ -205,10 +204,10 @@ def _submit(_clicks, sha: str | None, dataset_key: str | None, mlps: str | None,
     if not sha or not dataset_key:
         return no_update, error_alert("Upload an estimator first.")
     try:
-        load_upload(sha)
-        spec = job_spec(sha, dataset_key, mlps or "", team=team)
-        check_cost("This upload's run", job_cost(spec))  # the queue bounds how many
-        job_id = queue_job(_client(), spec)
+        asked = parse_upload_run({"upload": sha, "dataset": dataset_key, "mlps": mlps or "", "team": team})
+        load_upload(asked.upload)
+        check_cost("This upload's run", asked.cost)  # the queue bounds how many
+        job_id = queue_job(_client(), asked.payload())
     except (KeyError, QueueFull, ValueError) as exc:  # budgets.OverBudget is a ValueError
         return no_update, error_alert(str(exc.args[0]) if exc.args else str(exc))
     ensure_executor(run_upload_job)

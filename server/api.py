@@ -11,8 +11,10 @@ core functions with the same check (pages/leaderboard.py).
     GET    /api/submissions.csv        every submission, import schema (public, streamed, formulas escaped)
     GET    /api/submissions/per_mlp.csv  public split only; every split with the organizer token
     GET    /api/leaderboard/<round>?split=public|private|rerun   a split's ranking (private, rerun: organizer)
-    POST   /api/rescore                JSON {"id": SUBMISSION_OR_RUN_ID}: re-score its stored package (a queued job)
+    POST   /api/rescore                JSON {"id": SUBMISSION_OR_RUN_ID}: re-score its stored package (a queued job;
+                                       refused where uploads are off: the package is uploaded code)
     GET    /api/rescore/<job_id>       where that re-score stands (its new submission is written once it ends)
+    DELETE /api/kept/<name>            drop a dataset kept from the playground (any visitor's)
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from flask import Blueprint, Flask, Response, jsonify, request
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from server.switches import uploads_on
 from whestboard import config
+from whestboard.data import KeepRefused, drop_kept
 from whestboard.leaderboard import (
     PUBLIC,
     RESCORE_ERRORS,
@@ -47,6 +51,7 @@ from whestboard.leaderboard import (
     viewer_board,
 )
 from whestboard.rules import ALL_ROUNDS
+from whestboard.scoring import UPLOADS_OFF
 from whestboard.store import DuplicateKey, strict_json
 
 #: The upload limit when this module was imported, for the leaderboard page until it asks
@@ -213,6 +218,8 @@ def rescore():
     refused = _check_organizer()
     if refused:
         return refused
+    if not uploads_on():  # a re-score runs a stored package: uploaded code
+        return jsonify({"ok": False, "error": f"not re-scored: {UPLOADS_OFF}"}), 403
     request.max_content_length = MAX_EDIT_BYTES
     body = request.get_json(silent=True)
     identifier = body.get("id") if isinstance(body, dict) else None
@@ -234,6 +241,22 @@ def rescore_status(job_id: str):
         return refused
     progress = rescore_progress(job_id)
     return jsonify({"ok": progress.ok, "finished": progress.finished, "message": progress.text})
+
+
+@blueprint.delete("/api/kept/<name>")
+def drop_kept_dataset(name: str):
+    """Drop a dataset kept from the playground, whoever kept it (the organizer's; a visitor drops their own
+    on the playground page)."""
+    refused = _check_organizer()
+    if refused:
+        return refused
+    try:
+        drop_kept(name, owner=None, organizer=True)
+    except KeepRefused as exc:
+        return jsonify({"ok": False, "error": str(exc)}), 404
+    except SQLAlchemyError as exc:
+        return _store_failed(exc)
+    return jsonify({"ok": True, "dropped": name})
 
 
 def _streamed_csv(pieces, filename: str) -> Response:

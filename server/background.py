@@ -105,6 +105,16 @@ def request_client_id() -> str | None:
         return None
 
 
+def launching_client() -> str | None:
+    """Who asked for the work: inside a background job, the client that launched it (as the ledger
+    recorded it at launch); in a request, the request's client."""
+    try:
+        info = (context_value.get() or {}).get(JOB_FIELD)
+    except LookupError:  # outside any callback
+        info = None
+    return info.get("owner") if info else request_client_id()
+
+
 def job_failed_payload(reason: str) -> dict:
     """What a dead job returns to Dash: its error path, carrying a message for the user."""
     msg = f"{JOB_FAILED}{reason}). Nothing was recorded for it; please run it again."

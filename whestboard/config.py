@@ -95,6 +95,15 @@ def kept_datasets_dir() -> Path:
     return state_dir() / "datasets"
 
 
+def kept_datasets_limits() -> dict[str, int]:
+    """How many datasets the playground may keep (``WHESTBOARD_KEPT_*``, docs/production.md): in all
+    (``WHESTBOARD_KEPT_MAX``, 64), per client (``WHESTBOARD_KEPT_PER_CLIENT``, 8) and their bytes in the
+    shared store (``WHESTBOARD_KEPT_MAX_MB``, 256 MiB)."""
+    return {"max_count": _whole("WHESTBOARD_KEPT_MAX", 64, minimum=0),
+            "per_client": _whole("WHESTBOARD_KEPT_PER_CLIENT", 8, minimum=0),
+            "max_bytes": int(_number("WHESTBOARD_KEPT_MAX_MB", 256, minimum=0, unit="number of MiB") * (1 << 20))}
+
+
 def database_url() -> str:
     """SQLAlchemy URL of the store; an SQLite file under the state folder by default."""
     return _raw("WHESTBOARD_DATABASE_URL") or f"sqlite:///{state_dir() / 'whestboard.sqlite'}"
@@ -149,9 +158,49 @@ def organizer_token() -> str | None:
     return _raw("WHESTBOARD_ORGANIZER_TOKEN")
 
 
-def uploads_allowed(*, under_gunicorn: bool) -> bool:
-    """Uploads run arbitrary code: on for a local ``python app.py``, opt-in under gunicorn."""
-    return _flag("WHESTBOARD_ALLOW_UPLOADS", not under_gunicorn)
+def served_process() -> bool:
+    """Whether this process serves others: a gunicorn worker (or a job forked from one), or a Celery worker.
+
+    The default of every switch that lets a visitor run code is off in such a process and on for a
+    local ``python app.py`` (and the jobs it forks): the same answer in the web worker that admits a job
+    and in the process that runs it.
+    """
+    import sys
+
+    program = os.path.basename(sys.argv[0] if sys.argv else "")
+    return "gunicorn" in program or "celery" in program or "gunicorn" in sys.modules
+
+
+def uploads_allowed(*, under_gunicorn: bool | None = None) -> bool:
+    """Uploads run arbitrary code: on for a local ``python app.py``, opt-in under gunicorn and Celery
+    (``WHESTBOARD_ALLOW_UPLOADS``). ``under_gunicorn`` None: this process decides (:func:`served_process`)."""
+    served = served_process() if under_gunicorn is None else under_gunicorn
+    return _flag("WHESTBOARD_ALLOW_UPLOADS", not served)
+
+
+def kept_estimators() -> dict[str, Path]:
+    """Estimators the operator keeps on the server for the pages to name (``WHESTBOARD_KEPT_ESTIMATORS``).
+
+    Paths separated by ``os.pathsep``: a folder with ``estimator.py``, an estimator ``.py`` or a ``whest
+    package`` archive; each is named ``kept:NAME`` by its file or folder name without suffix. A browser
+    names one only by that name: the server never looks up a path a visitor sent.
+    """
+    found: dict[str, Path] = {}
+    for part in (_raw("WHESTBOARD_KEPT_ESTIMATORS") or "").split(os.pathsep):
+        if not part.strip():
+            continue
+        path = Path(part.strip()).expanduser()
+        name = path.name
+        for suffix in (".tar.gz", ".tgz", ".py"):
+            name = name.removesuffix(suffix)
+        if not name or not all(c.isalnum() or c in "._-" for c in name):
+            raise ValueError(f"WHESTBOARD_KEPT_ESTIMATORS: {part.strip()!r} does not end in a name of letters, "
+                             "digits, '.', '_' or '-' (its NAME in kept:NAME)")
+        if name in found:
+            raise ValueError(f"WHESTBOARD_KEPT_ESTIMATORS names {name!r} twice ({found[name]} and {path}): "
+                             "rename one of them")
+        found[name] = path
+    return found
 
 
 # --------------------------------------------------------------------------- serving

@@ -46,9 +46,33 @@ def test_the_final_is_refused_without_the_token(final_page, tmp_path):
     assert final_page.locator("#final-standings").count() == 0
 
 
+def test_a_path_on_the_server_is_never_a_nominee(final_page, tmp_path):
+    packages = write_packages(tmp_path)
+    _fill(final_page, TOKEN, f"alpha={packages['mean']}")
+    final_page.wait_for_selector("#final-refused")
+    refused = final_page.locator("#final-refused").inner_text()
+    assert "Nothing started" in refused and "a path on the server is never looked up" in refused
+
+
+def test_the_drop_zone_takes_packages_only_from_the_organizer(final_page, tmp_path):
+    packages = write_packages(tmp_path)
+    final_page.set_input_files("#final-upload input[type=file]", str(packages["mean"]))
+    final_page.wait_for_selector("#final-upload-refused")
+    assert "type the organizer token first" in final_page.locator("#final-upload-refused").inner_text()
+
+
 def test_an_organizer_runs_a_tiny_final_and_reads_the_standings(final_page, tmp_path):
     packages = write_packages(tmp_path)
-    _fill(final_page, TOKEN, f"alpha={packages['mean']}\nbeta={packages['mean']}")
+    dropped = []
+    for team in ("alpha", "beta"):  # the file's name is the team
+        (tmp_path / f"{team}.py").write_bytes(packages["mean"].read_bytes())
+        dropped.append(str(tmp_path / f"{team}.py"))
+    final_page.fill("#final-token", TOKEN)
+    final_page.set_input_files("#final-upload input[type=file]", dropped)
+    final_page.wait_for_function("() => document.querySelector('#final-uploaded')?.innerText"
+                                 ".includes('beta=upload:')")
+    assert "alpha=upload:" in final_page.locator("#final-uploaded").inner_text()
+    _fill(final_page, TOKEN, "")
     final_page.wait_for_selector("#final-standings")
     table = final_page.locator("#final-standings").inner_text()
     assert "alpha" in table and "beta" in table

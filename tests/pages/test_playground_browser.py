@@ -111,10 +111,29 @@ def test_seed_and_shape_controls_redraw_and_keep_the_url(page, kept_cleanup):
     page.click("#pg-keep")
     page.wait_for_selector("#pg-kept")
     key = kept_name(parse_shape(8, 3, seed), default_samples(8, 3))
-    assert key in page.inner_text("#pg-kept")
+    assert key in page.inner_text("#pg-kept") and "Drop it" in page.inner_text("#pg-kept")
     page.click("#pg-kept a >> text=score it in the lab")
     page.wait_for_selector("#lab-mlps")
     assert f"dataset={key}" in page.url
+    wait_for_dash(page)
+
+
+def test_keeping_is_a_job_and_the_visitor_drops_what_they_kept(page, kept_cleanup):
+    page.add_init_script(TOUR_SEEN)
+    page.goto(page.base_url + "/playground?width=8&depth=2&seed=31")
+    page.wait_for_selector("#pg-result-panel")
+    wait_for_dash(page)
+    page.click("#pg-keep")
+    page.wait_for_selector("#pg-kept")
+    key = kept_name(parse_shape(8, 2, 31), default_samples(8, 2))
+    assert key in page.inner_text("#pg-kept") and page.locator("#pg-kept-drop").is_visible()
+    assert page.locator("#pg-keep-job").is_hidden()  # the job's progress panel is gone once it ended
+    page.click("#pg-kept-drop")
+    page.wait_for_selector("#pg-dropped")
+    assert page.inner_text("#pg-dropped") == f"Dropped kept dataset {key}: no page serves it any more."
+    page.goto(page.base_url + "/")
+    page.wait_for_selector("#datasets-table")
+    assert key not in page.inner_text("#datasets-table")
     wait_for_dash(page)
 
 

@@ -37,22 +37,21 @@ def test_a_link_is_read_and_its_mistakes_named(page):
 
 def test_the_url_holds_every_choice_and_reads_back_the_same(page):
     mc_position = page.panels.MC_CHOICES.index(3000)
-    params = page._params(256, 8, "4611686018427387911", "30000", mc_position, "v2-phase2", [])
-    search = page._search(params)
+    asked = page._asked(256, 8, "4611686018427387911", "30000", mc_position, "v2-phase2", [])
+    search = page._search(asked)
     assert search == "?width=256&depth=8&seed=4611686018427387911&samples=30000&mc=3000&round=v2-phase2"
     query = dict(part.split("=") for part in search[1:].split("&"))
     values, problems = page._from_link(query["width"], query["depth"], query["seed"], query["samples"],
                                        query["mc"], query["round"])
     assert not problems and values["seed"] == 2**62 + 7
-    assert page._search(page._params(16, 4, "7", "auto", page.panels.mc_position(1000), "auto", None)) == \
+    assert page._search(page._asked(16, 4, "7", "auto", page.panels.mc_position(1000), "auto", None)) == \
         "?width=16&depth=4&seed=7"
 
 
 def test_one_response_stays_under_two_megabytes_at_competition_width(page):
     """The heaviest render a quick callback sends (256 x 8; wider shapes come back binned the same way)."""
-    params = page._params(256, 8, "5", "auto", page.panels.mc_position(1000), "auto", [])
-    shape, n, specs, rulebook = page._inputs(params)
-    rendered = page._render(page.play(shape, n, specs, rulebook))
+    asked = page._asked(256, 8, "5", "auto", page.panels.mc_position(1000), "auto", [])
+    rendered = page._render(page.play(asked.shape, asked.samples, asked.specs, asked.rulebook))
     size = len(json.dumps(rendered.to_plotly_json(), cls=plotly.utils.PlotlyJSONEncoder))
     assert size < 2 * 1024 * 1024, size
 
@@ -75,11 +74,11 @@ def test_a_links_sample_count_between_the_sliders_stops_is_kept(page):
     assert values["mc"] == 500 and not problems
     at = page.panels.mc_position(500)
     assert page.panels.MC_CHOICES[at] != 500  # between the stops: the slider alone could not say it
-    params = page._params(8, 4, "3", "auto", at, "auto", [], values["mc"])
-    assert params["mc"] == 500 and "mc=500" in page._search(params)
+    asked = page._asked(8, 4, "3", "auto", at, "auto", [], values["mc"])
+    assert asked.mc == 500 and "mc=500" in page._search(asked)
     assert page._mc_readout(at, 500) == "500 samples per prediction"
     search, rendered = page._plan(8, 4, "3", "auto", at, "auto", [], 500)[:2]
     assert "mc=500" in search and "Monte Carlo, 500 samples" in json.dumps(rendered.to_plotly_json(),
                                                                             cls=plotly.utils.PlotlyJSONEncoder)
-    moved = page._params(8, 4, "3", "auto", at + 1, "auto", [], values["mc"])
-    assert moved["mc"] == page.panels.MC_CHOICES[at + 1]  # the slider moved: its stop holds
+    moved = page._asked(8, 4, "3", "auto", at + 1, "auto", [], values["mc"])
+    assert moved.mc == page.panels.MC_CHOICES[at + 1]  # the slider moved: its stop holds

@@ -69,8 +69,8 @@ def _playground_plan(http, **changes):
 
 
 def test_a_list_where_a_count_belongs_and_a_dict_where_a_round_belongs_are_refused(http):
-    count = _call(http, "pg-keep-out.children@" + _dup_hash(http, "pg-keep-out.children", "pg-keep.n_clicks"),
-                  [("pg-keep-out", "children")], [("pg-keep", "n_clicks", [1])], [("pg-params", "data", None)])
+    count = _call(http, "pg-keep-out.children@" + _dup_hash(http, "pg-keep-out.children", "pg-kept-drop.n_clicks"),
+                  [("pg-keep-out", "children")], [("pg-kept-drop", "n_clicks", [1])], [("pg-kept-name", "data", None)])
     assert count.status_code == 400 and "a click count" in count.get_json()["error"]
     round_name = _playground_plan(http, **{"pg-round": {"tag": "v1-warmup"}})
     assert round_name.status_code == 400 and "pg-round.value" in round_name.get_json()["error"]

@@ -2,7 +2,8 @@
 
 Owns: reading schema-3.0 directories and the compact format, the weights cache, the registry of served
 datasets, the fast Monte Carlo sampler, baking compact datasets, per-MLP statistics for the explorer, and the
-playground's MLPs made from (width, depth, seed) with their cached truth (``generated``).
+playground's MLPs made from (width, depth, seed) with their cached truth (``generated``), and the datasets
+kept from it: bounded in count, per visitor and in bytes, each dropped by its owner or the organizer (``kept``).
 A damaged MLP file is contained to that MLP (``Dataset.damaged``). May import: ``whestboard.rules``,
 ``whestboard.jobs`` (liveness of bake claims), ``whestboard.store`` (atomic files), ``whestboard.config``.
 """
@@ -47,7 +48,10 @@ from whestboard.data._generated import (
     parse_samples,
     parse_shape,
     playground_work,
+    truth_work,
 )
+from whestboard.data._kept import Kept, KeepRefused, KeptLimits, check_room, drop_kept, kept_datasets
+
 from whestboard.data._mlp_stats import (
     ALWAYS_ON_RELATIVE_CLIP,
     HeatmapBins,
@@ -93,6 +97,7 @@ __all__ = [
     "broken_datasets",
     "build_weights",
     "cached_truth",
+    "check_room",
     "chunk_size_for",
     "compute_mlp_stats",
     "damaged_mlps",
@@ -107,6 +112,7 @@ __all__ = [
     "datasets_for_round",
     "dead_mask",
     "DEAD_MEAN_THRESHOLD",
+    "drop_kept",
     "default_dataset_key",
     "default_samples",
     "describe_error",
@@ -122,6 +128,10 @@ __all__ = [
     "heatmap_bins",
     "HeatmapBins",
     "keep_generated",
+    "Kept",
+    "kept_datasets",
+    "KeepRefused",
+    "KeptLimits",
     "kept_name",
     "layer_statistics",
     "manifest_summary",
@@ -155,6 +165,7 @@ __all__ = [
     "stats_for",
     "summary_for",
     "Truth",
+    "truth_work",
     "TRUTH_CACHE",
     "vector_matrix",
     "weight_stats",

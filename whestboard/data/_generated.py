@@ -19,6 +19,8 @@ import dataclasses
 import json
 import math
 import re
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +34,8 @@ from whestbench.seeds import derive_seed_streams
 from whestboard import config
 from whestboard.data import _compact
 from whestboard.data._bake import BakePlan, bake_known_truth, prepare_bake
-from whestboard.data._registry import KEPT
+from whestboard.data import _kept
+from whestboard.data._registry import KEPT, forget_kept
 from whestboard.data._sampling import final_sums
 from whestboard.cache import Region
 from whestboard.rules import round_for_shape
@@ -150,8 +153,8 @@ def parse_shape(width, depth, seed) -> Shape:
                  _whole(seed, "seed", 0, MAX_SEED))
 
 
-def parse_samples(value, what: str = "truth samples") -> int:
-    return _whole(value, what, MIN_SAMPLES, MAX_SAMPLES)
+def parse_samples(value, what: str = "truth samples", *, low: int = MIN_SAMPLES) -> int:
+    return _whole(value, what, low, MAX_SAMPLES)
 
 
 #: What the sampler's per-element passes (ReLU, float64 casts, sums, squares) cost, in matmul FLOPs per
@@ -280,23 +283,44 @@ def kept_path(shape: Shape, n_samples: int) -> Path:
     return config.kept_datasets_dir() / kept_name(shape, n_samples)
 
 
-def keep_generated(shape: Shape, n_samples: int, *, progress: ProgressFn | None = None) -> Path:
+def truth_work(shape: Shape, n_samples: int) -> float:
+    """What drawing the truth alone costs (keeping an MLP draws nothing else), in matmul-FLOP units."""
+    return forward_work(shape.width, shape.depth, n_samples)
+
+
+def keep_generated(shape: Shape, n_samples: int, *, owner: str | None = None,
+                   progress: ProgressFn | None = None) -> Path:
     """Bake this MLP and its truth into a one-MLP compact dataset the registry serves, on every machine
-    (the folder goes to the shared store, :data:`whestboard.data._registry.KEPT`).
+    (the folder goes to the shared store, :data:`whestboard.data._registry.KEPT`), recorded as ``owner``'s.
 
     The record is the truth the page shows (same sampler, same stream), so nothing is drawn twice; a
-    second keep of the same MLP finds the folder and returns it.
+    second keep of the same MLP finds it stored and returns it. The bake is staged outside the kept folder
+    and the served copy is unpacked from the store, as every other process and machine unpacks it, so a
+    kept folder is always the store's (a forgotten one leaves every cache at its next sync). A new one must
+    fit the kept datasets' bounds (``whestboard.data._kept``): ``KeepRefused`` before any work when it
+    cannot, and after storing when another keep took the room meanwhile (it is removed again).
     """
     directory = kept_path(shape, n_samples)
-    fetch_blob_folder(KEPT, directory.name, directory)  # kept on another machine already
-    if not (directory.is_dir() and _compact.baked_indices(directory) == [0]):
-        drawn = generated_truth(shape, n_samples, progress=progress)
-        plan = BakePlan(shape.round_tag, shape.width, shape.depth, n_samples, (shape.seed,))
-        manifest = prepare_bake(directory, plan, engine="numpy", explicit_seeds=True)
-        bake_known_truth(directory, manifest, 0, generate(shape).weights, drawn.means, drawn.avg_variance,
-                         origin={"made_by": "playground"})
     if not blob_exists(KEPT, directory.name):
-        put_blob_folder(KEPT, directory.name, directory, meta={"made_by": "playground"}, replace=False)
+        _kept.check_room(owner, shape.width, shape.depth)
+        drawn = generated_truth(shape, n_samples, progress=progress)
+        staging = config.state_dir() / "kept-staging"
+        staging.mkdir(parents=True, exist_ok=True)
+        baked = Path(tempfile.mkdtemp(prefix=f"{directory.name[:80]}-", dir=staging)) / directory.name
+        try:
+            plan = BakePlan(shape.round_tag, shape.width, shape.depth, n_samples, (shape.seed,))
+            manifest = prepare_bake(baked, plan, engine="numpy", explicit_seeds=True)
+            bake_known_truth(baked, manifest, 0, generate(shape).weights, drawn.means, drawn.avg_variance,
+                             origin={"made_by": "playground"})
+            put_blob_folder(KEPT, directory.name, baked, meta={"made_by": "playground", "owner": owner},
+                            replace=False)
+        finally:
+            shutil.rmtree(baked.parent, ignore_errors=True)
+        beyond = _kept.past_bounds(directory.name)
+        if beyond is not None:
+            forget_kept(directory.name)
+            raise _kept.KeepRefused(f"another keep took the last room meanwhile: {beyond}")
+    fetch_blob_folder(KEPT, directory.name, directory)
     return directory
 
 

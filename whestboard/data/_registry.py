@@ -9,7 +9,9 @@ The embedded and the listed datasets are read-only inputs each machine has on it
 dataset is made on one machine and must be served by all: it lives in the shared artifact store
 (``whestboard.store._blobs``, namespace ``kept-dataset``) and is unpacked into this machine's
 ``config.kept_datasets_dir()`` (a cache) when missing, checked every few seconds and at once when a
-key is not found; one forgotten (``forget_kept``) leaves every machine's cache at its next sync.
+key is not found; one forgotten (``forget_kept``) leaves every machine's cache at its next sync. A kept
+folder only ever comes from the store (the keep is baked in a staging folder), so one the store no longer
+holds is dropped at once, whichever process of the machine unpacked it.
 """
 
 from __future__ import annotations
@@ -30,9 +32,6 @@ from whestboard.store import blob_keys, fetch_blob_folder, remove_blob
 
 KEPT = "kept-dataset"
 KEPT_SYNC_EVERY_S = 2.0
-#: A kept folder the store does not (yet) hold, and that this process did not fetch from it, is left
-#: alone this long: it may be a keep in progress, baked here a moment before it is stored.
-KEPT_BAKE_GRACE_S = 120.0
 _KEPT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
 
 REPO_ROOT = config.REPO_ROOT
@@ -61,12 +60,17 @@ def _datasets_in(root: Path) -> list[Path]:
 
 
 _kept_synced_at = -KEPT_SYNC_EVERY_S
-_fetched: set[str] = set()  # kept datasets this process unpacked from the store (never a keep in progress)
 
 
 def sync_kept(*, force: bool = False) -> None:
-    """Unpack into this machine's cache every kept dataset the shared store holds and this machine lacks
-    (at most every ``KEPT_SYNC_EVERY_S`` unless forced); an unreachable store leaves what is here."""
+    """Unpack into this machine's cache every kept dataset the shared store holds and this machine lacks,
+    and drop every one it no longer holds (at most every ``KEPT_SYNC_EVERY_S`` unless forced); an
+    unreachable store leaves what is here.
+
+    A kept dataset is baked elsewhere (``data._generated.keep_generated`` stages it outside this folder) and
+    only ever arrives here from the store, so a folder the store does not hold was forgotten: whichever
+    process of the machine unpacked it, it goes at once. Hidden folders are fetches being unpacked.
+    """
     global _kept_synced_at
     if not force and time.monotonic() - _kept_synced_at < KEPT_SYNC_EVERY_S:
         return
@@ -76,13 +80,10 @@ def sync_kept(*, force: bool = False) -> None:
         folder = config.kept_datasets_dir()
         for name in names:
             if _KEPT_NAME.fullmatch(name) and not (folder / name).is_dir():
-                if fetch_blob_folder(KEPT, name, folder / name):
-                    _fetched.add(name)
+                fetch_blob_folder(KEPT, name, folder / name)
         for gone in _datasets_in(folder):  # forgotten on some machine: this cache drops it too
-            if gone.name not in names and (gone.name in _fetched
-                                           or time.time() - gone.stat().st_mtime > KEPT_BAKE_GRACE_S):
+            if gone.name not in names and not gone.name.startswith("."):
                 shutil.rmtree(gone, ignore_errors=True)
-                _fetched.discard(gone.name)
     except (SQLAlchemyError, OSError):
         return
 
@@ -225,6 +226,7 @@ def dataset_overview() -> list[dict]:
     ``n_held`` counts the MLPs the dataset holds, ``damaged`` lists the others.
     """
     rows = []
+    kept_folder = config.kept_datasets_dir().resolve()
     for key, ds in served_datasets().items():
         info = ds.info
         rnd = info.round
@@ -232,6 +234,7 @@ def dataset_overview() -> list[dict]:
             {
                 "key": key,
                 "path": str(info.path),
+                "kept": Path(info.path).resolve().parent == kept_folder,
                 "format": info.format,
                 "round": info.round_tag,
                 "shape": info.shape_label,

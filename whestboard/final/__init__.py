@@ -21,6 +21,7 @@ from whestboard.final._final import (
     final_submission_id,
     nominee,
     run_final,
+    served_nominee,
     standings_text,
     workers_text,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "FinalSuite",
     "Nominee",
     "nominee",
+    "served_nominee",
     "PAIR_RESULTS",
     "PAIR_TEST",
     "run_final",

@@ -30,7 +30,16 @@ from whestboard.leaderboard import (
     upsert,
 )
 from whestboard.rules import get_round, library_versions
-from whestboard.scoring import RunError, is_file_spec, rulebook_for, run_package, sandboxed_handle
+from whestboard.scoring import (
+    UPLOADS_OFF,
+    RunError,
+    is_file_spec,
+    kept_target,
+    rulebook_for,
+    run_package,
+    sandboxed_handle,
+    served_spec,
+)
 
 DEFAULT_TRUTH_SAMPLES = 1_000_000
 DEFAULT_MAX_EXTRA_MLPS = 100
@@ -99,6 +108,38 @@ def nominee(text: str) -> Nominee:
     if not is_file_spec(target):
         raise FinalError(f"--submission {text!r}: {target} is not a .tar.gz, a folder, a .py or upload:SHA256")
     return Nominee(team, target)
+
+
+#: What a page may nominate: a package the server holds, never a path on it.
+SERVED_NOMINEE_HELP = ("write TEAM=upload:SHA256 (an upload in the store), TEAM=submission:ID (a stored "
+                       "submission with its package) or TEAM=kept:NAME (an estimator the operator keeps on the "
+                       "server)")
+MAX_NOMINEE_CHARS = 400
+
+
+def served_nominee(text: object, *, uploads: bool) -> Nominee:
+    """A nominee as a page names one (``scoring.served``'s rule): ``TEAM=upload:SHA256`` and
+    ``TEAM=submission:ID`` where uploads are on (both run uploaded code), ``TEAM=kept:NAME`` always. A path
+    is refused unread, with one sentence whatever exists there; the command line's :func:`nominee` keeps
+    taking paths from the trusted local user."""
+    if not isinstance(text, str) or len(text) > MAX_NOMINEE_CHARS:
+        raise FinalError(f"a nominee is one line of at most {MAX_NOMINEE_CHARS} characters: {SERVED_NOMINEE_HELP}")
+    team, sep, target = text.partition("=")
+    team, target = team.strip(), target.strip()
+    if not sep or not team or not target:
+        raise FinalError(f"{text!r}: {SERVED_NOMINEE_HELP}")
+    if target.startswith("submission:"):
+        if not uploads:
+            raise FinalError(f"{text!r}: a stored submission's package is uploaded code, and {UPLOADS_OFF}")
+        return _stored_nominee(text, team, target.split(":", 1)[1])
+    try:
+        spec = served_spec(target, uploads=uploads)
+    except RunError as exc:
+        raise FinalError(f"{text!r}: {exc}") from None
+    kept = kept_target(spec)
+    if kept is None and not spec.startswith("upload:"):
+        raise FinalError(f"{text!r}: {spec} is a built-in estimator, not a team's package: {SERVED_NOMINEE_HELP}")
+    return Nominee(team, kept or spec)
 
 
 def _stored_nominee(text: str, team: str, sid: str) -> Nominee:

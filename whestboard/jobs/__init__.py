@@ -60,6 +60,7 @@ from whestboard.jobs._queue import (
     ensure_executor,
     queue_job,
     queued_job,
+    sandbox_turn,
 )
 
 __all__ = [
@@ -106,6 +107,7 @@ __all__ = [
     "QueueFull",
     "QueueSettings",
     "reap_jobs",
+    "sandbox_turn",
     "recent_jobs",
     "run_tracked",
     "set_handle",

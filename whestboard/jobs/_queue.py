@@ -30,7 +30,8 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -186,6 +187,27 @@ def try_acquire_slot(concurrency: int) -> Slot | None:
             continue
         return Slot(index, fd)
     return None
+
+
+@contextmanager
+def sandbox_turn(*, on_wait: Callable[[], None] | None = None, poll_s: float = 0.5,
+                 settings: QueueSettings | None = None) -> Iterator[Slot]:
+    """Hold one of this machine's sandbox slots for as long as the body runs uploaded code.
+
+    The queue's own rule (``WHESTBOARD_SANDBOX_CONCURRENCY`` sandboxes at once, default one) for uploaded
+    code run outside the queue, by a playground job: it waits, calling ``on_wait`` between tries, until
+    a queued upload or another job's upload leaves a slot. The kernel releases the slot if the process
+    dies (a cancelled job is killed), so a wait never outlives its holder.
+    """
+    settings = settings or QueueSettings.from_env()
+    while (slot := try_acquire_slot(settings.concurrency)) is None:
+        if on_wait is not None:
+            on_wait()
+        time.sleep(poll_s)
+    try:
+        yield slot
+    finally:
+        slot.release()
 
 
 # --- executor -----------------------------------------------------------------------------------------

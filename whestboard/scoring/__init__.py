@@ -5,7 +5,9 @@ Owns: reading what a user asks a run for (MLP selections, budgets), the rulebook
 Monte Carlo, files run in the sandbox), runs (one ``whestbench.scoring.evaluate_estimator`` call per MLP, aggregated as the grader
 aggregates), the ``whest run --json``-shaped report, the run store and its cache, and the upload job
 (contract check, sandboxed run, baselines on the same MLPs), and the playground's every-estimator
-scoring of one generated MLP, and budget curves (one estimator at a ladder of budgets, each point a run). May import: ``whestboard.sandbox``,
+scoring of one generated MLP, and budget curves (one estimator at a ladder of budgets, each point a run), what a browser may name
+(``served``: built-ins, uploads by hash, estimators the operator keeps; never a path) and the typed
+requests every page parses its inputs into once (``requests``, the playground's, the upload job's). May import: ``whestboard.sandbox``,
 ``whestboard.data``, ``whestboard.jobs``, ``whestboard.rules``, ``whestboard.store``, ``whestboard.config``.
 """
 
@@ -52,15 +54,19 @@ from whestboard.scoring._inputs import (
 )
 from whestboard.scoring._playground import (
     DEFAULT_MC_SAMPLES,
+    MAX_PLAYGROUND_UPLOADS,
     Playground,
+    PlaygroundRequest,
     Scored,
     cached_playground,
     estimator_specs,
+    parse_playground,
     play,
     playground_margins,
     rulebook_for_shape,
 )
 from whestboard.scoring._report import failure_report, run_margins, whest_shaped
+from whestboard.scoring._requests import MENU_ONLY, LabRun, Sweep, parse_lab_run, parse_sweep
 from whestboard.scoring._rulebook import Rulebook, rulebook_for
 from whestboard.scoring._run_records import (
     find_cached,
@@ -80,10 +86,22 @@ from whestboard.scoring._runs import (
     run_and_record,
 )
 from whestboard.scoring._sandboxed import is_file_spec, sandboxed_handle, shipped_spec, stored_spec
+from whestboard.scoring._served import (
+    MAX_SPECS,
+    SERVED_HELP,
+    UPLOADS_OFF,
+    kept_target,
+    served_choices,
+    served_handle,
+    served_spec,
+    served_specs,
+)
 from whestboard.scoring._uploads import (
+    UploadRun,
     job_cost,
     job_spec,
     json_report,
+    parse_upload_run,
     rescore_spec,
     run_package,
     run_upload_job,
@@ -92,6 +110,24 @@ from whestboard.scoring._uploads import (
 )
 
 __all__ = [
+    "MAX_PLAYGROUND_UPLOADS",
+    "PlaygroundRequest",
+    "parse_playground",
+    "MENU_ONLY",
+    "LabRun",
+    "Sweep",
+    "parse_lab_run",
+    "parse_sweep",
+    "MAX_SPECS",
+    "SERVED_HELP",
+    "UPLOADS_OFF",
+    "kept_target",
+    "served_choices",
+    "served_handle",
+    "served_spec",
+    "served_specs",
+    "UploadRun",
+    "parse_upload_run",
     "BUDGETS_HELP",
     "Curve",
     "curve_cost",

@@ -12,18 +12,34 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from whestboard.cache import Region
-from whestboard.data import GeneratedMLP, Shape, Truth, cached_truth, generate, generated_truth
-from whestboard.rules import CapMargins, Caps, cap_margins, library_versions, telemetry_of
+from whestboard.data import (
+    GeneratedMLP,
+    Shape,
+    Truth,
+    cached_truth,
+    default_samples,
+    generate,
+    generated_truth,
+    needs_background,
+    parse_samples,
+    parse_shape,
+    playground_work,
+    truth_work,
+)
+from whestboard.jobs import sandbox_turn
+from whestboard.rules import ALL_ROUNDS, CapMargins, Caps, cap_margins, library_versions, telemetry_of
 from whestboard.scoring._estimators import resolve_estimator
 from whestboard.scoring._handle import EstimatorHandle
+from whestboard.scoring._inputs import RunError, quoted
 from whestboard.scoring._rulebook import Rulebook, rulebook_for
 from whestboard.scoring._runs import MLPCase, score_one
+from whestboard.scoring._served import is_sandboxed_spec, served_spec
 from whestboard.store import get_blob_arrays, prune_blobs, put_blob_arrays
 
 BUILTIN_SPECS = ("mean", "cov", "combined", "cumulant:3")
@@ -62,6 +78,88 @@ class Playground:
     rulebook: Rulebook
     results: tuple[Scored, ...]
     problems: tuple[str, ...] = ()  # estimators that could not even be built (an upload gone), in words
+
+
+#: The most uploads one playground job scores beside the built-ins.
+MAX_PLAYGROUND_UPLOADS = 4
+#: The lowest Monte Carlo sample count the playground offers (its slider's first stop).
+MIN_MC_SAMPLES = 10
+AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class PlaygroundRequest:
+    """One playground view as asked: the MLP, its truth samples, Monte Carlo's samples, the round and the
+    uploads scored beside the built-ins. Parsed once by :func:`parse_playground` from the controls, a
+    store or a job's payload (each the same way), priced by :attr:`cost`, carried as :meth:`payload`."""
+
+    shape: Shape
+    samples: int
+    samples_auto: bool
+    mc: int
+    round_tag: str | None = None
+    uploads: tuple[str, ...] = ()
+
+    @property
+    def specs(self) -> list[str]:
+        return estimator_specs(self.mc, self.uploads)
+
+    @property
+    def rulebook(self) -> Rulebook:
+        return rulebook_for_shape(self.shape, self.round_tag)
+
+    @property
+    def cost(self) -> float:
+        """The truth and every built-in (``playground_work``), plus each upload's FLOP budget B on the MLP:
+        what a job is priced at before it runs."""
+        return playground_work(self.shape, self.samples, self.mc) + len(self.uploads) * float(self.rulebook.flop_budget)
+
+    @property
+    def keep_cost(self) -> float:
+        """What keeping the MLP costs: its truth alone."""
+        return truth_work(self.shape, self.samples)
+
+    @property
+    def quick(self) -> bool:
+        """Answered inside the page's request: no upload, and about a second of work at most."""
+        return not self.uploads and not needs_background(self.shape, self.samples, self.mc)
+
+    def payload(self) -> dict:
+        return {"width": self.shape.width, "depth": self.shape.depth, "seed": str(self.shape.seed),
+                "samples": AUTO if self.samples_auto else self.samples, "mc": self.mc, "round": self.round_tag,
+                "uploads": list(self.uploads)}
+
+
+def _uploads(value: object, allowed: bool) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, (list, tuple)):
+        raise RunError(f"the uploads {quoted(value)} are not a list of upload hashes")
+    if len(value) > MAX_PLAYGROUND_UPLOADS:
+        raise RunError(f"{len(value):,} uploads at once: the playground scores at most {MAX_PLAYGROUND_UPLOADS} "
+                       "beside the built-ins")
+    specs = [served_spec(f"upload:{v}" if isinstance(v, str) else v, uploads=allowed) for v in value]
+    return tuple(dict.fromkeys(spec.split(":", 1)[1] for spec in specs))
+
+
+def parse_playground(values: object, *, uploads: bool) -> PlaygroundRequest:
+    """A playground request from ``{"width", "depth", "seed", "samples", "mc", "round", "uploads"}``: the
+    controls (``samples`` may be ``"auto"``), a store or a job's payload. ``uploads``: whether this
+    server runs uploaded code (a request naming one where it does not is refused, never quietly cut).
+    GeneratedMLPError or RunError (both ValueErrors) name the field to fix."""
+    if not isinstance(values, Mapping):
+        raise RunError(f"the playground's controls {quoted(values)} are not what this page sends; reload the page")
+    shape = parse_shape(values.get("width"), values.get("depth"), values.get("seed"))
+    raw = values.get("samples")
+    auto = raw in (None, "", AUTO)
+    samples = default_samples(shape.width, shape.depth) if auto else parse_samples(raw)
+    mc = parse_samples(values.get("mc"), "Monte Carlo samples", low=MIN_MC_SAMPLES)
+    tag = values.get("round")
+    if tag in ("", AUTO):
+        tag = None
+    if tag is not None and (not isinstance(tag, str) or tag not in ALL_ROUNDS):
+        raise RunError(f"round {quoted(tag)} is not one of {', '.join(ALL_ROUNDS)}")
+    return PlaygroundRequest(shape, samples, auto, mc, tag, _uploads(values.get("uploads"), uploads))
 
 
 def rulebook_for_shape(shape: Shape, round_tag: str | None = None) -> Rulebook:
@@ -122,8 +220,14 @@ def cached_score(shape: Shape, drawn: Truth, spec: str, rulebook: Rulebook) -> S
     return score(generate(shape), drawn, spec, rulebook)
 
 
-def score(gen: GeneratedMLP, drawn: Truth, spec: str, rulebook: Rulebook) -> Scored:
-    """One estimator on the MLP against ``drawn``, metered as the lab meters it; cached."""
+def score(gen: GeneratedMLP, drawn: Truth, spec: str, rulebook: Rulebook, *,
+          on_wait: Callable[[], None] | None = None) -> Scored:
+    """One estimator on the MLP against ``drawn``, metered as the lab meters it; cached.
+
+    Code run in the sandbox (an upload) runs only while this job holds one of the machine's sandbox
+    slots (``jobs.sandbox_turn``: the upload queue's one-at-a-time rule); ``on_wait`` is called while
+    another sandbox has it.
+    """
     handle = resolve_estimator(spec)
     key = score_key(gen.shape, drawn, handle, rulebook)
 
@@ -132,7 +236,11 @@ def score(gen: GeneratedMLP, drawn: Truth, spec: str, rulebook: Rulebook) -> Sco
         if stored is not None:
             return stored
         case = MLPCase(0, gen.mlp, drawn.means, drawn.avg_variance, drawn.n_samples)
-        entry, predictions = score_one(handle, case, rulebook)
+        if is_sandboxed_spec(spec):
+            with sandbox_turn(on_wait=on_wait):
+                entry, predictions = score_one(handle, case, rulebook)
+        else:
+            entry, predictions = score_one(handle, case, rulebook)
         entry = json.loads(json.dumps(entry, default=float))  # what a stored result reads back as
         _write_score(key, entry, predictions)
         return entry, predictions
@@ -160,8 +268,13 @@ def play(shape: Shape, n_samples: int, specs: Sequence[str], rulebook: Rulebook,
     for position, spec in enumerate(specs, start=1):
         if progress is not None:
             progress(f"scoring {spec}", position / steps)
+
+        def waiting(_spec: str = spec, _at: float = position / steps) -> None:
+            if progress is not None:
+                progress(f"waiting for the sandbox (another upload is being scored) before {_spec}", _at)
+
         try:
-            results.append(score(gen, drawn, spec, rulebook))
+            results.append(score(gen, drawn, spec, rulebook, on_wait=waiting))
         except UNBUILDABLE as exc:
             problems.append(_problem(spec, exc))
     return Playground(shape, gen, drawn, rulebook, tuple(results), tuple(problems))

@@ -6,8 +6,10 @@ page queues what :func:`job_spec` returns, checked by the same parsers the job u
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from typing import Any
 
+from whestboard import config
 from whestboard.data import get_dataset
 from whestboard.rules import environment_for, error_hint, get_round, verdict_of
 from whestboard.sandbox import SandboxCancelled, SandboxedEstimator, check_contract, load_upload, prewarm
@@ -17,23 +19,80 @@ from whestboard.scoring._handle import EstimatorHandle
 from whestboard.scoring._report import run_margins, whest_shaped
 from whestboard.scoring._rulebook import rulebook_for
 from whestboard.scoring._sandboxed import sandboxed_handle, shipped_upload
+from whestboard.scoring._served import UPLOAD_SPEC, UPLOADS_OFF
 
 # --- the upload job: contract check, sandboxed run, baselines -------------------------------------
 
 BASELINES = ("mean", "cov")
 
 
+#: The longest team name an upload carries (the page's box holds 100 characters).
+MAX_TEAM_CHARS = 100
+
+
+@dataclass(frozen=True)
+class UploadRun:
+    """One upload job as asked: the upload, the dataset, the MLPs, the budget, the team. Parsed once by
+    :func:`parse_upload_run` where it is asked (the page, a re-score) and once where it runs (the job
+    reads its stored payload back through the same parser); priced by :attr:`cost`."""
+
+    upload: str
+    dataset: str
+    mlps: str
+    team: str | None
+    budget: int | None
+    rescore_of: str | None = None
+    opened: Any = field(default=None, compare=False, repr=False)  # the served Dataset
+    rulebook: Any = field(default=None, compare=False, repr=False)
+    indices: tuple[int, ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def cost(self) -> float:
+        """The most work it may do before it starts: its MLPs times the FLOP budget each is granted."""
+        return float(len(self.indices)) * float(self.rulebook.flop_budget)
+
+    def payload(self) -> dict:
+        return {"upload": self.upload, "dataset": self.dataset, "mlps": self.mlps, "team": self.team,
+                "budget": self.budget, **({"rescore_of": self.rescore_of} if self.rescore_of else {})}
+
+
+def _short_text(value: object, what: str, limit: int) -> str | None:
+    if value in (None, ""):
+        return None
+    if not isinstance(value, str) or len(value) > limit:
+        raise _inputs.RunError(f"{what} {_inputs.quoted(value)} is not text of at most {limit} characters")
+    return value.strip() or None
+
+
+def parse_upload_run(spec: object) -> UploadRun:
+    """An upload job from ``{"upload", "dataset", "mlps", "team", "budget", "rescore_of"}``; RunError or
+    KeyError (an unknown dataset) name what is wrong. The upload's hash is checked for its form here; the
+    caller checks that the store holds it (the page before queueing, the job when it loads it)."""
+    if not isinstance(spec, dict):
+        raise _inputs.RunError(f"the upload job {_inputs.quoted(spec)} is not one this server queues")
+    upload = spec.get("upload")
+    if not isinstance(upload, str) or not UPLOAD_SPEC.fullmatch(f"upload:{upload}"):
+        raise _inputs.RunError(f"upload {_inputs.quoted(upload)} is not an upload's sha256: upload the file again")
+    if not isinstance(spec.get("dataset"), str):
+        raise _inputs.RunError(f"dataset {_inputs.quoted(spec.get('dataset'))} is not a dataset key: pick one above")
+    dataset = get_dataset(spec["dataset"])
+    round_budget = rulebook_for(dataset.info.round_tag).round_budget
+    budget = _inputs.parse_budget(spec.get("budget"), round_budget)
+    rulebook = rulebook_for(dataset.info.round_tag, budget)
+    mlps = spec.get("mlps") or ""
+    if not isinstance(mlps, str):
+        raise _inputs.RunError(f"MLP selection {_inputs.quoted(mlps)} is not text: {_inputs.SELECTION_HELP}")
+    indices = tuple(_inputs.select_mlps(dataset, mlps))
+    return UploadRun(upload, dataset.info.key, mlps, _short_text(spec.get("team"), "team", MAX_TEAM_CHARS), budget,
+                     _short_text(spec.get("rescore_of"), "run id", 200), dataset, rulebook, indices)
+
+
 def job_spec(upload_sha: str, dataset_key: str, mlps: str, *, team: str | None = None,
              budget: str | None = None) -> dict:
-    """What the page queues: everything a job needs to run again from scratch.
-
-    The MLP selection and budget are checked here by the parsers the job itself
-    uses, so a bad one is a RunError on the page before anything is queued.
-    """
-    spec = {"upload": upload_sha, "dataset": dataset_key, "mlps": mlps or "", "team": team or None,
-            "budget": budget or None}
-    _job_inputs(spec)
-    return spec
+    """What the page queues: everything a job needs to run again from scratch, checked by the parser the
+    job itself uses, so a bad value is a RunError on the page before anything is queued."""
+    return parse_upload_run({"upload": upload_sha, "dataset": dataset_key, "mlps": mlps or "", "team": team or None,
+                             "budget": budget or None}).payload()
 
 
 def rescore_spec(run_id: str) -> dict:
@@ -77,20 +136,8 @@ def _stored_package(run_id: str, advice: str) -> tuple[dict, str]:
 
 
 def job_cost(spec: dict) -> float:
-    """The most work a job may do before it starts: its MLPs times the FLOP budget each is granted."""
-    _dataset, rulebook, indices = _job_inputs(spec)
-    return float(len(indices)) * float(rulebook.flop_budget)
-
-
-def _job_inputs(spec: dict):
-    """(dataset, rulebook, MLP indices) a job spec names; RunError/KeyError say what is wrong."""
-
-    if not isinstance(spec.get("dataset"), str):
-        raise _inputs.RunError(f"dataset {_inputs.quoted(spec.get('dataset'))} is not a dataset key: pick one above")
-    dataset = get_dataset(spec["dataset"])
-    round_budget = rulebook_for(dataset.info.round_tag).round_budget
-    rulebook = rulebook_for(dataset.info.round_tag, _inputs.parse_budget(spec.get("budget"), round_budget))
-    return dataset, rulebook, _inputs.select_mlps(dataset, spec.get("mlps"))
+    """The most work a queued job may do before it starts (:attr:`UploadRun.cost` of its payload)."""
+    return parse_upload_run(spec).cost
 
 
 def verdict_row(entry: dict) -> dict:
@@ -106,14 +153,16 @@ def verdict_row(entry: dict) -> dict:
 def run_upload_job(ctx) -> dict:
     """The body of an upload job (:class:`whestboard.jobs._queue.JobContext`): check, score, compare."""
 
-    spec = ctx.job.spec
-    upload = load_upload(spec["upload"])
+    if not config.uploads_allowed():  # a job queued where uploads are on, taken where they are off
+        return {"ok": False, "error": f"not run: {UPLOADS_OFF}"}
+    try:
+        asked = parse_upload_run(ctx.job.spec)
+        upload = load_upload(asked.upload)
+    except (_inputs.RunError, KeyError) as exc:  # a job queued before its page checked it: say why, score nothing
+        return {"ok": False, "error": str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)}
     result: dict = {"ok": False, "upload": {"sha256": upload.sha256, "filename": upload.filename, "kind": upload.kind},
                     "shipped": shipped_upload(upload)}
-    try:
-        dataset, rulebook, request_indices = _job_inputs(spec)
-    except _inputs.RunError as exc:  # a job queued before its page checked it: say why, score nothing
-        return {**result, "error": str(exc)}
+    dataset, rulebook, request_indices = asked.opened, asked.rulebook, list(asked.indices)
     result["grader_environment"] = environment_for(rulebook.round_tag).as_dict()
 
     ctx.report(phase="contract", done=0, total=len(request_indices), message="checking the contract in the sandbox")
@@ -136,11 +185,11 @@ def run_upload_job(ctx) -> dict:
                    message=f"scored MLP {entry['mlp_index']} ({done}/{total})")
 
     ctx.report(phase="scoring", done=0, total=len(request_indices), verdicts=[], message="scoring in the sandbox")
-    request = _runs.RunRequest(dataset, request_indices, handle, rulebook, source="upload", team=spec.get("team"),
-                               rescore_of=spec.get("rescore_of"))
+    request = _runs.RunRequest(dataset, request_indices, handle, rulebook, source="upload", team=asked.team,
+                               rescore_of=asked.rescore_of)
     try:  # a re-score is measured again, never served from the store: it is a new record beside the old
         outcome = _runs.run_and_record(request, on_progress=progress, should_cancel=ctx.should_cancel,
-                                       use_cache=not spec.get("rescore_of"))
+                                       use_cache=not asked.rescore_of)
     except SandboxCancelled:
         return {**result, "cancelled": True, "error": "cancelled while scoring", "verdicts": verdicts}
     except _inputs.RunError as exc:

@@ -176,6 +176,15 @@ def prune_blobs(namespace: str, *, max_count: int | None = None, max_bytes: int 
     return removed
 
 
+def blob_listing(namespace: str) -> list[dict[str, Any]]:
+    """Every blob of a namespace without its bytes, oldest first: key, size, created_at and the writer's meta."""
+    with session() as s:
+        rows = s.execute(select(Blob.key, Blob.size, Blob.created_at, Blob.meta).where(Blob.namespace == namespace)
+                         .order_by(Blob.created_at, Blob.key)).all()
+    return [{**json.loads(meta or "{}"), "key": key, "size": int(size), "created_at": float(created)}
+            for key, size, created, meta in rows]
+
+
 def namespace_size(namespace: str) -> tuple[int, int]:
     """(blobs, bytes) held by a namespace."""
     with session() as s:

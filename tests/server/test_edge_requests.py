@@ -1,0 +1,299 @@
+"""Every callback and job takes its inputs through the core's typed request, prices it, checks the switches and
+the token, and refuses with a sentence: hand-made posts to ``/_dash-update-component`` (any store value, any
+job payload), answered in process. tests/server/test_edge_attacks.py replays the issue's attacks on the
+production stack."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from components.shell import JOB_NOTICE_ID
+from tests.conftest import HOSTILE
+from tests.pages.served_app import app_on_fresh_store
+from whestboard import config
+from whestboard.data import (
+    default_samples,
+    keep_generated,
+    kept_datasets,
+    parse_shape,
+    playground_work,
+    truth_work,
+)
+from whestboard.jobs import recent_jobs
+from whestboard.sandbox import ingest_upload
+from whestboard.scoring import MENU_ONLY, UPLOADS_OFF, rulebook_for_shape
+from whestboard.store import blob_keys
+
+TOKEN = "edge-organizer-token"
+HOSTILE_KEEP = {"width": 1024, "depth": 32, "seed": "1", "samples": 1e12}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    with app_on_fresh_store(tmp_path_factory.mktemp("edge"), WHESTBOARD_ORGANIZER_TOKEN=TOKEN) as (http, mp):
+        http.dash_app = __import__("app").the_app()
+        yield http, mp
+
+
+@pytest.fixture
+def http(site):
+    client, _ = site
+    return client
+
+
+@pytest.fixture
+def uploads(site):
+    """Set the deployment's switch for one test: ``uploads(False)`` serves as gunicorn does with it off."""
+    client, mp = site
+    server = client.dash_app.server
+    previous = server.config["WHESTBOARD_UNDER_GUNICORN"]
+
+    def switch(on: bool) -> None:
+        server.config["WHESTBOARD_UNDER_GUNICORN"] = True
+        mp.setenv("WHESTBOARD_ALLOW_UPLOADS", "1" if on else "0")
+
+    yield switch
+    server.config["WHESTBOARD_UNDER_GUNICORN"] = previous
+    mp.delenv("WHESTBOARD_ALLOW_UPLOADS", raising=False)
+
+
+def _key(http, first_output: str, trigger: str) -> str:
+    return next(k for k, v in http.callback_map.items()
+                if (k.startswith(first_output) or k.startswith(".." + first_output))
+                and any(f"{i['id']}.{i['property']}" == trigger for i in v["inputs"]))
+
+
+def post(http, first_output: str, trigger: str, values: dict, **kwargs):
+    """The callback that ``trigger`` fires and writes ``first_output`` first, every input and state taken
+    from ``values`` (``"id.prop"`` -> value; missing ones null), posted as a browser posts it."""
+    key = _key(http, first_output, trigger)
+    spec = http.callback_map[key]
+    listed = spec["output"] if isinstance(spec["output"], list) else [spec["output"]]
+    outputs = [{"id": o.component_id, "property": o.component_property} for o in listed]
+    body = {"output": key, "outputs": outputs if key.startswith("..") else outputs[0],
+            "inputs": [{**i, "value": values.get(f"{i['id']}.{i['property']}")} for i in spec["inputs"]],
+            "state": [{**s, "value": values.get(f"{s['id']}.{s['property']}")} for s in spec["state"]],
+            "changedPropIds": [trigger]}
+    answer = http.post("/_dash-update-component", json=body, **kwargs)
+    if not spec.get("background") or answer.status_code != 200 or "job" not in (answer.get_json() or {}):
+        return answer
+    started = answer.get_json()
+    assert started["job"].split("~")[0] == "refused", f"a job was launched: {started}"  # none is, here
+    for item in body["inputs"] + body["state"]:
+        item["value"] = None
+    return http.post("/_dash-update-component", json=body,
+                     query_string={"cacheKey": started["cacheKey"], "job": started["job"]}, **kwargs)
+
+
+def notice(answer) -> str:
+    return answer.get_json()["sideUpdate"][JOB_NOTICE_ID]["children"]
+
+
+def _upload() -> str:
+    return ingest_upload((HOSTILE / "good.py").read_bytes(), "good.py").sha256
+
+
+# --------------------------------------------------------------------------- Keep this MLP
+
+
+def test_the_issues_keep_post_is_refused_before_any_job(http):
+    before = len(recent_jobs(1000))
+    answer = post(http, "pg-keep-out.children", "pg-keep.n_clicks", {"pg-keep.n_clicks": 1,
+                                                                     "pg-params.data": HOSTILE_KEEP})
+    assert notice(answer) == ("Keeping this MLP cannot start: truth samples 1000000000000 is outside "
+                              "100–100000000: type a whole number in that range")
+    assert len(recent_jobs(1000)) == before
+    assert kept_datasets() == []
+
+
+def test_a_keep_within_the_samples_range_but_over_the_price_is_refused_with_its_price(http):
+    params = {"width": 1024, "depth": 32, "seed": "1", "samples": 100_000_000, "mc": 1000}
+    price = truth_work(parse_shape(1024, 32, 1), 100_000_000)
+    answer = post(http, "pg-keep-out.children", "pg-keep.n_clicks", {"pg-keep.n_clicks": 1, "pg-params.data": params})
+    assert notice(answer).startswith(f"Keeping this MLP would cost about {price:.3g} FLOPs, above this "
+                                     "server's limit")
+
+
+def test_a_keep_past_the_kept_bounds_is_refused_before_any_job(http, site):
+    _, mp = site
+    mp.setenv("WHESTBOARD_KEPT_PER_CLIENT", "0")
+    try:
+        answer = post(http, "pg-keep-out.children", "pg-keep.n_clicks", {
+            "pg-keep.n_clicks": 1, "pg-params.data": {"width": 8, "depth": 2, "seed": "3", "samples": 1000,
+                                                      "mc": 100}})
+    finally:
+        mp.delenv("WHESTBOARD_KEPT_PER_CLIENT")
+    assert notice(answer).startswith("Keeping this MLP cannot start: you have kept 0 datasets, this "
+                                     "server's limit per visitor (WHESTBOARD_KEPT_PER_CLIENT = 0)")
+
+
+def _client_id(http, address: str) -> str:
+    from server.background import request_client_id
+
+    with http.dash_app.server.test_request_context("/", environ_base={"REMOTE_ADDR": address},
+                                                   headers={"User-Agent": "edge-test"}):
+        return request_client_id()
+
+
+def test_only_the_visitor_who_kept_a_dataset_drops_it_from_the_page(http):
+    owner = _client_id(http, "10.0.0.1")
+    name = keep_generated(parse_shape(8, 2, 77), 1000, owner=owner).name
+    values = {"pg-kept-drop.n_clicks": 1, "pg-kept-name.data": name}
+    stranger = post(http, "pg-keep-out.children", "pg-kept-drop.n_clicks", values,
+                    environ_base={"REMOTE_ADDR": "10.0.0.2"}, headers={"User-Agent": "edge-test"})
+    assert "is not yours to drop" in stranger.get_data(as_text=True) and name in blob_keys("kept-dataset")
+    dropped = post(http, "pg-keep-out.children", "pg-kept-drop.n_clicks", values,
+                   environ_base={"REMOTE_ADDR": "10.0.0.1"}, headers={"User-Agent": "edge-test"})
+    assert f"Dropped kept dataset {name}" in dropped.get_data(as_text=True)
+    assert name not in blob_keys("kept-dataset")
+
+
+def test_the_organizer_drops_any_kept_dataset_through_the_api(http):
+    name = keep_generated(parse_shape(8, 2, 78), 1000, owner="someone").name
+    assert http.delete(f"/api/kept/{name}").status_code == 403
+    assert http.delete(f"/api/kept/{name}", headers={"Authorization": "Bearer wrong"}).status_code == 403
+    answer = http.delete(f"/api/kept/{name}", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert answer.status_code == 200 and answer.get_json() == {"ok": True, "dropped": name}
+    assert name not in blob_keys("kept-dataset")
+    gone = http.delete(f"/api/kept/{name}", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert gone.status_code == 404 and "no kept dataset" in gone.get_json()["error"]
+
+
+# --------------------------------------------------------------------------- estimator specs
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("upload:SHA", MENU_ONLY),
+    (str(HOSTILE / "good.py"), "a path on the server is never looked up"),
+    (str(HOSTILE), "a path on the server is never looked up"),
+    ("/no/such/folder", "a path on the server is never looked up"),
+])
+def test_a_lab_job_naming_an_upload_or_a_path_is_refused(http, uploads, spec, words):
+    uploads(True)
+    sha = _upload()
+    stored = blob_keys("upload")
+    job = {"dataset": "v1-warmup", "mlps": "0", "spec": spec.replace("SHA", sha), "budget": None, "nonce": 1}
+    answer = post(http, "lab-job-result.data", "lab-job.data", {"lab-job.data": job})
+    assert notice(answer).startswith("This lab run cannot start: ") and words in notice(answer)
+    assert blob_keys("upload") == stored  # no folder copied into the upload store
+
+
+def test_a_thousand_curves_are_refused_with_a_sentence(http, tmp_path):
+    specs = [str(tmp_path / f"probe-{i}.py") for i in range(1000)]
+    values = {"curve-estimators.value": specs, "curve-budgets.value": "1B", "curve-mlps.value": "0",
+              "convergence-dataset.data": "v1-warmup"}
+    drawn = post(http, "curve-graph.figure", "curve-estimators.value", values)
+    assert "1,000 estimators in one request: at most 12 are scored at once" in drawn.get_data(as_text=True)
+    swept = post(http, "curve-refresh.data", "curve-sweep.n_clicks", {**values, "curve-sweep.n_clicks": 1})
+    assert "1,000 estimators in one request" in notice(swept)
+
+
+def test_compare_curves_run_no_upload(http, uploads):
+    uploads(True)
+    values = {"compare-curve-dataset.value": "v1-warmup", "compare-curve-a.value": "mean",
+              "compare-curve-b.value": f"upload:{_upload()}", "compare-curve-budgets.value": "1B",
+              "compare-curve-mlps.value": "0", "compare-curve-sweep.n_clicks": 1}
+    swept = post(http, "compare-curve-refresh.data", "compare-curve-sweep.n_clicks", values)
+    assert MENU_ONLY in notice(swept)
+
+
+# --------------------------------------------------------------------------- uploads off, and the price of uploads
+
+
+def _playground_job(sha: str) -> dict:
+    return {"params": {"width": 16, "depth": 4, "seed": "1", "samples": "auto", "mc": 100, "round": None,
+                       "uploads": [sha]}}
+
+
+def test_uploads_off_refuses_a_playground_job_naming_an_upload_stored_elsewhere(http, uploads):
+    sha = _upload()  # stored by an instance where uploads are on: the store is shared
+    uploads(False)
+    answer = post(http, "pg-job-done.data", "pg-job-request.data", {"pg-job-request.data": _playground_job(sha)})
+    assert notice(answer) == (f"This playground job cannot start: 'upload:{sha[:33]}'… (71 characters): "
+                              f"{UPLOADS_OFF}")
+
+
+def test_a_playground_jobs_price_counts_each_upload_at_the_rounds_budget(http, uploads, site):
+    _, mp = site
+    uploads(True)
+    sha = _upload()
+    shape = parse_shape(16, 4, 1)
+    price = playground_work(shape, default_samples(16, 4), 100) + rulebook_for_shape(shape).flop_budget
+    mp.setenv("WHESTBOARD_JOB_MAX_FLOPS", str(price * 0.99))
+    try:
+        answer = post(http, "pg-job-done.data", "pg-job-request.data", {"pg-job-request.data": _playground_job(sha)})
+    finally:
+        mp.delenv("WHESTBOARD_JOB_MAX_FLOPS")
+    assert notice(answer).startswith(f"This playground job would cost about {price:.3g} FLOPs")
+
+
+def _drop(http, token, name="alpha.py"):
+    data = "data:text/x-python;base64," + base64.b64encode((HOSTILE / "good.py").read_bytes()).decode()
+    return post(http, "final-packages.data", "final-upload.contents", {
+        "final-upload.contents": [data], "final-upload.filename": [name], "final-packages.data": [],
+        "final-token.value": token})
+
+
+def test_the_finals_drop_zone_stores_nothing_without_the_token_or_with_uploads_off(http, uploads):
+    uploads(True)
+    stored = blob_keys("upload")
+    refused = _drop(http, None).get_data(as_text=True)
+    assert "Refused: missing or wrong organizer token; type the organizer token first." in refused
+    assert blob_keys("upload") == stored
+    uploads(False)
+    off = _drop(http, TOKEN).get_data(as_text=True)
+    assert f"Refused: {UPLOADS_OFF}." in off and blob_keys("upload") == stored
+    uploads(True)
+    taken = _drop(http, TOKEN).get_data(as_text=True)
+    assert "Packages received: alpha=upload:" in taken
+
+
+def test_the_final_takes_no_path_and_no_upload_where_uploads_are_off(http, uploads):
+    uploads(False)
+    form = {"final-run.n_clicks": 1, "final-token.value": TOKEN, "final-round.value": "v1-warmup",
+            "final-seed.value": "7", "final-n.value": "2", "final-samples.value": "1000", "final-extra.value": "0"}
+    path = post(http, "final-job.data", "final-run.n_clicks", {**form, "final-nominees.value": f"a={HOSTILE}"})
+    assert "unknown estimator" in path.get_data(as_text=True) and "never looked up" in path.get_data(as_text=True)
+    upload = post(http, "final-job.data", "final-run.n_clicks",
+                  {**form, "final-nominees.value": f"a=upload:{'ab' * 32}"})
+    assert UPLOADS_OFF in upload.get_data(as_text=True)
+
+
+def test_a_rescore_is_refused_where_uploads_are_off(http, uploads):
+    uploads(False)
+    answer = http.post("/api/rescore", json={"id": "anything"}, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert answer.status_code == 403 and answer.get_json()["error"] == f"not re-scored: {UPLOADS_OFF}"
+
+
+def test_the_leaderboards_rescore_queues_nothing_where_uploads_are_off(http, uploads):
+    uploads(False)
+    queued = len(recent_jobs(1000))
+    answer = post(http, "lb-rescore-result.children", "lb-rescore.n_clicks", {
+        "lb-rescore.n_clicks": 1, "lb-rescore-id.value": "anything", "lb-token.value": TOKEN})
+    assert f"Nothing queued: {UPLOADS_OFF}." in answer.get_data(as_text=True)
+    assert len(recent_jobs(1000)) == queued
+
+
+def test_the_upload_queue_runs_no_upload_where_uploads_are_off(uploads, monkeypatch):
+    """A job queued where uploads are on and taken by an executor where they are off ends with the sentence."""
+    from whestboard.scoring import run_upload_job
+
+    monkeypatch.setenv("WHESTBOARD_ALLOW_UPLOADS", "0")
+    assert not config.uploads_allowed()
+
+    class Job:
+        spec = {"upload": "ab" * 32, "dataset": "v1-warmup", "mlps": "0"}
+
+    class Context:
+        job = Job()
+
+    assert run_upload_job(Context()) == {"ok": False, "error": f"not run: {UPLOADS_OFF}"}
+
+
+def test_every_answer_above_is_json_a_page_can_show(http):
+    """The hooks answer a refused job's poll with the notice; the page keeps serving."""
+    assert http.get("/healthz").status_code == 200
+    assert json.loads(http.get("/_dash-dependencies").get_data())
