@@ -58,7 +58,6 @@ from whestboard.leaderboard import (
     FLOPS_CV_GAP_LIMIT,
     FLOPS_MEAN_RATIO_LIMIT,
     OVERFIT_ALPHA,
-    PUBLIC,
     READ_ERRORS,
     RESCORE_ERRORS,
     RESIDUAL_ACCURACY_FACTOR,
@@ -80,7 +79,7 @@ from whestboard.leaderboard import (
     default_round,
     delete_submission,
     edit_submission,
-    final_views,
+    final_view,
     import_uploads,
     in_window,
     is_organizer,
@@ -95,7 +94,6 @@ from whestboard.leaderboard import (
     round_counts,
     round_field,
     round_reference,
-    shake_up,
     submission_count,
     submissions_frame,
     team_of_round,
@@ -993,17 +991,15 @@ def _render_standings(tab: str | None, token: str | None, _revision, team: str |
     tab = tab if tab in STANDINGS_TABS else STANDINGS_DEFAULT
     hidden = {"display": "none"}
     try:
-        found = final_views(round_tag)
-        public = board(round_tag, PUBLIC, organizer=False).table if found else None
+        found = final_view(round_tag)
     except READ_ERRORS as exc:
         return dbc.Alert(f"The final record cannot be read: {type(exc).__name__}: {exc}", color="danger"), \
             {}, hidden, None
     if found is None:
         return dbc.Alert(NO_FINAL.format(round=round_tag), color="secondary", className="small",
                          id="lb-final-missing"), {}, hidden, None
-    record, views = found
+    record, views, shake = found.record, found.views, found.shake
     organizer = is_organizer(token)
-    shake = shake_up(public, record["standings"])
     summary = html.Div([_standings_table(record, shake), _tie_break_list(record["tie_breaks"]),
                         pair_list(record, "lb-final-pairs"), _suite_line(record, organizer)])
     if tab in ORGANIZER_STANDINGS and not organizer:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 from sqlalchemy.exc import SQLAlchemyError
 
-from whestboard.leaderboard import _flags, _integrity, _ranking, _store
+from whestboard.leaderboard import _flags, _integrity, _ranking, _standings, _store
 from whestboard.rules import ALL_ROUNDS, get_round
 from whestboard.store import finite, sci
 
@@ -406,3 +406,23 @@ def timeline_points(ids: list[str] | None = None, *, url: str | None = None) -> 
 def organizer_flag_count(table: pd.DataFrame) -> int:
     """How many teams of an organizer's board carry the overfitting signature (the flag's own decision)."""
     return _flags.count_flagged(table.to_dict("records"), ("overfit",))
+
+
+@dataclass(frozen=True)
+class FinalView:
+    """A round's final record, its bootstrap and fragility views, and each finalist's public rank against its
+    final one (the shake-up)."""
+
+    record: dict
+    views: _standings.StandingsViews
+    shake: pd.DataFrame
+
+
+def final_view(round_tag: str, *, url: str | None = None) -> FinalView | None:
+    """What the board's final-standings section shows of ``round_tag``; None when no final was recorded."""
+    found = _standings.final_views(round_tag)
+    if found is None:
+        return None
+    record, views = found
+    public = board(round_tag, _store.PUBLIC, organizer=False, url=url).table
+    return FinalView(record, views, _standings.shake_up(public, record["standings"]))
