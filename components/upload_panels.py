@@ -8,6 +8,7 @@ import dash_bootstrap_components as dbc
 from dash import html
 
 from components.compare_panels import compare_url
+from components.figures.lab import summary_cards
 from components.format import integer, sci
 from components.url_state import href
 from whestboard.rules import error_hint
@@ -209,8 +210,23 @@ def _confinement_line(result: dict) -> html.Div:
     return html.Div(text, className="small text-muted", id="upload-confinement")
 
 
-def job_card(job, *, now: float | None = None) -> html.Div:
-    """Status, progress, verdicts, output and links of one job."""
+def result_summary(report: dict) -> html.Div:
+    """What the upload's result leads with, as the lab's does (the same cards from the same report: score, mean
+    MSE, MC@B and "x better than sampling", charged compute), and the link to its place on the band."""
+    dataset = (report.get("dataset") or {}).get("key", "")
+    label = (report.get("estimator") or {}).get("label", "")
+    band = href("/convergence", {"dataset": dataset, "highlight": f"estimator:{label}"})
+    return html.Div([
+        summary_cards(report, prefix="upload"),
+        html.Div(["Where it stands against Monte Carlo and the baselines at every budget: ",
+                  html.A("its place on the convergence band", href=band, id="upload-band-link"),
+                  f" ({dataset}, highlighted)."], className="small mt-1"),
+    ], id="upload-result-summary", className="mb-3")
+
+
+def job_card(job, *, now: float | None = None, report: dict | None = None) -> html.Div:
+    """Status, progress, the result's summary (``report``: the recorded run, once there is one), verdicts,
+    output and links of one job."""
     now = now or time.time()
     result = job.result or {}
     verdicts = result.get("verdicts") or (job.progress or {}).get("verdicts") or []
@@ -228,7 +244,8 @@ def job_card(job, *, now: float | None = None) -> html.Div:
             " (highlighted) or compare in the ", html.A("lab", href=href("/lab", {"dataset": dataset})),
             ".",
         ], className="mb-2"), _compare_links(result)]
-    return html.Div([header, progress_bar(job), *links, whest_error_panel(result), _rule_line(result),
+    summary = result_summary(report) if report is not None else html.Div()
+    return html.Div([header, progress_bar(job), summary, *links, whest_error_panel(result), _rule_line(result),
                      contract_list(result.get("contract")), verdict_table(verdicts), _output_block(result),
                      _confinement_line(result)])
 

@@ -59,7 +59,7 @@ from whestboard.scoring._playground import (
     play,
     rulebook_for_shape,
 )
-from whestboard.scoring._report import failure_report, whest_shaped
+from whestboard.scoring._report import charged_compute, failure_report, whest_shaped
 from whestboard.scoring._rulebook import Rulebook, rulebook_for
 from whestboard.scoring._run_records import (
     find_cached,
@@ -87,10 +87,12 @@ from whestboard.scoring._uploads import (
     run_package,
     run_upload_job,
     upload_comparison,
+    upload_run,
     verdict_row,
 )
 
 __all__ = [
+    "charged_compute",
     "BUDGETS_HELP",
     "Curve",
     "curve_cost",
@@ -158,6 +160,7 @@ __all__ = [
     "SPEC_HELP",
     "stored_spec",
     "upload_comparison",
+    "upload_run",
     "verdict_row",
     "whest_shaped",
 ]

@@ -34,3 +34,20 @@ def failure_report(error: dict, extras: dict | None = None) -> dict:
     """``whest run --json``'s failure shape (``ok``, ``error``, ``whestbench_version``) plus a ``whestboard`` key."""
     return {"ok": False, "error": error, "whestbench_version": library_versions()["whestbench_version"],
             "whestboard": dict(extras or {})}
+
+
+def charged_compute(report: dict) -> dict:
+    """Where a run's charged compute C per MLP comes from: the metered FLOPs F (what the per-MLP table lists)
+    and, in a round that prices residual wall time, lambda x R on top (C = F + lambda R). Means over the
+    run's MLPs: ``flops`` (F), ``compute`` (C, the grader's ``mean_effective_compute``), ``residual_charge``
+    (C - F), ``residual_s`` ((C - F) / lambda; None where residual time is not priced), ``priced`` and the
+    round's ``lambda`` and residual cap."""
+    per_mlp = report["results"].get("per_mlp") or []
+    rulebook = report.get("rulebook") or {}
+    flops = sum(float(e.get("flops_used") or 0) for e in per_mlp) / len(per_mlp) if per_mlp else 0.0
+    compute = float(report["results"].get("mean_effective_compute") or 0.0)
+    lam = float(rulebook.get("lambda_flops_per_second") or 0.0)
+    priced = lam > 0
+    return {"flops": flops, "compute": compute, "residual_charge": max(compute - flops, 0.0) if priced else 0.0,
+            "residual_s": max(compute - flops, 0.0) / lam if priced else None, "priced": priced, "lambda": lam,
+            "residual_cap_s": rulebook.get("residual_wall_time_limit_s")}

@@ -202,12 +202,17 @@ def _baseline_runs(dataset, indices: list[int], rulebook, ctx) -> dict[str, str 
 # --- what the page shows after a job ------------------------------------------------------------------
 
 
+def upload_run(result: dict) -> dict | None:
+    """The run an upload job recorded (its full report: what the page's result summary is drawn from)."""
+    if not result or not result.get("run_id"):
+        return None
+    return _run_records.get_run(result["run_id"])
+
+
 def upload_comparison(result: dict) -> dict | None:
     """Per-layer MSE of the upload's run and the baselines on the same MLPs, with the noise floor."""
 
-    if not result or not result.get("run_id"):
-        return None
-    report = _run_records.get_run(result["run_id"])
+    report = upload_run(result)
     if report is None:
         return None
     series = {"upload": report["results"]["per_layer_mse"]}
