@@ -62,11 +62,13 @@ from whestboard.scoring._playground import (
 from whestboard.scoring._report import charged_compute, failure_report, whest_shaped
 from whestboard.scoring._rulebook import Rulebook, rulebook_for
 from whestboard.scoring._run_records import (
+    MIN_RUN_PREFIX,
     find_cached,
     get_run,
     get_run_predictions,
     list_runs,
     record_run,
+    resolve_run_id,
     runs_revision,
 )
 from whestboard.scoring._runs import (
@@ -126,6 +128,8 @@ __all__ = [
     "failure_report",
     "find_cached",
     "get_run",
+    "MIN_RUN_PREFIX",
+    "resolve_run_id",
     "get_run_predictions",
     "is_file_spec",
     "job_cost",
