@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from whestboard.data import get_dataset, open_dataset
-from whestboard.rules import describe_blas, environment_for, error_hint, whest_error
+from whestboard.rules import describe_blas, environment_for, explained_error, whest_error
 from whestboard.sandbox import SourceSyntaxError, missing_files_note, whest_error_of
 from whestboard.scoring import (
     SPEC_HELP,
@@ -163,12 +163,15 @@ def note_missing_files(args: argparse.Namespace, extras: dict, missing: list[str
 
 
 def fail_before_scoring(args: argparse.Namespace, error: dict, extras: dict) -> int:
-    """A failure before any MLP was scored: whest run's JSON shape and exit status, or one line and a hint."""
+    """A failure before any MLP was scored: whest run's JSON shape (its code and message, as whest prints
+    them) and exit status, or one line, said once with the advice that applies, and a hint."""
     if args.json:
         print(json.dumps(failure_report(error, extras), indent=2))
     else:
-        print(f"error: [{error['code']}] {error['message']}", file=sys.stderr)
-        print(f"hint: {error_hint(error['code'])}", file=sys.stderr)
+        round_tag = (extras.get("grader_environment") or {}).get("round_tag")
+        explained = explained_error(error, round_tag)
+        print(f"error: [{error['code']}] {explained['sentence']}", file=sys.stderr)
+        print(f"hint: {explained['hint']}", file=sys.stderr)
     return 1
 
 

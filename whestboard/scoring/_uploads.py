@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from whestboard.data import get_dataset
-from whestboard.rules import environment_for, error_hint, get_round, verdict_of
+from whestboard.rules import environment_for, explained_error, get_round, verdict_of
 from whestboard.sandbox import SandboxCancelled, SandboxedEstimator, check_contract, load_upload, prewarm
 from whestboard.scoring import _inputs, _run_records, _runs
 from whestboard.scoring._estimators import resolve_estimator
@@ -121,9 +121,11 @@ def run_upload_job(ctx) -> dict:
                               on_started=prewarm)  # the scoring worker warms up meanwhile
     result["contract"] = contract.as_dict()
     if not contract.ok:
-        result["error"] = contract.summary()
-        if contract.error:  # named as `whest run --json` names it, with what to change
-            result["whest_error"] = {**contract.error, "hint": error_hint(contract.error.get("code"))}
+        # named as `whest run --json` names it, said once (the page's panel) with the advice that applies
+        result["error"] = contract.verdict() if contract.error else contract.summary()
+        if contract.error:
+            explained = explained_error(contract.error, rulebook.round_tag)
+            result["whest_error"] = {**contract.error, "sentence": explained["sentence"], "hint": explained["hint"]}
         return result
 
     created: list[SandboxedEstimator] = []
