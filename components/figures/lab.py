@@ -287,7 +287,8 @@ def _card(title: str, value: str, detail, *, card_id: str, help_text: str | None
     ]), id=card_id, className="h-100"), md=3, className="mb-2")
 
 
-def _sampling_verdict(ratio: float | None) -> str:
+def sampling_verdict(ratio: float | None) -> str:
+    """MC@B against a score (or MSE) in words: "N x better than sampling", or worse; "—" without one."""
     if not ratio:
         return "—"
     return f"{ratio:.3g}x better than sampling" if ratio >= 1 else f"{1 / ratio:.3g}x worse than sampling"
@@ -308,8 +309,8 @@ def summary_cards(report: dict, *, cached: bool = False, prefix: str = "lab") ->
               f"mean multiplier {results['mean_score_multiplier']:.3g}; "
               f"{results['n_failed_mlps']} of {len(results['per_mlp'])} failed", card_id=f"{prefix}-card-score"),
         _card("MC@B", sci(mc.get("mc_at_budget")),
-              [html.Strong(_sampling_verdict(mc.get("score_vs_mc"))),
-               html.Div(f"final MSE {_sampling_verdict(mc.get('final_mse_vs_mc'))}", className="text-muted")],
+              [html.Strong(sampling_verdict(mc.get("score_vs_mc"))),
+               html.Div(f"final MSE {sampling_verdict(mc.get('final_mse_vs_mc'))}", className="text-muted")],
               card_id=f"{prefix}-card-mc", help_text="MC@B: the score of spending the whole budget on Monte Carlo, "
                                                      "for these MLPs' own mean avg_variance"),
         _card(COMPUTE_TITLE, sci(results["mean_effective_compute"]),

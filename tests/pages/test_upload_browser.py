@@ -110,7 +110,7 @@ def test_the_upload_result_leads_with_score_mse_and_mc_at_b_and_links_its_place_
     """The issue's try: a valid estimator on v2-phase2 MLPs 0:4. The result leads, above the verdicts, with the
     lab's own cards from the run's report (score, mean MSE, MC@B and "x better than sampling", C), and its link
     opens the convergence band with the run's dot highlighted."""
-    from components.figures.lab import _sampling_verdict
+    from components.figures.lab import sampling_verdict
     from components.format import sci
     from whestboard.scoring import get_run
 
@@ -130,7 +130,7 @@ def test_the_upload_result_leads_with_score_mse_and_mc_at_b_and_links_its_place_
     assert score.startswith("Score = MSE x max(0.1, C/B)\n" + sci(results["adjusted_final_layer_score"]))
     assert page.inner_text("#upload-card-mse").startswith("Final-layer MSE (mean)\n" + sci(results["final_layer_mse"]))
     card_mc = page.inner_text("#upload-card-mc")
-    assert card_mc.startswith("MC@B\n" + sci(mc["mc_at_budget"])) and _sampling_verdict(mc["score_vs_mc"]) in card_mc
+    assert card_mc.startswith("MC@B\n" + sci(mc["mc_at_budget"])) and sampling_verdict(mc["score_vs_mc"]) in card_mc
     assert "C = F, the metered FLOPs (residual time is gated at 0.4 s, not priced)" in page.inner_text(
         "#upload-card-compute")
     summary = page.locator("#upload-result-summary").bounding_box()
