@@ -344,6 +344,7 @@ class TeamView:
     ranked: bool  # the team has a row on this round's public board
     share: ShareSpread | None
     failures: dict[str, str]  # submission id -> failed MLPs by kind, in words
+    best_mlps: pd.DataFrame | None = None  # the public per-MLP rows of its best submission of this round
 
     @property
     def best(self) -> dict | None:
@@ -370,7 +371,8 @@ def team_view(team: str, round_tag: str, *, organizer: bool, url: str | None = N
     best = view.best
     if best is None:
         return view
-    return replace(view, share=share_spread(mlps[mlps["submission_id"] == best["submission_id"]], round_tag))
+    rows = mlps[mlps["submission_id"] == best["submission_id"]].reset_index(drop=True)
+    return replace(view, share=share_spread(rows, round_tag), best_mlps=rows)
 
 
 def share_spread(rows: pd.DataFrame, round_tag: str) -> ShareSpread | None:
