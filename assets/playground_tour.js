@@ -1,8 +1,11 @@
 /* The playground's guided tour: six steps from "what is this network" to "beat sampling under the budget".
  *
- * A small card in a corner, never a modal: the page stays usable on every step. Each step outlines a
- * part of the page (skipped when that part is not drawn, e.g. the graph of a wide MLP). Finishing or
- * skipping is remembered in localStorage; the "Tour" button starts it again. Only runs on /playground.
+ * A small card beside the page, never a modal and never over it: while the tour is open the page makes
+ * room for the card (body.pg-touring in playground.css: a gutter on the right of a wide window, space
+ * below on a narrow one), so the card covers neither the part a step explains nor anything else, and the
+ * page stays usable on every step. Each step outlines a part of the page (skipped when that part is not
+ * drawn, e.g. the graph of a wide MLP). Finishing or skipping is remembered in localStorage; the "Tour"
+ * button starts it again. Only runs on /playground.
  */
 (function () {
   "use strict";
@@ -76,6 +79,13 @@
     next.addEventListener("click", function () { if (step >= STEPS.length - 1) { finish(); } else { show(step + 1); } });
     row.appendChild(skip); row.appendChild(back); row.appendChild(next);
     document.body.appendChild(card);
+    makeRoom(true);
+  }
+
+  // The page narrows (or grows space below) to leave the card its own place; graphs redraw at the new width.
+  function makeRoom(on) {
+    document.body.classList.toggle("pg-touring", on);
+    window.dispatchEvent(new Event("resize"));
   }
 
   function show(index) {
@@ -118,6 +128,7 @@
   function close() {
     clearHighlight();
     if (card && card.parentNode) { card.parentNode.removeChild(card); }
+    if (card) { makeRoom(false); }
     card = null;
     step = -1;
   }

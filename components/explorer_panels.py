@@ -7,6 +7,10 @@ plain-language explanation (``components.figures.explorer.GLOSSARY``) as a hover
 
 from __future__ import annotations
 
+import json
+import math
+from dataclasses import dataclass, field
+
 import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
 import pandas as pd
@@ -137,8 +141,119 @@ STATUS_COLUMN = {
 }
 
 
-def mlp_grid(summary: pd.DataFrame, dataset_key: str) -> dag.AgGrid:
-    """One row per MLP, sortable and filterable; the name opens the MLP page."""
+#: The grid's state in the address: ``sort=FIELD`` (``-FIELD`` descending; several comma-separated, in order),
+#: ``filters=`` the column filters as compact JSON (AG Grid's filter model), ``q=`` the quick filter.
+FILTER_TYPES = {"number": {"equals", "notEqual", "lessThan", "lessThanOrEqual", "greaterThan", "greaterThanOrEqual",
+                           "inRange", "blank", "notBlank"},
+                "text": {"equals", "notEqual", "contains", "notContains", "startsWith", "endsWith", "blank",
+                         "notBlank"}}
+TEXT_MAX = 200
+
+
+@dataclass(frozen=True)
+class GridState:
+    """What the viewer chose in the grid: the sort (field, descending) in order, the column filters, the quick
+    filter. ``from_query`` reads it from the address, checking every part (the address is typed by anyone):
+    what is not a column of the grid or a filter AG Grid knows reads as no choice."""
+
+    sort: tuple[tuple[str, bool], ...] = ()
+    filters: dict = field(default_factory=dict)
+    quick: str = ""
+
+    @classmethod
+    def from_query(cls, fields: set[str], sort: str | None, filters: str | None, quick: str | None) -> GridState:
+        order = []
+        for part in (sort or "").split(",")[:len(fields)]:
+            name = part.strip().removeprefix("-")
+            if name in fields and name not in {f for f, _ in order}:
+                order.append((name, part.strip().startswith("-")))
+        return cls(tuple(order), _checked_filters(filters, fields),
+                   quick.strip()[:TEXT_MAX] if isinstance(quick, str) else "")
+
+    @classmethod
+    def from_grid(cls, fields: set[str], column_state, filter_model, quick) -> GridState:
+        """The grid's own ``columnState`` (sort and sortIndex) and ``filterModel``, checked the same way."""
+        sorted_columns = [c for c in (column_state if isinstance(column_state, list) else [])
+                          if isinstance(c, dict) and c.get("colId") in fields and c.get("sort") in ("asc", "desc")]
+        sorted_columns.sort(key=lambda c: c.get("sortIndex") if isinstance(c.get("sortIndex"), int) else 0)
+        filters = json.dumps(filter_model) if isinstance(filter_model, dict) else None
+        return cls(tuple((c["colId"], c["sort"] == "desc") for c in sorted_columns), _checked_filters(filters, fields),
+                   quick.strip()[:TEXT_MAX] if isinstance(quick, str) else "")
+
+    def query(self) -> dict[str, str | None]:
+        """The address's parameters (None where nothing is chosen), for ``url_state.query_string``."""
+        return {"sort": ",".join(("-" if desc else "") + name for name, desc in self.sort) or None,
+                "filters": json.dumps(self.filters, separators=(",", ":"), sort_keys=True) if self.filters else None,
+                "q": self.quick or None}
+
+
+def _checked_condition(spec) -> dict | None:
+    """One AG Grid filter condition with only the keys and values it may hold; None if it holds none."""
+    if not isinstance(spec, dict) or spec.get("filterType") not in FILTER_TYPES:
+        return None
+    if isinstance(spec.get("conditions"), list) and spec.get("operator") in ("AND", "OR"):
+        conditions = [c for c in map(_checked_condition, spec["conditions"][:2]) if c]
+        return {"filterType": spec["filterType"], "operator": spec["operator"], "conditions": conditions} \
+            if conditions else None
+    if spec.get("type") not in FILTER_TYPES[spec["filterType"]]:
+        return None
+    out = {"filterType": spec["filterType"], "type": spec["type"]}
+    for key in ("filter", "filterTo"):
+        value = spec.get(key)
+        if spec["filterType"] == "number" and isinstance(value, int | float) and not isinstance(value, bool) \
+                and math.isfinite(value):
+            out[key] = value
+        elif spec["filterType"] == "text" and isinstance(value, str):
+            out[key] = value[:TEXT_MAX]
+    return out
+
+
+def _checked_filters(text: str | None, fields: set[str]) -> dict:
+    if not isinstance(text, str) or not text or len(text) > 4 * TEXT_MAX * max(len(fields), 1):
+        return {}
+    try:
+        model = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(model, dict):
+        return {}
+    checked = {name: _checked_condition(spec) for name, spec in model.items() if name in fields}
+    return {name: spec for name, spec in checked.items() if spec}
+
+
+def grid_fields(summary: pd.DataFrame) -> set[str]:
+    """The fields of the grid's columns (what a sort or a filter in the address may name)."""
+    return {c["field"] for c in _columns(summary)}
+
+
+def mlp_grid(summary: pd.DataFrame, dataset_key: str, state: GridState | None = None) -> dag.AgGrid:
+    """One row per MLP, sortable and filterable; the name opens the MLP page. ``state``: the sort, filters and
+    quick filter the address asks for."""
+    state = state or GridState()
+    columns = _columns(summary)
+    for index, (name, descending) in enumerate(state.sort):
+        column = next(c for c in columns if c["field"] == name)
+        column.update(sort="desc" if descending else "asc", sortIndex=index)
+    return dag.AgGrid(
+        id="mlp-grid",
+        rowData=mlp_grid_rows(summary, dataset_key),
+        columnDefs=columns,
+        defaultColDef={"sortable": True, "resizable": True, "floatingFilter": True},
+        columnSize="responsiveSizeToFit",
+        filterModel=state.filters,
+        dashGridOptions={"tooltipShowDelay": 200, "animateRows": False, "rowHeight": 34,
+                         "enableCellTextSelection": True, "quickFilterText": state.quick},
+        csvExportParams={"fileName": f"{dataset_key}-mlps.csv"},
+        getRowId="params.data.row_id",
+        getRowStyle={"styleConditions": [{"condition": "params.data.damaged",
+                                          "style": {"backgroundColor": "#fdecea"}}]},
+        # Rows are virtualised; the grid only grows as tall as a few rows need.
+        style={"height": f"min(70vh, {130 + 35 * len(summary)}px)", "width": "100%"},
+    )
+
+
+def _columns(summary: pd.DataFrame) -> list[dict]:
+    """The grid's column definitions (fresh dicts: a caller may add a sort to them)."""
     columns = [
         {"field": "index", "headerName": "#", "type": "numericColumn", "filter": "agNumberColumnFilter",
          "minWidth": 80, "maxWidth": 100, "pinned": "left",
@@ -160,22 +275,8 @@ def mlp_grid(summary: pd.DataFrame, dataset_key: str) -> dag.AgGrid:
                        + GLOSSARY["dead"], fmt=".1%", width=110),
     ]
     if summary["damaged"].any():  # next to the name, so a damaged row says why without scrolling
-        columns.insert(2, STATUS_COLUMN)
-    return dag.AgGrid(
-        id="mlp-grid",
-        rowData=mlp_grid_rows(summary, dataset_key),
-        columnDefs=columns,
-        defaultColDef={"sortable": True, "resizable": True, "floatingFilter": True},
-        columnSize="responsiveSizeToFit",
-        dashGridOptions={"tooltipShowDelay": 200, "animateRows": False, "rowHeight": 34,
-                         "enableCellTextSelection": True},
-        csvExportParams={"fileName": f"{dataset_key}-mlps.csv"},
-        getRowId="params.data.row_id",
-        getRowStyle={"styleConditions": [{"condition": "params.data.damaged",
-                                          "style": {"backgroundColor": "#fdecea"}}]},
-        # Rows are virtualised; the grid only grows as tall as a few rows need.
-        style={"height": f"min(70vh, {130 + 35 * len(summary)}px)", "width": "100%"},
-    )
+        columns.insert(2, dict(STATUS_COLUMN))
+    return columns
 
 
 # ---------------------------------------------------------------------------

@@ -17,7 +17,8 @@ pieces:
 Element ids, for a table ``T``: the body ``T-body``, the filter ``T-filter``, the pager ``T-prev``,
 ``T-next`` and ``T-pager``; a header's sort button ``{"type": "T-sort", "col": field}``, a clickable
 cell ``{"type": "T-click", "col": field, "value": value}`` (``clicked`` reads which). Every row carries
-``data-row`` (its place on the page) and every cell ``data-col``; a numeric cell (or one naming a
+``data-row`` (its place on the page; ``data-key``, what names it, when ``body_rows`` is given a key) and every
+cell ``data-col``; a numeric cell (or one naming a
 ``value`` field) also carries ``data-value``, the number it shows before formatting.
 """
 
@@ -54,7 +55,7 @@ class Column:
     cell: Callable[[Mapping[str, Any]], Any] | None = None
     title: bool = False
     clickable: bool = False
-    width: str | None = None
+    width: str | None = None  # the column's least width; its width in a table that fits its page (``fit``)
     value: str | None = None  # the row's field whose number the cell carries as data-value (numeric: its own)
 
 
@@ -194,9 +195,13 @@ def pager_text(page: TablePage, noun: str = "rows") -> str:
 
 
 def paged_table(table_id: str, columns: Sequence[Column], *, filter_placeholder: str = "filter…",
-                filter_value: str = "", drawn: DrawnPage | None = None) -> html.Div:
+                filter_value: str = "", drawn: DrawnPage | None = None, fit: bool = False) -> html.Div:
     """The table's layout: a filter box, the table with its static header, and the pager below, holding
-    ``drawn`` (else empty until a callback fills it)."""
+    ``drawn`` (else empty until a callback fills it).
+
+    ``fit``: the table takes its container's width and no more (a fixed layout: columns get their ``width``,
+    those without one share the rest, headers and cells wrap, long words break), so every column shows
+    without a scroll on a wide page; a page too narrow for the given widths still scrolls."""
     drawn = drawn or DrawnPage([], TableState(), "", True, True)
     labels = dict(zip([c.field for c in columns], sort_labels(columns, drawn.state, [c.field for c in columns]),
                       strict=True))
@@ -204,9 +209,10 @@ def paged_table(table_id: str, columns: Sequence[Column], *, filter_placeholder:
         dbc.Col(dbc.Input(id=f"{table_id}-filter", value=filter_value, placeholder=filter_placeholder, size="sm",
                           debounce=True, maxLength=FILTER_MAX, type="search"), width=4),
     ], className="g-2 mb-1")
-    table = dbc.Table([html.Thead(html.Tr([_header_cell(table_id, c, labels[c.field]) for c in columns])),
+    table = dbc.Table([html.Thead(html.Tr([_header_cell(table_id, c, labels[c.field], fit) for c in columns])),
                        html.Tbody(drawn.rows, id=f"{table_id}-body")],
-                      size="sm", hover=True, bordered=False, className="small mb-1 align-middle")
+                      size="sm", hover=True, bordered=False,
+                      className="small mb-1 align-middle" + (" table-fit" if fit else ""))
     pager = html.Div([
         dbc.Button("‹ previous", id=f"{table_id}-prev", size="sm", color="secondary", outline=True,
                    disabled=drawn.first),
@@ -217,8 +223,11 @@ def paged_table(table_id: str, columns: Sequence[Column], *, filter_placeholder:
     return html.Div([controls, html.Div(table, className="table-responsive"), pager], id=table_id)
 
 
-def _header_cell(table_id: str, column: Column, label: str) -> html.Th:
-    style = {"whiteSpace": "nowrap"} | ({"minWidth": column.width} if column.width else {})
+def _header_cell(table_id: str, column: Column, label: str, fit: bool = False) -> html.Th:
+    if fit:
+        style = {"width": column.width} if column.width else {}
+    else:
+        style = {"whiteSpace": "nowrap"} | ({"minWidth": column.width} if column.width else {})
     attrs = _given({"data-col": column.field, "title": column.tooltip, "style": style,
                     "className": "text-end" if column.numeric else None})
     if not column.sort_by:
@@ -238,12 +247,14 @@ def sort_labels(columns: Sequence[Column], state: TableState, fields: Sequence[s
 
 def body_rows(table_id: str, columns: Sequence[Column], rows: Sequence[Mapping[str, Any]], *,
               highlight: Callable[[Mapping[str, Any]], bool] = lambda _row: False,
-              highlight_style: Mapping[str, str] | None = None) -> list[html.Tr]:
-    """The body's rows, one ``html.Tr`` per row (``highlight``ed rows with ``highlight_style``)."""
+              highlight_style: Mapping[str, str] | None = None, key: str | None = None) -> list[html.Tr]:
+    """The body's rows, one ``html.Tr`` per row (``highlight``ed rows with ``highlight_style``); ``key``: the
+    row's field each ``tr`` carries as ``data-key`` (what names the row, whichever cell shows it)."""
     out = []
     for i, row in enumerate(rows):
         style = dict(highlight_style or {}) if highlight(row) else None
-        out.append(html.Tr([_cell(table_id, c, row) for c in columns], **_given({"style": style, "data-row": i})))
+        attrs = {"style": style, "data-row": i, "data-key": None if key is None else str(row.get(key))}
+        out.append(html.Tr([_cell(table_id, c, row) for c in columns], **_given(attrs)))
     return out
 
 

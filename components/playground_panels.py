@@ -19,11 +19,14 @@ from whestboard.data import (
     MIN_DEPTH,
     MIN_WIDTH,
     SAMPLE_CHOICES,
+    GeneratedMLPError,
+    Shape,
     default_samples,
     describe_generated,
+    parse_shape,
 )
 from whestboard.rules import ALL_ROUNDS
-from whestboard.scoring import Playground, Scored
+from whestboard.scoring import Playground, Scored, rulebook_for_shape
 
 #: Monte Carlo estimator sample counts on the slider (its positions are their indices).
 MC_CHOICES = (10, 30, 100, 300, 1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000)
@@ -68,14 +71,35 @@ def _label(text: str, target: str) -> dbc.Label:
     return dbc.Label(text, html_for=target, className="small fw-semibold mb-1")
 
 
+def sample_options(shape: Shape | None, samples: str | None) -> list[dict]:
+    """The truth-sample choices, "auto" naming the count the shape gets (``default_samples``, what a run with
+    auto uses), so the control shows the value that is used; a count from a link between the choices is kept."""
+    auto = f"auto (by shape: {integer(default_samples(shape.width, shape.depth))})" if shape else "auto (by shape)"
+    options = [{"label": auto, "value": AUTO}] + [{"label": integer(n), "value": str(n)} for n in SAMPLE_CHOICES]
+    if samples and samples not in {o["value"] for o in options} and str(samples).isdigit():
+        options.append({"label": integer(int(samples)), "value": samples})
+    return options
+
+
+def round_options(shape: Shape | None) -> list[dict]:
+    """The rounds, "by shape" naming the round the shape gets (``rulebook_for_shape``: what a run uses)."""
+    auto = f"by shape: {rulebook_for_shape(shape).round_tag}" if shape else "by shape (or the current round)"
+    return [{"label": auto, "value": AUTO}] + [
+        {"label": f"{tag} ({rnd.shape_label}, B = {rnd.budget:.3g})", "value": tag} for tag, rnd in ALL_ROUNDS.items()]
+
+
+def shape_of(width, depth, seed=0) -> Shape | None:
+    """The shape the width and depth controls ask for, None while they hold no valid shape."""
+    try:
+        return parse_shape(width, depth, seed)
+    except GeneratedMLPError:
+        return None
+
+
 def controls(width: int, depth: int, seed: int, samples: str, mc: int, round_tag: str | None) -> dbc.Card:
     """Shape, seed, truth samples, Monte Carlo samples, round and the session's uploads."""
-    sample_options = [{"label": f"auto (by shape: {integer(default_samples(width, depth))})",
-                       "value": AUTO}] + [{"label": integer(n), "value": str(n)} for n in SAMPLE_CHOICES]
-    if samples not in {o["value"] for o in sample_options}:
-        sample_options.append({"label": integer(int(samples)), "value": samples})
-    round_options = [{"label": "by shape (or the current round)", "value": AUTO}] + [
-        {"label": f"{tag} ({rnd.shape_label}, B = {rnd.budget:.3g})", "value": tag} for tag, rnd in ALL_ROUNDS.items()]
+    shape = shape_of(width, depth, seed)
+    sample_choices, round_choices = sample_options(shape, samples), round_options(shape)
     return dbc.Card(dbc.CardBody([
         dbc.Row([
             dbc.Col([_label("Width", "pg-width"),
@@ -90,7 +114,7 @@ def controls(width: int, depth: int, seed: int, samples: str, mc: int, round_tag
                                     size="sm"),
                      dbc.FormText("an official dataset's mlp_seed gives its MLP")], md=3),
             dbc.Col([_label("Truth samples", "pg-samples"),
-                     dcc.Dropdown(id="pg-samples", options=sample_options, value=samples, clearable=False,
+                     dcc.Dropdown(id="pg-samples", options=sample_choices, value=samples, clearable=False,
                                   searchable=False)], md=2),
             dbc.Col([_label("Monte Carlo estimator samples", "pg-mc"),
                      dcc.Slider(id="pg-mc", min=0, max=len(MC_CHOICES) - 1, step=1, value=mc_position(mc),
@@ -98,7 +122,7 @@ def controls(width: int, depth: int, seed: int, samples: str, mc: int, round_tag
                                 included=False, allow_direct_input=False),
                      html.Div(id="pg-mc-readout", className="small text-muted")], md=3),
             dbc.Col([_label("Round (budget B)", "pg-round"),
-                     dcc.Dropdown(id="pg-round", options=round_options, value=round_tag or AUTO, clearable=False,
+                     dcc.Dropdown(id="pg-round", options=round_choices, value=round_tag or AUTO, clearable=False,
                                   searchable=False)], md=2),
         ], className="g-3"),
         dbc.Row([

@@ -8,6 +8,7 @@ import dash_bootstrap_components as dbc
 from dash import html
 
 from components.compare_panels import compare_url
+from components.figures.lab import summary_cards
 from components.figures.margins import margins_panel
 from components.format import integer, sci
 from components.url_state import href
@@ -82,15 +83,21 @@ def upload_summary(upload) -> html.Div:
 
 
 def whest_error_panel(result: dict) -> html.Div:
-    """A failure before any MLP was scored, named by whest run's code, with what to change (no worker traceback)."""
+    """A failure before any MLP was scored, named by whest run's code: what happened, said once, and what to
+    change for this case (``rules.explained_error``); whest's own message, which covers every case, folded."""
     error = result.get("whest_error")
     if not error:
         return html.Div()
+    sentence = error.get("sentence") or error.get("message", "")
+    own = error.get("message", "")
     return dbc.Alert([html.Strong(["whest run would fail too: ", html.Code(error.get("code", ""),
                                                                              id="upload-error-code")]),
-                      html.Div(error.get("message", ""), className="small"),
+                      html.Div(sentence, className="small", id="upload-error-message"),
                       html.Div(["What to do: ", error.get("hint") or error_hint(error.get("code"))],
-                               className="mt-1", id="upload-error-hint")],
+                               className="mt-1", id="upload-error-hint"),
+                      html.Details([html.Summary("whest run's own message", className="small"),
+                                    html.Div(own, className="small")], className="mt-1")
+                      if own and own != sentence else None],
                      color="danger", className="py-2", id="upload-whest-error")
 
 
@@ -169,14 +176,19 @@ def _tampering_summary(verdicts: list[dict]) -> html.Div:
                      color="danger", id="upload-meter-tampering")
 
 
-def contract_list(contract: dict | None) -> html.Div:
+def contract_list(contract: dict | None, named: str | None = None) -> html.Div:
+    """The contract's steps; a failed step whose failure ``named`` (its whest code) the panel above already
+    says points there instead of saying it again."""
     if not contract:
         return html.Div()
     items = []
     for step in contract.get("steps", []):
         mark = "✓" if step["ok"] else "✗"
-        body = [html.Strong(f"{mark} {step['name']}: "), step.get("message", "")]
-        if not step["ok"] and step.get("fix"):
+        said_above = not step["ok"] and named and step.get("code") == named
+        message = f"failed with {named}: what happened and what to do are above" if said_above else \
+            step.get("message", "")
+        body = [html.Strong(f"{mark} {step['name']}: "), message]
+        if not step["ok"] and step.get("fix") and not said_above:
             body += [html.Br(), html.Em(f"Fix: {step['fix']}")]
         if not step["ok"] and step.get("traceback"):
             body.append(html.Details([html.Summary("Traceback (your files)", className="small"),
@@ -210,8 +222,23 @@ def _confinement_line(result: dict) -> html.Div:
     return html.Div(text, className="small text-muted", id="upload-confinement")
 
 
-def job_card(job, *, now: float | None = None) -> html.Div:
-    """Status, progress, verdicts, output and links of one job."""
+def result_summary(report: dict) -> html.Div:
+    """What the upload's result leads with, as the lab's does (the same cards from the same report: score, mean
+    MSE, MC@B and "x better than sampling", charged compute), and the link to its place on the band."""
+    dataset = (report.get("dataset") or {}).get("key", "")
+    label = (report.get("estimator") or {}).get("label", "")
+    band = href("/convergence", {"dataset": dataset, "highlight": f"estimator:{label}"})
+    return html.Div([
+        summary_cards(report, prefix="upload"),
+        html.Div(["Where it stands against Monte Carlo and the baselines at every budget: ",
+                  html.A("its place on the convergence band", href=band, id="upload-band-link"),
+                  f" ({dataset}, highlighted)."], className="small mt-1"),
+    ], id="upload-result-summary", className="mb-3")
+
+
+def job_card(job, *, now: float | None = None, report: dict | None = None) -> html.Div:
+    """Status, progress, the result's summary (``report``: the recorded run, once there is one), verdicts,
+    output and links of one job."""
     now = now or time.time()
     result = job.result or {}
     verdicts = result.get("verdicts") or (job.progress or {}).get("verdicts") or []
@@ -230,8 +257,10 @@ def job_card(job, *, now: float | None = None) -> html.Div:
             ".",
         ], className="mb-2"), _compare_links(result)]
     margins = [margins_panel(margins_from_dict(result["margins"]), "upload")] if result.get("margins") else []
-    return html.Div([header, progress_bar(job), *links, whest_error_panel(result), _rule_line(result),
-                     contract_list(result.get("contract")), verdict_table(verdicts), *margins, _output_block(result),
+    summary = result_summary(report) if report is not None else html.Div()
+    return html.Div([header, progress_bar(job), summary, *links, whest_error_panel(result), _rule_line(result),
+                     contract_list(result.get("contract"), (result.get("whest_error") or {}).get("code")),
+                     verdict_table(verdicts), *margins, _output_block(result),
                      _confinement_line(result)])
 
 

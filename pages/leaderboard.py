@@ -56,12 +56,13 @@ from whestboard import config
 from whestboard.band import band_frame
 from whestboard.cache import memoize
 from whestboard.leaderboard import (
+    FLAG_LABELS,
     FLOPS_CV_GAP_LIMIT,
     FLOPS_MEAN_RATIO_LIMIT,
     OVERFIT_ALPHA,
-    PUBLIC,
     READ_ERRORS,
     RESCORE_ERRORS,
+    RESIDUAL_ACCURACY_FACTOR,
     RESIDUAL_SHARE_LIMIT,
     SPLITS,
     STATUSES,
@@ -76,18 +77,16 @@ from whestboard.leaderboard import (
     best_per_team,
     board,
     board_revision,
-    breakdown_text,
+    compare_pair,
+    default_round,
     delete_submission,
     edit_submission,
-    failure_breakdown,
-    final_views,
-    flags_text,
+    final_view,
     import_uploads,
     in_window,
     is_organizer,
-    mlp_variance,
     organizer_actions_enabled,
-    per_mlp_share,
+    organizer_flag_count,
     queue_rescore,
     ranking_frame,
     ranking_row,
@@ -97,18 +96,15 @@ from whestboard.leaderboard import (
     round_counts,
     round_field,
     round_reference,
-    rounds_present,
-    shake_up,
     stored_margins,
     submission_count,
     submissions_frame,
-    team_history,
-    team_mlp_results,
-    team_submissions,
-    timeline_field,
+    team_of_round,
+    team_points,
+    team_view,
+    timeline_points,
     versions_warning,
     viewer_board,
-    with_mc_reference,
 )
 from whestboard.rules import ALL_ROUNDS, get_round
 from whestboard.scoring import UPLOADS_OFF
@@ -155,14 +151,6 @@ def _band(round_tag: str):
         return None
 
 
-def _default_round() -> str:
-    present = rounds_present()
-    for tag in reversed(list(ALL_ROUNDS)):
-        if tag in present:
-            return tag
-    return list(ALL_ROUNDS)[-1]
-
-
 SPLIT_CHOICES = [{"label": "public", "value": "public"}, {"label": "private (organizer)", "value": "private"},
                  {"label": "rerun of the nominated (organizer)", "value": "rerun"}]
 COLOUR_DEFAULT = "flag"
@@ -188,8 +176,8 @@ def layout(round: str | None = None, team: str | None = None, y: str | None = No
            page: str | None = None, filter: str | None = None, **_query) -> html.Div:  # noqa: A002
     problem = None
     if round and round not in ALL_ROUNDS:
-        problem = f"There is no round called {round!r}; showing {_default_round()}. Known rounds: {', '.join(ALL_ROUNDS)}."
-    round_tag = round if round in ALL_ROUNDS else _default_round()
+        problem = f"There is no round called {round!r}; showing {default_round()}. Known rounds: {', '.join(ALL_ROUNDS)}."
+    round_tag = round if round in ALL_ROUNDS else default_round()
     y = y if y in figs.Y_METRICS else "score"
     x = x if x in figs.X_METRICS else "flops"
     split = split if split in SPLITS else "public"
@@ -334,29 +322,53 @@ def _times(value) -> str:
     return "—" if value is None else significant(value) + "x"
 
 
-#: The ranking's columns; a header sorts by the board's own numbers (the score text by the score).
+def _verdict_cell(row: dict) -> list:
+    """The paired verdict against the leader, and the link that opens that comparison."""
+    link = _compare_link(row)
+    return [row["vs_leader"], html.Span(link, className="cell-note")] if link else [row["vs_leader"]]
+
+
+def _failed_cell(row: dict) -> str:
+    """Failed MLPs of how many, and by kind (the failure vocabulary): a count, never a flag."""
+    failed, total = row.get("n_failed_mlps"), row.get("n_mlps")
+    text = "—" if failed is None else f"{failed}" + ("" if total is None else f" of {total}")
+    return text + (f" ({row['failures']})" if row.get("failures") else "")
+
+
+def _submitted_cell(row: dict) -> list:
+    return [row["submitted"], html.Span(row["submission_id"], className="cell-note")]
+
+
+def _priced_cell(row: dict) -> list:
+    return [row["priced_with"], html.Span(f"seed protocol {row['seed_protocol']}", className="cell-note")]
+
+
+#: The ranking's columns; a header sorts by the board's own numbers (the score text by the score). Their
+#: widths sum to less than the page's at 1440 px (``fit``): every column shows, the Flags column takes the rest.
 RANKING_COLUMNS = [
-    Column("rank", "#", sort_by=("rank",), numeric=True),
-    Column("team", "Team", sort_by=("team",), clickable=True, width="12rem",
+    Column("rank", "#", sort_by=("rank",), numeric=True, width="2.5rem"),
+    Column("team", "Team", sort_by=("team",), clickable=True, width="9rem",
            tooltip="Click a team to open its history and highlight its dots."),
-    Column("vs_leader", "vs leader", width="12rem",
-           tooltip="Paired sign-flip test of the per-MLP score difference on the MLPs both were scored on."),
-    Column("compare", "Compare", cell=_compare_link,
-           tooltip="paired comparison with the #1 submission on the MLPs both were scored on (public suite)"),
-    Column("score_text", "Score (95% CI)", sort_by=("adjusted_score",), value="adjusted_score", width="11rem",
+    Column("vs_leader", "vs leader", width="9rem", cell=_verdict_cell,
+           tooltip="Paired sign-flip test of the per-MLP score difference on the MLPs both were scored on; the "
+                   "link opens that paired comparison (public suite)."),
+    Column("score_text", "Score (95% CI)", sort_by=("adjusted_score",), value="adjusted_score", width="8.5rem",
            tooltip="Mean adjusted score; interval from resampling its MLPs (bootstrap)."),
-    Column("flags", "Flags", title=True, width="14rem",
-           tooltip="Residual arbitrage, overfitting (organizer), failures by kind, ties with the next rank."),
-    Column("vs_mc", "x better than MC@B", sort_by=("vs_mc",), numeric=True, fmt=_times),
+    Column("vs_mc", "x better than MC@B", sort_by=("vs_mc",), numeric=True, fmt=_times, width="5.5rem"),
     Column("final_layer_mse", "Final-layer MSE", sort_by=("final_layer_mse",), numeric=True, fmt=exponent,
+           width="5.5rem",
            tooltip="Mean final-layer MSE against the reference; differences below the reference noise floor "
                    "(in the summary above the plot) cannot be resolved."),
-    Column("mean_flops_used", "Mean FLOPs", sort_by=("mean_flops_used",), numeric=True, fmt=exponent),
-    Column("mean_multiplier", "Multiplier", sort_by=("mean_multiplier",), numeric=True, fmt=significant),
-    Column("n_failed_mlps", "Failed MLPs", sort_by=("n_failed_mlps",), numeric=True),
-    Column("n_mlps", "MLPs", sort_by=("n_mlps",), numeric=True),
-    Column("submission_id", "Submission", sort_by=("submission_id",)),
-    Column("submitted", "Submitted (UTC)", sort_by=("submitted_at",), width="8rem"),
+    Column("mean_flops_used", "Mean FLOPs", sort_by=("mean_flops_used",), numeric=True, fmt=exponent, width="5.5rem"),
+    Column("mean_multiplier", "Multiplier", sort_by=("mean_multiplier",), numeric=True, fmt=significant,
+           width="5.5rem"),
+    Column("n_failed_mlps", "Failed MLPs", sort_by=("n_failed_mlps",), value="n_failed_mlps", cell=_failed_cell,
+           width="5.5rem", tooltip="Failed MLPs of the MLPs scored, by kind (each scored as the zero prediction)."),
+    Column("flags", "Flags", title=True,
+           tooltip="Integrity flags (the list under “Integrity” below, the same words): " + ", ".join(
+               FLAG_LABELS.values()) + ". Ties and failed MLPs are not flags."),
+    Column("submitted", "Submitted (UTC)", sort_by=("submitted_at",), cell=_submitted_cell, width="8rem",
+           tooltip="When it was submitted, and its submission id."),
 ]
 
 
@@ -367,11 +379,17 @@ def _integrity_section(first: FirstView) -> html.Div:
         html.Div(first.ties, id="lb-ties", className="small mb-2"),
         html.Div(first.flags, id="lb-flags", className="small"),
         html.P(
-            f"Flags: residual arbitrage when the instrumented share F / C < {RESIDUAL_SHARE_LIMIT:g} in a "
-            f"round that prices residual time; overfitting when a one-sided permutation test of private minus "
-            f"public mean score over the per-MLP scores gives p < {OVERFIT_ALPHA:g}, and FLOPs differ "
-            f"when their means on the halves differ by more than {FLOPS_MEAN_RATIO_LIMIT:g}x or their "
-            f"coefficients of variation by more than {FLOPS_CV_GAP_LIMIT:g}. Extra MLPs: how many more "
+            f"Flags (the ranking's Flags column says the same): residual arbitrage where residual time is "
+            f"priced, when almost all of the charged compute is residual wall time (F / C < "
+            f"{RESIDUAL_SHARE_LIMIT:g}) and the final-layer MSE is more than {RESIDUAL_ACCURACY_FACTOR:g}x below the "
+            "best a shipped baseline reaches with at most its metered FLOPs: accuracy bought outside "
+            "flopscope's meter (a small F / C alone is no sign: an estimator that spends few FLOPs gets one "
+            "from interpreter overhead, as mean propagation does); meter tampering when the sandbox saw the "
+            f"estimator make flopscope count less; overfitting (organizer) when a one-sided permutation test of "
+            f"private minus public mean score over the per-MLP scores gives p < {OVERFIT_ALPHA:g}, or FLOPs "
+            f"differ when their means on the halves differ by more than {FLOPS_MEAN_RATIO_LIMIT:g}x or their "
+            f"coefficients of variation by more than {FLOPS_CV_GAP_LIMIT:g}. Ties with the next rank and failed "
+            "MLPs are not flags (see “vs leader”, “Failed MLPs” and the sentence above). Extra MLPs: how many more "
             f"paired MLPs a test at 5% separates #1 from #2 with {TIE_POWER:.0%} power, from the "
             "spread of their per-MLP differences.",
             className="text-muted small",
@@ -389,7 +407,7 @@ def _integrity_section(first: FirstView) -> html.Div:
 
 def _ranking_table(state: TableState, drawn: DrawnPage | None) -> html.Div:
     return paged_table(RANKING_ID, RANKING_COLUMNS, filter_placeholder="filter by team or submission id…",
-                       filter_value=state.filter, drawn=drawn)
+                       filter_value=state.filter, drawn=drawn, fit=True)
 
 
 def _export_row() -> dbc.Row:
@@ -465,14 +483,13 @@ def si_max_bytes() -> int:
 
 
 def _compare_cell(row: dict, leader: str | None) -> tuple[str, str] | None:
-    """The link (text, address) to the paired comparison of this row's submission with the leader's; None
-    when the submission has no per-MLP results (nothing to pair)."""
-    if not row["has_per_mlp"]:
+    """The link (text, address) to the paired comparison of this row's submission with the leader's (the view
+    model's ``compare_pair``); None when the submission has no per-MLP results (nothing to pair)."""
+    pair = compare_pair(row, leader)
+    if pair is None:
         return None
-    own = f"sub:{row['submission_id']}"
-    if row["submission_id"] == leader:
-        return "compare", compare_url(own)
-    return "vs #1", compare_url(own, f"sub:{leader}")
+    own, other = pair
+    return ("compare", compare_url(own)) if other is None else ("vs #1", compare_url(own, other))
 
 
 RANKING_ID = "lb-ranking"
@@ -531,7 +548,7 @@ def _ranking_page(round_tag: str, split: str, organizer: bool, team: str | None,
     rows = [{**row, "compare": _compare_cell(row, leader)}
             for row in map(ranking_row, shown.rows.to_dict("records"))]
     body = body_rows(RANKING_ID, RANKING_COLUMNS, rows, highlight=lambda row: bool(team) and row["team"] == team,
-                     highlight_style=ROW_HIGHLIGHT)
+                     highlight_style=ROW_HIGHLIGHT, key="submission_id")
     return DrawnPage.of(shown, body, state, "teams")
 
 
@@ -612,16 +629,8 @@ def _scatter_highlight(fig: dict, round_tag: str, y_metric: str, x_metric: str, 
     """The team's dots in the figure's frame, from its own rows (never the whole field)."""
     layout = fig["layout"]
     frame = figs.Frame(tuple(layout["xaxis"]["range"]), tuple(layout["yaxis"]["range"]))
-    rows = _team_of_round(team, round_tag)
+    rows = team_of_round(team, round_tag)
     return figs.highlight_trace(figs.prepare_in(rows, y_metric, x_metric, frame), team).to_plotly_json()
-
-
-def _team_of_round(team: str | None, round_tag: str):
-    """The team's submissions in the round (none without a team), from its rows read once per revision."""
-    if not team:
-        return submissions_frame(ids=[])
-    rows = team_submissions(team)
-    return rows[rows["round"] == round_tag].reset_index(drop=True)
 
 
 def _flags_list(flagged: list[FlaggedTeam]) -> html.Ul | html.Div:
@@ -692,11 +701,10 @@ def _scatter(round_tag: str, y_metric: str, x_metric: str, _version: str) -> dic
 def _timeline(_version: str) -> dict:
     if submission_count() <= figs.DOT_LIMIT:
         return figs.timeline_figure(all_points(), round_order=list(ALL_ROUNDS)).to_plotly_json()
-    variance = mlp_variance()
-    field = with_mc_reference(timeline_field(), variance)
+    field = timeline_points()
     graded = figs.timeline_points(field)
     marks = figs.timeline_marks(graded)  # found once: the dots' ids and the figure both need them
-    details = with_mc_reference(submissions_frame(ids=figs.timeline_drawn_ids(graded, marks)), variance)
+    details = timeline_points(figs.timeline_drawn_ids(graded, marks))
     return figs.density_timeline_figure(field, details, round_order=list(ALL_ROUNDS), marks=marks).to_plotly_json()
 
 
@@ -714,14 +722,9 @@ def _warm_first_views() -> None:
 register_warmer(_warm_first_views)
 
 
-def _team_points(team: str | None):
-    """One team's submissions with their MC@B (what its timeline traces draw), read by team."""
-    return with_mc_reference(team_submissions(team) if team else submissions_frame(ids=[]), mlp_variance())
-
-
 def _timeline_highlight(team: str | None) -> list[dict]:
     """The team's best-so-far line and its dots: the timeline's last two traces."""
-    points = _team_points(team)
+    points = team_points(team)
     return [figs.timeline_best_trace(points, team).to_plotly_json(),
             figs.timeline_highlight_trace(points, team).to_plotly_json()]
 
@@ -843,28 +846,25 @@ def _render_team_panel(team: str | None, _revision, token: str | None, round_tag
 
 
 def _team_panel(team: str, round_tag: str, organizer: bool) -> dbc.Card:
-    points = team_submissions(team)  # the team's rows only: a panel never reads the whole field
-    history = team_history(points, team)
-    if history.empty:
-        return dbc.Card(dbc.CardBody(f"{team} has no graded submission."), id="lb-team-card")
-    table = board(round_tag, PUBLIC, organizer=organizer).table
-    own = table[table["team"] == team].to_dict("records")
-    flags = flags_text(own[0]) if own else ""
-    mlps = team_mlp_results(team)
-    mlps = mlps[mlps["submission_id"].isin(history["submission_id"])]
-    breakdown = failure_breakdown(mlps)
-    failures = [html.Li(f"{sid}: {breakdown_text(counts)}") for sid, counts in breakdown.items()]
-    best = history.loc[history["adjusted_score"].idxmin()]
+    view = team_view(team, round_tag, organizer=organizer)  # the team's rows only: never the whole field
+    elsewhere = "; ".join(f"{n} in {tag}" for tag, n in sorted(view.other_rounds.items()))
+    best = view.best
+    if best is None:
+        text = f"{team} has no graded submission in {round_tag}" + (f" ({elsewhere})." if elsewhere else ".")
+        return dbc.Card(dbc.CardBody(html.Div(text, id="lb-team-summary")), id="lb-team-card")
+    flags = " · ".join(map(str, view.flags)) or (
+        "No flag on its best public submission." if view.ranked else "Not ranked on this round's public board.")
+    failures = [html.Li(f"{sid}: {text}") for sid, text in view.failures.items()]
     body = [
         html.H6(f"Team {team}", className="mb-1"),
-        html.Div(f"{len(history)} graded submissions; best {sci(best['adjusted_score'], 4)} ({best['submission_id']}, "
-                 f"{best['round']}).", className="small"),
-        _per_mlp_share_line(mlps[mlps["submission_id"] == best["submission_id"]], best["round"]),
-        html.Div(flags or "No flag on its best public submission.", className="small lb-team-flags",
-                 id="lb-team-flags"),
-        margins_panel(stored_margins(mlps[mlps["submission_id"] == best["submission_id"]], best["round"]),
-                      "lb-team", title=f"How close its best submission ({best['submission_id']}) came to each cap"),
-        dcc.Graph(id="lb-history", figure=figs.history_figure(history, team=team), config=GRAPH_CONFIG),
+        html.Div(f"{len(view.history)} graded submissions in {round_tag}; best {sci(best['adjusted_score'], 4)} "
+                 f"({best['submission_id']})." + (f" Other rounds: {elsewhere}." if elsewhere else ""),
+                 className="small", id="lb-team-summary"),
+        _per_mlp_share_line(view.share),
+        html.Div(flags, className="small lb-team-flags", id="lb-team-flags"),
+        margins_panel(stored_margins(view.best_mlps, round_tag), "lb-team",
+                      title=f"How close its best submission ({best['submission_id']}) came to each cap"),
+        dcc.Graph(id="lb-history", figure=figs.history_figure(view.history, team=team), config=GRAPH_CONFIG),
         html.Div([html.Div("Failed MLPs by kind:", className="small fw-semibold"),
                   html.Ul(failures, className="small mb-0")] if failures else
                  "No failed MLP among its per-MLP results.", className="small", id="lb-team-failures"),
@@ -872,15 +872,12 @@ def _team_panel(team: str, round_tag: str, organizer: bool) -> dbc.Card:
     return dbc.Card(dbc.CardBody(body), id="lb-team-card")
 
 
-def _per_mlp_share_line(rows, round_tag: str) -> html.Div | None:
+def _per_mlp_share_line(share) -> html.Div | None:
     """F / C of the best submission's MLPs (lowest, median, highest) where residual time is priced."""
-    if get_round(round_tag).lambda_flops_per_second <= 0 or rows.empty:
+    if share is None:
         return None
-    share = per_mlp_share(rows).dropna()
-    if share.empty:
-        return None
-    return html.Div(f"Instrumented share F / C of its best submission's {len(share)} MLPs: lowest "
-                    f"{share.min():.2g}, median {share.median():.2g}, highest {share.max():.2g}.",
+    return html.Div(f"Instrumented share F / C of its best submission's {share.n_mlps} MLPs: lowest "
+                    f"{share.lowest:.2g}, median {share.median:.2g}, highest {share.highest:.2g}.",
                     className="small", id="lb-team-share")
 
 
@@ -904,8 +901,7 @@ def _render_public_private(colour: str, token: str | None, _revision, team: str 
     except READ_ERRORS:
         return {}, None
     fig = figs.public_private_figure(table, colour_by=colour if colour in figs.COLOUR_CHOICES else "flag", team=team)
-    n_flagged = int((table["overfit"] | table["flops_differ"]).sum())
-    return fig, f"{n_flagged} of the teams with private results carry the overfitting signature."
+    return fig, f"{organizer_flag_count(table)} of the teams with private results carry the overfitting signature."
 
 
 # Clicking a team in the ranking chooses it: its history opens and its dots are highlighted. In the browser,
@@ -1002,17 +998,15 @@ def _render_standings(tab: str | None, token: str | None, _revision, team: str |
     tab = tab if tab in STANDINGS_TABS else STANDINGS_DEFAULT
     hidden = {"display": "none"}
     try:
-        found = final_views(round_tag)
-        public = board(round_tag, PUBLIC, organizer=False).table if found else None
+        found = final_view(round_tag)
     except READ_ERRORS as exc:
         return dbc.Alert(f"The final record cannot be read: {type(exc).__name__}: {exc}", color="danger"), \
             {}, hidden, None
     if found is None:
         return dbc.Alert(NO_FINAL.format(round=round_tag), color="secondary", className="small",
                          id="lb-final-missing"), {}, hidden, None
-    record, views = found
+    record, views, shake = found.record, found.views, found.shake
     organizer = is_organizer(token)
-    shake = shake_up(public, record["standings"])
     summary = html.Div([_standings_table(record, shake), _tie_break_list(record["tie_breaks"]),
                         pair_list(record, "lb-final-pairs"), _suite_line(record, organizer)])
     if tab in ORGANIZER_STANDINGS and not organizer:
@@ -1190,14 +1184,13 @@ def _edit(submission_id: str | None, team: str | None, status: str | None) -> st
 
 
 def pricing_columns() -> list[Column]:
-    """The ranking's columns of what priced each score (the board view's ``priced_with``, ``seed_protocol``)."""
+    """The ranking's column of what priced each score (the board view's ``priced_with``, ``seed_protocol``)."""
     return [
         Column("priced_with", "Priced with", sort_by=("whestbench_version", "flopscope_version"), title=True,
-               width="13rem",
+               width="8.5rem", cell=_priced_cell,
                tooltip="The whestbench and flopscope versions that metered and priced the score (flopscope "
-                       "releases move FLOP prices); “unknown” when the file it came from did not say."),
-        Column("seed_protocol", "Seed protocol", sort_by=("seed_protocol",),
-               tooltip="whestbench's seed protocol of the suite it was scored on; “unknown” when not recorded."),
+                       "releases move FLOP prices), and whestbench's seed protocol of the suite it was scored on; "
+                       "“unknown” when the file it came from did not say."),
     ]
 
 

@@ -1,7 +1,9 @@
 """One MLP: how its activations spread, die and saturate with depth, and why.
 
 URL: ``/mlp/<dataset>/<index>`` (optionally ``?layer=L&neuron=J`` to open the
-drill-down on a neuron). Statistics come from ``whestboard.data._mlp_stats`` and are
+drill-down on a neuron, ``&order=value`` for the heatmap's neurons sorted by value). Choosing a
+neuron (typed, or clicked in the heatmap or the network) or the order rewrites the address in place
+(``components.url_state``), so the view can be shared. Statistics come from ``whestboard.data._mlp_stats`` and are
 computed once per (dataset, MLP) and kept in this process and in the cache service's
 shared backend; figures are cached per process on top, in the same service.
 """
@@ -15,6 +17,7 @@ from dash import ALL, Input, Output, State, callback, ctx, dcc, html, no_update
 from components.explorer_panels import damaged_mlp_panel, drilldown_hint, graph_card, mlp_facts, neuron_panel
 from components.figures import explorer as figs
 from components.selectors import Selection, index_range, not_found_panel, page_url, selector_row
+from components.url_state import address_store, keep_address_in_step, query_string
 from whestboard.cache import memoize
 from whestboard.data import (
     Dataset,
@@ -186,14 +189,19 @@ def _warm_weights(ds: Dataset, index: int) -> None:
     ds.warm_weights(index)
 
 
-def _page(ds: Dataset, index: int, layer, neuron) -> html.Div:
+#: ``order=`` in the address: the heatmap's neurons sorted by value.
+ORDERED = "value"
+
+
+def _page(ds: Dataset, index: int, layer, neuron, order=None) -> html.Div:
     stats = _stats(ds, index)
     _warm_weights(ds, index)
     key = stats_cache_key(ds, index)
     static = static_figures(key, ds.info.key, index)
-    bins, heatmap = heatmap_of(key, ds.info.key, index, False)
+    ordered = order == ORDERED
+    bins, heatmap = heatmap_of(key, ds.info.key, index, ordered)
     layer, neuron, drill = _initial_drilldown(ds, index, layer, neuron)
-    order_switch = dbc.Switch(id="mlp-heatmap-order", label="order neurons by value", value=False,
+    order_switch = dbc.Switch(id="mlp-heatmap-order", label="order neurons by value", value=ordered,
                               className="mb-0 small")
     heatmap_note = f"{stats.width} neurons per layer" + (
         f", averaged in bins of {bins.bin_size} for the browser; a click picks the bin's median neuron."
@@ -221,14 +229,15 @@ def _page(ds: Dataset, index: int, layer, neuron) -> html.Div:
     if "network" in static:
         sections.append(graph_card("network", static["network"], clickable=True,
                                    note="Click a neuron to open it in the drill-down."))
-    sections += [dcc.Store(id="mlp-ident", data=_ident(ds, index)), dcc.Download(id="mlp-download")]
+    sections += [dcc.Store(id="mlp-ident", data=_ident(ds, index)), dcc.Download(id="mlp-download"),
+                 address_store("mlp-address")]
     return html.Div(sections, id="mlp-page")
 
 
-def layout(dataset: str | None = None, index: str | None = None, layer=None, neuron=None, **_query):
+def layout(dataset: str | None = None, index: str | None = None, layer=None, neuron=None, order=None, **_query):
     try:
         ds, number = _resolve(dataset, index)
-        return _page(ds, number, layer, neuron)
+        return _page(ds, number, layer, neuron, order)
     except _NotServed as missing:
         return html.Div([html.H2("MLP explorer"), missing.panel])
     except MLPDamaged as exc:  # found damaged while reading it (its weights, say)
@@ -287,6 +296,19 @@ def _drilldown(layer, neuron, ident: dict):
         return dbc.Alert("This MLP is no longer served.", color="danger")
     except DatasetError as exc:
         return dbc.Alert(str(exc), color="danger")
+
+
+@callback(Output("mlp-address", "data"), Input("mlp-layer", "value"), Input("mlp-neuron", "value"),
+          Input("mlp-heatmap-order", "value"), prevent_initial_call=True)
+def _address(layer, neuron, ordered):
+    """The chosen neuron and the heatmap's order in the address, in place (a neuron only once both are whole
+    numbers: what the drill-down opens)."""
+    chosen = _parse_neuron(layer, neuron)
+    return query_string({"layer": chosen[0] if chosen else None, "neuron": chosen[1] if chosen else None,
+                         "order": ORDERED if ordered is True else None})
+
+
+keep_address_in_step("mlp-address")
 
 
 @callback(Output("mlp-download", "data"), Input({"type": "mlp-csv", "plot": ALL}, "n_clicks"),

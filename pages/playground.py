@@ -220,6 +220,14 @@ dash.clientside_callback(
 )
 
 
+@callback(Output("pg-samples", "options"), Output("pg-round", "options"), Input("pg-width", "value"),
+          Input("pg-depth", "value"), State("pg-samples", "value"), prevent_initial_call=True)
+def _choices(width, depth, samples):
+    """The truth-sample and round choices name what "auto" and "by shape" use for the shape now asked for."""
+    shape = panels.shape_of(width, depth)
+    return panels.sample_options(shape, samples), panels.round_options(shape)
+
+
 @callback(Output("pg-mc-readout", "children"), Input("pg-mc", "value"), State("pg-mc-link", "data"))
 def _mc_readout(position, mc_link=None):
     n = panels.mc_samples(position, mc_link, DEFAULT_MC_SAMPLES)

@@ -48,6 +48,7 @@ from whestboard.scoring import (
     run_upload_job,
     select_mlps,
     upload_comparison,
+    upload_run,
 )
 
 dash.register_page(__name__, path="/upload", name="Upload", order=5, title="Upload · Whestboard")
@@ -230,11 +231,12 @@ def _show_job(_tick, job_id: int | None, session_uploads: list | None):
         ensure_executor(run_upload_job)
         return job_card(job), False, False, no_update, hidden, hidden, no_update
     session = _session_after(session_uploads, job)
+    card = job_card(job, report=upload_run(job.result or {}))
     data = upload_comparison(job.result or {})
     if data is None:
-        return job_card(job), True, True, no_update, hidden, hidden, session
+        return card, True, True, no_update, hidden, hidden, session
     figure = per_layer_figure(data["series"], upload_label=data["label"], noise_floor=data["noise_floor"])
-    return job_card(job), True, True, figure, {}, {}, session
+    return card, True, True, figure, {}, {}, session
 
 
 def _session_after(session_uploads: list | None, job):

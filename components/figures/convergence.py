@@ -20,6 +20,15 @@ import plotly.graph_objects as go
 from dash import html
 
 from components.figures.frame import EDGE_SYMBOLS, Frame, edge_sides, log_coords, pinned
+from components.figures.labels import (
+    FONT_SIZE,
+    NOMINAL_HEIGHT,
+    NOMINAL_WIDTH,
+    corner_label_box,
+    place_labels,
+    same_numbers,
+    vertical_label_box,
+)
 from components.figures.text import plain
 from components.format import sci
 from whestboard.band import ConvergenceView, RunPoint
@@ -155,7 +164,7 @@ def _baseline_traces(view: ConvergenceView, metric: str) -> list[go.Scatter]:
         stats = b.mse[metric]
         mean = stats["mean"]
         traces.append(go.Scatter(
-            x=[b.flops], y=[mean], mode="markers+text", text=[b.label], textposition="top center",
+            x=[b.flops], y=[mean], mode="markers",  # labelled by baseline_labels, which keeps labels apart
             name=f"{b.label} (mean, 10–90% of MLPs)",
             marker=dict(symbol="diamond", size=12, color=BASELINE_COLORS.get(b.kind, "purple"),
                         line=dict(color="white", width=1)),
@@ -168,6 +177,67 @@ def _baseline_traces(view: ConvergenceView, metric: str) -> list[go.Scatter]:
                            f"C {b.flops:.4g} FLOPs (F {b.flops_used:.4g})<extra></extra>"),
         ))
     return traces
+
+
+def baseline_labels(view: ConvergenceView, metric: str, frame: Frame, fixed: list[dict]) -> list[dict]:
+    """One label per baseline as an annotation with a leader line, none overlapping another, a baseline's
+    marker or the figure's ``fixed`` labels (``_markers``'s); baselines with the same numbers (the same
+    estimator under two names: identical F and MSE across the MLPs) share one label that says so, with a
+    leader line to each of them."""
+    shown = [b for b in view.baselines if b.flops > 0 and (b.mse[metric].get("mean") or 0) > 0]
+    if not shown:
+        return []
+    groups = same_numbers([(b.n_mlps, *(b.mse[metric][k] for k in sorted(b.mse[metric]))) for b in shown])
+    heads = [min(group, key=lambda i: shown[i].flops) for group in groups]
+    texts = [_group_text([shown[i] for i in group]) for group in groups]
+    points = [(shown[h].flops, shown[h].mse[metric]["mean"], text) for h, text in zip(heads, texts, strict=True)]
+    layout = place_labels(points, frame, obstacles=_fixed_boxes(fixed, frame))
+    notes = []
+    for group, head, text, (shift, offset, box) in zip(groups, heads, texts, layout, strict=True):
+        b = shown[head]
+        kinds = "+".join(shown[i].kind for i in group)
+        notes.append(dict(x=math.log10(b.flops), y=math.log10(b.mse[metric]["mean"]), xref="x", yref="y",
+                          text=text, showarrow=True, arrowhead=0, arrowwidth=1, arrowcolor="rgb(90,90,90)",
+                          ax=shift, ay=offset, font=dict(size=FONT_SIZE), bgcolor="rgba(255,255,255,0.8)",
+                          borderpad=1, name=f"label-baseline-{kinds}"))
+        tail = _data_point(((box.left + box.right) / 2, (box.top + box.bottom) / 2), frame)
+        for i in group:
+            if i != head:  # a leader line from the shared label to each other baseline with its numbers
+                other = shown[i]
+                notes.append(dict(x=math.log10(other.flops), y=math.log10(other.mse[metric]["mean"]), xref="x",
+                                  yref="y", axref="x", ayref="y", ax=tail[0], ay=tail[1], text="", showarrow=True,
+                                  arrowhead=0, arrowwidth=1, arrowcolor="rgb(90,90,90)", standoff=6,
+                                  name=f"leader-baseline-{other.kind}"))
+    return notes
+
+
+def _group_text(baselines: list) -> str:
+    """A baseline's label; for several with the same MSE statistics, their names once, and how F compares."""
+    if len(baselines) == 1:
+        return baselines[0].label
+    flops = [b.flops_used for b in baselines]
+    spread = (max(flops) - min(flops)) / max(flops) if max(flops) > 0 else 0.0
+    same = "identical F and MSE" if spread == 0 else f"identical MSE, F within {100 * spread:.2g}%"
+    return " = ".join(b.label for b in baselines) + f" ({same})"
+
+
+def _fixed_boxes(fixed: list[dict], frame: Frame) -> list:
+    """The boxes of the figure's own marker labels: the budget lines' (upright, hung from the top) and the
+    noise floor's (on the right edge)."""
+    boxes = []
+    for note in fixed:
+        if note.get("textangle") == -90:
+            boxes.append(vertical_label_box(10 ** note["x"], frame, note["text"]))
+        elif note.get("xref") == "paper":
+            boxes.append(corner_label_box(10 ** note["y"], frame, note["text"]))
+    return boxes
+
+
+def _data_point(pixel: tuple[float, float], frame: Frame) -> tuple[float, float]:
+    """Log10 axis coordinates of a point of the nominal plot area (``labels.to_pixels`` inverted)."""
+    x = frame.x[0] + pixel[0] / NOMINAL_WIDTH * (frame.x[1] - frame.x[0])
+    y = frame.y[1] - pixel[1] / NOMINAL_HEIGHT * (frame.y[1] - frame.y[0])
+    return x, y
 
 
 def _run_custom(run: RunPoint, metric: str, note: str = "") -> list:
@@ -275,6 +345,7 @@ def static_figure(view: ConvergenceView, metric: str = "final", *, frame: Frame 
         traces += _band_traces(view, metric)
     traces += _analytic_traces(view, metric, wide) + _baseline_traces(view, metric)
     shapes, notes = _markers(view, metric, wide)
+    notes = notes + baseline_labels(view, metric, frame, notes)
     # One construction, not add_trace per trace plus update_layout: plotly validates each step anew.
     return go.Figure(data=traces, layout=dict(
         shapes=shapes,

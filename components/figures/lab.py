@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from dash import html
 
 from components.format import integer, sci
-from whestboard.scoring import operation_flops
+from whestboard.scoring import charged_compute, operation_flops
 
 NOISE_HELP = (
     "Noise floor = avg_variance / N_ref: the error the reference's own Monte Carlo noise adds to any "
@@ -287,33 +287,55 @@ def _card(title: str, value: str, detail, *, card_id: str, help_text: str | None
     ]), id=card_id, className="h-100"), md=3, className="mb-2")
 
 
-def _sampling_verdict(ratio: float | None) -> str:
+def sampling_verdict(ratio: float | None) -> str:
+    """MC@B against a score (or MSE) in words: "N x better than sampling", or worse; "—" without one."""
     if not ratio:
         return "—"
     return f"{ratio:.3g}x better than sampling" if ratio >= 1 else f"{1 / ratio:.3g}x worse than sampling"
 
 
-def summary_cards(report: dict, *, cached: bool = False) -> dbc.Row:
+def summary_cards(report: dict, *, cached: bool = False, prefix: str = "lab") -> dbc.Row:
+    """What a run's result leads with: mean final-layer MSE, the score, MC@B with "x better than sampling", and
+    the charged compute C. The lab and the upload page both draw it from the run's report (``prefix`` names
+    the cards' ids), so the two can never show different numbers for one run."""
     results, noise, mc, rb = report["results"], report["noise"], report["mc_reference"], report["rulebook"]
     below = dbc.Badge("below noise floor", color="warning", text_color="dark", className="ms-1 below-floor",
                       title=NOISE_HELP) if noise["below_noise_floor"] else None
     return dbc.Row([
         _card("Final-layer MSE (mean)", sci(results["final_layer_mse"]),
               [f"noise floor {sci(noise['noise_floor'])}, corrected {sci(noise['final_layer_mse_corrected'])}",
-               below], card_id="lab-card-mse", help_text=NOISE_HELP),
+               below], card_id=f"{prefix}-card-mse", help_text=NOISE_HELP),
         _card("Score = MSE x max(0.1, C/B)", sci(results["adjusted_final_layer_score"]),
               f"mean multiplier {results['mean_score_multiplier']:.3g}; "
-              f"{results['n_failed_mlps']} of {len(results['per_mlp'])} failed", card_id="lab-card-score"),
+              f"{results['n_failed_mlps']} of {len(results['per_mlp'])} failed", card_id=f"{prefix}-card-score"),
         _card("MC@B", sci(mc.get("mc_at_budget")),
-              [html.Strong(_sampling_verdict(mc.get("score_vs_mc"))),
-               html.Div(f"final MSE {_sampling_verdict(mc.get('final_mse_vs_mc'))}", className="text-muted")],
-              card_id="lab-card-mc", help_text="MC@B: the score of spending the whole budget on Monte Carlo, "
-                                               "for these MLPs' own mean avg_variance"),
-        _card("Compute per MLP (mean)", sci(results["mean_effective_compute"]),
-              f"{results['mean_compute_utilization']:.3%} of B = {sci(rb['flop_budget'])}"
-              + (" (custom budget)" if rb["custom_budget"] else "") + (" · served from the run store" if cached else ""),
-              card_id="lab-card-compute"),
-    ], className="g-2")
+              [html.Strong(sampling_verdict(mc.get("score_vs_mc"))),
+               html.Div(f"final MSE {sampling_verdict(mc.get('final_mse_vs_mc'))}", className="text-muted")],
+              card_id=f"{prefix}-card-mc", help_text="MC@B: the score of spending the whole budget on Monte Carlo, "
+                                                     "for these MLPs' own mean avg_variance"),
+        _card(COMPUTE_TITLE, sci(results["mean_effective_compute"]),
+              [_compute_parts(charged_compute(report)),
+               html.Div(f"{results['mean_compute_utilization']:.3%} of B = {sci(rb['flop_budget'])}"
+                        + (" (custom budget)" if rb["custom_budget"] else "")
+                        + (" · served from the run store" if cached else ""))],
+              card_id=f"{prefix}-card-compute", help_text=COMPUTE_HELP),
+    ], className="g-2", id=f"{prefix}-summary")
+
+
+COMPUTE_TITLE = "Charged compute C per MLP (mean)"
+COMPUTE_HELP = ("C is what the score's multiplier max(0.1, C/B) charges: the metered FLOPs F (the per-MLP table's "
+                "FLOPs) plus, where a round prices residual wall time, lambda x R for the time spent outside "
+                "flopscope (C = F + lambda R).")
+
+
+def _compute_parts(parts: dict) -> str:
+    """C in words: F alone, or F plus the residual time's charge."""
+    if not parts["priced"]:
+        cap = parts["residual_cap_s"]
+        return ("C = F, the metered FLOPs (residual time is gated" + (f" at {cap:g} s" if cap else "")
+                + ", not priced)")
+    return (f"C = F + λR: F = {sci(parts['flops'])} metered FLOPs + {sci(parts['residual_charge'])} for "
+            f"{parts['residual_s']:.3g} s of residual time (λ = {sci(parts['lambda'])}/s)")
 
 
 def failures_alert(report: dict) -> dbc.Alert | None:

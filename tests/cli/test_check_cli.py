@@ -62,7 +62,12 @@ def test_numpy_fails_the_phase2_contract_with_whests_code_and_passes_v1(capsys, 
     status, report, _ = check_json(capsys, "--estimator", str(root), "--round", "v2-phase2")
     assert status == 1 and not report["ok"]
     assert report["error"]["code"] == "ESTIMATOR_MISSING_MODULE" and report["steps"][0]["name"] == "load"
-    assert "couldn't import `numpy`" in report["steps"][0]["message"]
+    assert "couldn't import `numpy`" in report["error"]["message"]  # whest's own, as `whest run --json` gives it
+    assert report["steps"][0]["message"] == ("`numpy` cannot be imported: under v2-phase2 rules participant code may "
+                                             "import only the standard library, flopscope and whestbench, as on the "
+                                             "grader, which has no numpy.")
+    assert report["steps"][0]["fix"].startswith("Use flopscope.numpy instead") and "helper" not in \
+        report["steps"][0]["fix"]
     assert "worker.py" not in (report["steps"][0]["traceback"] or "")  # the participant's frames only
     assert "import numpy as _np" in report["steps"][0]["traceback"]
     assert report["environment"]["round_tag"] == "v2-phase2" and report["environment"]["restricted"]
@@ -88,5 +93,17 @@ def test_human_output_names_the_code_the_fix_and_the_rule(capsys, tmp_path):
     capsys.readouterr()
     assert main(["check", "--estimator", str(root)]) == 1
     out = capsys.readouterr().out
-    assert "code: ESTIMATOR_MISSING_MODULE" in out and "couldn't import `whest`" in out
-    assert "fix: Import only the standard library" in out and "imports: v2-phase2" in out
+    assert "code: ESTIMATOR_MISSING_MODULE" in out and "`whest` cannot be imported: no installed package" in out
+    assert "fix: If it is one of your own modules, ship it with estimator.py" in out and "imports: v2-phase2" in out
+    assert out.count("cannot be imported") == 1  # said once: the last line names the step and the code
+    assert out.rstrip().endswith("contract failed at load (ESTIMATOR_MISSING_MODULE)")
+
+
+def test_a_numpy_import_under_phase2_is_said_once_with_the_advice_that_applies(capsys, tmp_path):
+    """The issue's try: one message, no advice about helper modules (numpy is a package the grader lacks)."""
+    root = folder(tmp_path, NUMPY_ESTIMATOR)
+    capsys.readouterr()
+    assert main(["check", "--estimator", str(root), "--round", "v2-phase2"]) == 1
+    out = capsys.readouterr().out
+    assert out.count("numpy` cannot be imported") == 1 and "couldn't import" not in out
+    assert "fix: Use flopscope.numpy instead: `import flopscope.numpy as fnp`" in out and "helper" not in out

@@ -70,3 +70,21 @@ def test_mistakes_are_one_line_errors(capsys, argv, message):
     assert main(["compare", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_the_eight_characters_the_pages_show_name_the_run_and_runs_lists_them(capsys, two_runs):
+    """The pages show run ids cut to 8 characters: compare takes them, and ``runs`` lists them."""
+    a, b = (r.run_id for r in two_runs)
+    expected = _json(capsys, f"run:{a}", f"run:{b}")
+    assert _json(capsys, f"run:{a[:8]}", f"run:{b[:8]}") == expected
+    assert _json(capsys, a[:8], b[:8])["score"] == expected["score"]
+    assert main(["runs"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[0].split()[:3] == ["run", "created", "(UTC)"]
+    rows = {line.split()[0]: line for line in listed[1:-1]}
+    assert a[:8] in rows and b[:8] in rows and rows[a[:8]].endswith("  mean") and rows[b[:8]].endswith("  cov")
+    assert listed[-1].startswith("2 run(s); compare two with `python -m whestboard compare run:")
+    assert main(["runs", "--json", "--limit", "1"]) == 0
+    [newest] = json.loads(capsys.readouterr().out)
+    assert newest["run_id"] in (a, b) and len(newest["run_id"]) == 32
+

@@ -131,7 +131,9 @@ def test_human_output_names_failures_and_the_noise_floor(capsys, official, tmp_p
         (("--estimator", "mean", "--budget", "much"), "cannot read budget"),
         (("--estimator", "mean", "--round", "v9"), "unknown round"),
         (("--estimator", "mc:0"), "at least 2"),
-        (("--estimator", "/no/such/estimator.py"), "does not exist"),
+        (("--estimator", "/no/such/estimator.py"), "no such file: /no/such/estimator.py (looked for /no/such/estimator.py)"),
+        (("--estimator", "/no/such/my_submission/"), "no such folder: /no/such/my_submission/ (looked for "),
+        (("--estimator", "./my_submission"), "no such folder: ./my_submission (looked for "),
         (("--estimator", "mean", "--mlps", "0:100000000"),
          "MLPs 3..99999999 are not in this dataset (it has 3 MLPs: 0..2)"),
         (("--estimator", "mean", "--mlps", "-1"), "has a negative number"),
@@ -150,6 +152,17 @@ def test_user_mistakes_are_one_line_errors(capsys, official, args, message):
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert err.count("\n") == 1  # one line
+
+
+def test_the_readmes_missing_folder_is_no_such_folder_in_json_too(capsys, tmp_path, monkeypatch):
+    """`score --estimator my_submission/` before the folder exists: "no such folder", never "unknown estimator"."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["score", "--dataset", "v2-phase2", "--estimator", "my_submission/", "--json"]) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["code"] == "INPUT_ERROR"
+    assert error["message"].startswith(f"no such folder: my_submission/ (looked for {tmp_path / 'my_submission'}); "
+                                       "give the folder that holds estimator.py")
+    assert "unknown estimator" not in error["message"]
 
 
 def test_unknown_dataset_key_lists_what_is_served(capsys):

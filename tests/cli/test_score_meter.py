@@ -95,7 +95,7 @@ def test_a_flagged_run_imported_to_the_leaderboard_carries_the_integrity_flag(ca
     from whestboard.leaderboard import Upload, build_batch, integrity_board, mlp_frame, upsert
 
     app.the_app()  # the pages register with the app
-    from pages.leaderboard import flags_text
+    from whestboard.leaderboard import flags_text
 
     uploads = []
     for name in ("counter_reset.py", "counter_reset_twin.py"):

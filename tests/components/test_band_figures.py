@@ -117,10 +117,13 @@ def test_runs_inside_highlighted_and_pinned_to_the_edges(view):
 
 def test_baselines_are_labelled_points_with_error_bars_across_mlps(view):
     fig = figs.convergence_figure(view)
+    labels = {a.name: a for a in fig.layout.annotations if (a.name or "").startswith("label-baseline-")}
     for b in view.baselines:
         trace = _trace(fig, b.label)
         stats = b.mse["final"]
-        assert trace.text == (b.label,) and trace.y[0] == stats["mean"] and trace.x[0] == b.flops
+        assert trace.mode == "markers" and trace.y[0] == stats["mean"] and trace.x[0] == b.flops
+        [label] = [a for a in labels.values() if b.kind in a.name.removeprefix("label-baseline-").split("+")]
+        assert b.label in label.text and label.showarrow and label.ay != 0  # a leader line from above or below
         assert trace.error_y.array[0] == pytest.approx(stats["p90"] - stats["mean"])
         assert trace.error_y.arrayminus[0] == pytest.approx(stats["mean"] - stats["p10"])
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from tests.leaderboard import submissions_helpers as helpers
-from whestboard.leaderboard import _files, _integrity, _ranking, _store
+from whestboard.leaderboard import _files, _flags, _integrity, _ranking, _store
 
 sqlite_store = helpers.sqlite_store
 T0 = datetime(2026, 5, 1, tzinfo=UTC)
@@ -81,22 +81,28 @@ def test_the_permutation_p_value_matches_exact_enumeration():
     assert p == pytest.approx(exact, abs=0.04)  # 4000 draws: 5 standard errors
 
 
-def _priced(sid: str, flops, residual_s, tag="v1-phase1") -> tuple[dict, list[dict]]:
+def _priced(sid: str, flops, residual_s, tag="v1-phase1", mse=1e-5) -> tuple[dict, list[dict]]:
     lam = 1e11
     flops = np.asarray(flops, float)
     compute = flops + lam * np.asarray(residual_s, float)
     sub = {"submission_id": sid, "round": tag, "mean_flops_used": flops.mean(),
-           "mean_effective_compute": compute.mean()}
-    return sub, _rows(sid, "public", np.full(flops.size, 1e-6), flops, compute)
+           "mean_effective_compute": compute.mean(), "final_layer_mse": mse}
+    return sub, _rows(sid, "public", np.full(flops.size, mse / 10), flops, compute)
 
 
-def test_residual_arbitrage_is_flagged_with_its_numbers_and_honest_costs_are_not():
+def test_residual_arbitrage_needs_residual_time_and_an_accuracy_its_flops_cannot_buy():
+    """The real Phase 1 pattern is flagged with its numbers; a cheap honest estimator whose F / C is small
+    only because it spends almost no FLOPs (mean propagation), an honest entry with overhead and a gated
+    round are not."""
     rng = np.random.default_rng(2)
+    mean_prop = _flags.honest_frontier("v1-phase1", 0.0)  # the cheapest shipped baseline's MSE
+    assert mean_prop is not None and mean_prop[1] == "baseline: mean propagation"
     cases = [
-        _priced("arbitrage", np.full(50, 1e6), np.full(50, 0.2)),  # F / C = 5e-5, F identical everywhere
-        _priced("mostly-residual", rng.normal(1.1e10, 1e9, 50), np.full(50, 0.14)),  # ~56% of C residual
+        _priced("arbitrage", np.full(50, 1e6), np.full(50, 0.2), mse=1.5e-8),  # F / C = 5e-5, F identical
+        _priced("slow-mean-prop", np.full(50, 2.03e7), rng.uniform(0.1, 0.3, 50), mse=mean_prop[0]),
+        _priced("top-with-overhead", rng.normal(2.7e10, 1e9, 50), np.full(50, 0.3), mse=1.5e-8),  # F / C ~ 0.47
         _priced("honest", rng.normal(2e10, 2e9, 50), rng.uniform(0.005, 0.02, 50)),
-        _priced("gated", np.full(50, 1e6), np.full(50, 0.0), tag="v2-phase2"),
+        _priced("gated", np.full(50, 1e6), np.full(50, 0.0), tag="v2-phase2", mse=1.5e-8),
     ]
     subs = pd.DataFrame([c[0] for c in cases])
     mlps = pd.DataFrame([r for c in cases for r in c[1]])
@@ -105,11 +111,16 @@ def test_residual_arbitrage_is_flagged_with_its_numbers_and_honest_costs_are_not
     assert arb["residual"] and arb["flops_identical"]
     assert arb["fc_share"] == pytest.approx(1e6 / (1e6 + 2e10))
     assert arb["residual_s"] == pytest.approx(0.2)
-    assert arb["residual_text"] == ("mostly residual time: F / C = 5e-05 (< 0.5), 0.2 s of residual time per MLP, "
-                                    "F identical on every MLP")
-    mostly = table.loc["mostly-residual"]
-    assert mostly["residual"] and 0.4 < mostly["fc_share"] < 0.5 and not mostly["flops_identical"]
-    assert "F varies by CV" in mostly["residual_text"]
+    assert arb["frontier_mse"] == mean_prop[0] and arb["frontier_team"] == "baseline: mean propagation"
+    assert arb["residual_text"] == (
+        "F / C = 5e-05 (< 0.1): 0.2 s of residual wall time per MLP against 1e+06 metered FLOPs, F identical on "
+        f"every MLP; its final-layer MSE 1.5e-08 is {mean_prop[0] / 1.5e-8:.3g}x below the best a shipped baseline "
+        f"reaches with that many FLOPs (baseline: mean propagation: {mean_prop[0]:.3g}), so its accuracy came "
+        "from work outside flopscope's meter")
+    slow = table.loc["slow-mean-prop"]
+    assert slow["fc_share"] < 0.002 and slow["flops_identical"] and not slow["residual"]  # the issue's case
+    top = table.loc["top-with-overhead"]
+    assert 0.4 < top["fc_share"] < 0.5 and not top["residual"]
     assert not table.loc["honest", "residual"] and table.loc["honest", "fc_share"] > 0.9
     assert np.isnan(table.loc["gated", "fc_share"]) and not table.loc["gated", "residual"]
     per_mlp = _integrity.per_mlp_share(mlps[mlps["submission_id"] == "honest"])

@@ -14,6 +14,7 @@ import pytest
 
 from tests.browser_helpers import wait_for_dash
 from tests.conftest import checked_page, serve_app
+from whestboard.band import convergence_view
 from whestboard.data import data_dir, get_dataset, served_datasets
 from whestboard.rules import get_round
 from whestboard.scoring import rulebook_for
@@ -123,6 +124,55 @@ def test_every_embedded_round_loads_with_markers_at_its_rulebook(cpage, tag, key
     if (ds.info.path / "band" / "band.json").is_file():
         assert any(n.startswith("median of") for n in fig["names"])
         assert "10–90% of MLPs" in fig["names"] and "25–75% of MLPs" in fig["names"]
+
+
+#: Every annotation with text in the figure: its text, its name and its drawn box (the text's background).
+LABELS = f"""() => {{
+    const gd = document.querySelector('{GRAPH}');
+    return Array.from(gd.querySelectorAll('g.annotation'), g => {{
+        const i = Number(g.getAttribute('data-index'));
+        const r = (g.querySelector('rect.bg') || g).getBoundingClientRect();
+        return {{text: g.textContent, name: gd.layout.annotations[i].name,
+                 box: [r.left, r.top, r.right, r.bottom]}};
+    }}).filter(a => a.text);
+}}"""
+
+
+def _overlap(a, b) -> bool:
+    return not (a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1])
+
+
+@pytest.mark.parametrize("tag,key", _embedded_rounds() or [pytest.param(None, None, marks=pytest.mark.skip(
+    reason="no embedded dataset is baked yet"))])
+def test_no_two_labels_overlap_and_each_baseline_is_named_once(browser, convergence_server, tag, key):
+    """At 1440 x 900 (the issue's window): no label box meets another (mean propagation and cumulant
+    propagation at K = 1 used to print on top of each other), each baseline's name appears in exactly one
+    label, and baselines with the same numbers share that label, which says so."""
+    with checked_page(browser, convergence_server, timeout_ms=60_000,
+                      viewport={"width": 1440, "height": 900}) as page:
+        page.goto(f"{page.base_url}/convergence?round={tag}")
+        wait_for_dash(page)
+        page.wait_for_selector(GRAPH + " g.annotation")
+        labels = page.evaluate(LABELS)
+        names = page.evaluate(f"() => document.querySelector('{GRAPH}').data.filter(t => "
+                              "(t.name || '').endsWith('(mean, 10–90% of MLPs)')).map(t => [t.name, t.mode])")
+    for i, a in enumerate(labels):
+        for b in labels[i + 1:]:
+            assert not _overlap(a["box"], b["box"]), (tag, a, b)
+    baselines = [name.removesuffix(" (mean, 10–90% of MLPs)") for name, _ in names]
+    assert baselines and all(mode == "markers" for _, mode in names)  # no trace text printed over another
+    texts = [a["text"] for a in labels if (a["name"] or "").startswith("label-baseline-")]
+    for label in baselines:
+        said = [t for t in texts if label in t.split(" = ") or t == label or t.startswith(label + " (")
+                or f" = {label} (" in t or t.startswith(label + " = ")]
+        assert len(said) == 1, (tag, label, texts)
+    view = convergence_view(get_dataset(key))
+    for b in view.baselines:
+        twins = [o for o in view.baselines if o is not b and o.mse["final"] == b.mse["final"] and o.n_mlps == b.n_mlps]
+        if twins:  # the same estimator under two names: one label names both and says why
+            [shared] = [t for t in texts if b.label in t.split(" = ") or t.startswith(b.label + " = ")
+                        or f" = {b.label} (" in t]
+            assert "(identical " in shared and all(o.label in shared for o in twins)
 
 
 def test_view_toggle_and_highlight_live_in_the_url_and_the_readout_compares_with_sampling(cpage):

@@ -8,6 +8,9 @@ selector, and CSV downloads. Every page fails on a console error.
 
 from __future__ import annotations
 
+import json
+from urllib.parse import parse_qs, urlparse
+
 import numpy as np
 import pytest
 
@@ -83,7 +86,6 @@ def test_list_sort_filter_open_and_drill_down(page, round_tag):
     name = str(summary["mlp_name"].iloc[-1])
     expected = int(sum(name in str(n) for n in summary["mlp_name"]))
     page.fill("#mlp-grid-search", name)
-    page.press("#mlp-grid-search", "Enter")
     page.wait_for_function("(n) => document.querySelector('#mlp-grid-count').innerText == n + ' MLPs shown'",
                            arg=expected)
     link = page.locator(".ag-row[row-index='0'] [col-id='mlp'] a").first
@@ -123,6 +125,91 @@ def test_ordered_heatmap_click_and_typed_neuron(page):
     page.fill("#mlp-layer", "2")
     page.fill("#mlp-neuron", "17")
     _expect_drilldown(page, ds, index, 2, 17)
+
+
+def _query(page) -> dict:
+    return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
+
+
+def test_the_grids_sort_filters_and_quick_filter_go_in_the_address_and_come_back(page):
+    """Every choice the explorer offers is in its address: a sort (twice: descending), a column filter and the
+    quick filter, which filters as you type and says so; the address reopens the same rows."""
+    ds = _dataset_of_round("v1-warmup")
+    summary = ds.summary()
+    page.goto(f"{page.base_url}/explorer?dataset={ds.info.key}")
+    wait_for_dash(page)
+    page.wait_for_selector(".ag-row[row-index='0']")
+    assert "as you type" in page.get_attribute("#mlp-grid-search", "placeholder")
+    header = page.locator(".ag-header-cell[col-id='avg_variance'] .ag-header-cell-label")
+    header.click()
+    page.wait_for_function("() => new URLSearchParams(location.search).get('sort') === 'avg_variance'")
+    header.click()
+    page.wait_for_function("() => new URLSearchParams(location.search).get('sort') === '-avg_variance'")
+    threshold = float(np.median(summary["avg_variance"]))
+    page.evaluate("([t]) => dash_ag_grid.getApi('mlp-grid').setFilterModel("
+                  "{avg_variance: {filterType: 'number', type: 'greaterThan', filter: t}})", [threshold])
+    page.wait_for_function("() => new URLSearchParams(location.search).has('filters')")
+    above = summary[summary["avg_variance"] > threshold]
+    page.wait_for_function("(n) => document.querySelector('#mlp-grid-count').innerText == n + ' MLPs shown'",
+                           arg=len(above))
+    name = str(above.sort_values("avg_variance")["mlp_name"].iloc[-1])
+    page.locator("#mlp-grid-search").press_sequentially(name[:6], delay=30)  # no Enter: it filters as you type
+    expected = int(sum(name[:6].lower() in str(n).lower() or name[:6].lower() in str(i)
+                       for n, i in zip(above["mlp_name"], above["index"], strict=True)))
+    page.wait_for_function("(q) => new URLSearchParams(location.search).get('q') === q", arg=name[:6])
+    page.wait_for_function("(n) => document.querySelector('#mlp-grid-count').innerText == n + ' MLPs shown'",
+                           arg=expected)
+    query = _query(page)
+    assert query["dataset"] == ds.info.key and query["sort"] == "-avg_variance" and query["q"] == name[:6]
+    assert json.loads(query["filters"]) == {"avg_variance": {"filterType": "number", "type": "greaterThan",
+                                                             "filter": threshold}}
+    shared = page.url
+    page.goto("about:blank")
+    page.goto(shared)
+    wait_for_dash(page)
+    page.wait_for_selector(".ag-row[row-index='0']")
+    assert page.input_value("#mlp-grid-search") == name[:6]
+    page.wait_for_function("(n) => document.querySelector('#mlp-grid-count').innerText == n + ' MLPs shown'",
+                           arg=expected)
+    values = [float(t) for t in _column_texts(page, "avg_variance", expected)]
+    assert values == sorted(values, reverse=True) and min(values) > threshold * (1 - 1e-3)
+    assert page.evaluate("() => dash_ag_grid.getApi('mlp-grid').getColumnState()"
+                         ".find(c => c.colId === 'avg_variance').sort") == "desc"
+    # what the address holds is checked: an unknown column or filter is left out, the rest applies
+    page.goto(f"{page.base_url}/explorer?dataset={ds.info.key}&sort=nope,-noise_floor&filters=%7Bbad")
+    wait_for_dash(page)
+    page.wait_for_selector(".ag-row[row-index='0']")
+    assert page.locator("#mlp-grid-count").inner_text() == f"{len(summary)} MLPs shown"
+    assert page.evaluate("() => dash_ag_grid.getApi('mlp-grid').getColumnState()"
+                         ".find(c => c.colId === 'noise_floor').sort") == "desc"
+
+
+def test_the_mlp_pages_layer_neuron_and_order_go_in_the_address(page):
+    """A neuron clicked or typed and the heatmap's order are in the address, which reopens them."""
+    ds = _dataset_of_round("v1-warmup")
+    index = ds.indices[0]
+    page.goto(f"{page.base_url}/mlp/{ds.info.key}/{index}")
+    wait_for_dash(page)
+    page.wait_for_selector(f"{HEATMAP} .nsewdrag")
+    page.fill("#mlp-layer", "3")
+    page.fill("#mlp-neuron", "41")
+    _expect_drilldown(page, ds, index, 3, 41)
+    page.wait_for_function("() => location.search === '?layer=3&neuron=41'")
+    page.locator("#mlp-heatmap-order").click()
+    page.wait_for_function("() => location.search === '?layer=3&neuron=41&order=value'")
+    means, _ = ds.truth(index)
+    bins = heatmap_bins(means, ordered=True)
+    _click_heatmap_cell(page, ds.info.depth, 0, ds.info.depth, bins.columns)
+    neuron = bins.neuron_at(ds.info.depth - 1, 0)
+    _expect_drilldown(page, ds, index, ds.info.depth, neuron)
+    page.wait_for_function("(q) => location.search === q", arg=f"?layer={ds.info.depth}&neuron={neuron}&order=value")
+    shared = page.url
+    page.goto("about:blank")
+    page.goto(shared)
+    wait_for_dash(page)
+    _expect_drilldown(page, ds, index, ds.info.depth, neuron)
+    assert page.locator("#mlp-heatmap-order").is_checked()
+    assert "sorted" in page.locator(f"{HEATMAP} .xtitle").text_content()
 
 
 def test_unknown_dataset_and_mlp_show_not_found(page):

@@ -50,6 +50,40 @@ def test_mean_propagation_run_shows_results_and_per_layer_plot(page, warmup):
     wait_for_dash(page)
 
 
+@pytest.fixture()
+def server_store(state_dir, monkeypatch):
+    """Read the live server's own run store from the test process."""
+    from whestboard.store import reset_engines
+
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(state_dir))
+    monkeypatch.delenv("WHESTBOARD_DATABASE_URL", raising=False)
+    reset_engines()
+    yield
+    reset_engines()
+
+
+def test_the_compute_card_says_c_is_the_metered_flops_plus_residual_time(page, warmup, server_store):
+    """The issue's try: mean propagation on v1-warmup MLPs 0:4. The card beside the per-MLP FLOPs says C
+    includes residual time, and its F is the table's mean."""
+    from components.format import sci
+    from whestboard.scoring import charged_compute, get_run, list_runs
+
+    page.goto(page.base_url + f"/lab?dataset={DATASET}&mlps=0:4&estimator=mean")
+    wait_for_dash(page)
+    page.click("#lab-run")
+    page.wait_for_selector("#lab-result-panel", timeout=120_000)
+    wait_for_dash(page)
+    card = page.inner_text("#lab-card-compute")
+    assert card.startswith("Charged compute C per MLP (mean)\n")
+    flops = [int(page.locator("#lab-mlp-table tbody tr").nth(i).locator("td").nth(2).inner_text().replace(",", ""))
+             for i in range(4)]
+    run = next(r for r in list_runs(dataset_key=DATASET) if r["estimator_kind"] == "mean" and r["n_mlps"] == 4)
+    parts = charged_compute(get_run(run["run_id"]))
+    assert parts["flops"] == pytest.approx(sum(flops) / 4) and parts["priced"]
+    assert f"C = F + λR: F = {sci(parts['flops'])} metered FLOPs + {sci(parts['residual_charge'])} for " in card
+    assert card.split("\n")[1] == sci(parts["compute"])
+
+
 def test_cumulant_propagation_is_chosen_from_the_menu_and_metered(page, warmup):
     """cumulant:3 runs from the lab like any built-in: the grader's row, and the FLOPs whestbench metered."""
     from components.format import integer

@@ -84,10 +84,10 @@ def _href(component) -> str | None:
 
 def ranking_rows(body) -> list[dict]:
     """The ranking table's rows as sent: per column its text, and ``COLUMN.value`` / ``COLUMN.href`` /
-    ``COLUMN.title`` / ``style`` where a cell or row carries one."""
+    ``COLUMN.title`` / ``style`` where a cell or row carries one; ``submission_id``, the row's key."""
     rows = []
     for tr in body["lb-ranking-body"]["children"]:
-        row = {"style": tr["props"].get("style")}
+        row = {"style": tr["props"].get("style"), "submission_id": tr["props"].get("data-key")}
         for td in tr["props"]["children"]:
             props, col = td["props"], td["props"]["data-col"]
             row[col] = _text(td)
@@ -157,18 +157,19 @@ def test_with_the_token_the_private_and_rerun_rankings_are_served(served):
     assert body["lb-split-note"]["children"] is None
     _, _, [row] = post_ranking(http, split="rerun", token=TOKEN)
     assert row["team"] == "beta" and row["score_text.value"] == pytest.approx(private["beta_rerun"])
-    assert "failed MLPs: 1 time" in row["flags"] and row["flags.title"] == row["flags"]
+    assert row["n_failed_mlps"] == "1 of 4 (1 time)" and row["n_failed_mlps.value"] == 1
+    assert row["flags"] == "" and "flags.title" not in row  # a failed MLP is counted, never a flag
 
 
 def test_each_ranking_row_links_to_its_paired_comparison_with_the_leader(served):
     http, _ = served
     _, _, rows = post_ranking(http)
     leader = next(r for r in rows if r["rank"] == "1")["submission_id"]
-    linked = [r for r in rows if r.get("compare.href")]
+    linked = [r for r in rows if r.get("vs_leader.href")]
     assert len(linked) >= 4
     for row in linked:
-        href = row["compare.href"]
-        assert row["compare"] == ("compare" if row["submission_id"] == leader else "vs #1")
+        href = row["vs_leader.href"]
+        assert row["vs_leader"].endswith("compare" if row["submission_id"] == leader else "vs #1")
         query = parse_qs(urlparse(href).query)
         assert urlparse(href).path == "/compare" and query["a"] == [f"sub:{row['submission_id']}"]
         assert query.get("b") == (None if row["submission_id"] == leader else [f"sub:{leader}"])
@@ -219,5 +220,5 @@ def test_the_team_panel_gives_the_per_mlp_share_in_a_priced_round(served):
     shown = " ".join(_strings(body))
     assert (f"Instrumented share F / C of its best submission's 10 MLPs: lowest {share:.2g}, median {share:.2g}, "
             f"highest {share:.2g}.") in shown
-    assert "mostly residual time: F / C = 5e-05" in shown
+    assert "residual arbitrage: F / C = 5e-05" in shown
     assert "overfitting" not in shown and _leaks(body, private) == []

@@ -33,9 +33,12 @@ def _open(page) -> None:
     wait_for_dash(page)
 
 
-#: Every shown ranking row's pricing cells (each board here fits on the table's first page: see ``_priced``).
-PRICED = ("() => Array.from(document.querySelectorAll('#lb-ranking tbody tr'), tr => ["
-          "'team', 'priced_with', 'seed_protocol'].map(c => tr.querySelector(`[data-col=${c}]`).innerText))")
+#: Every shown ranking row's team, versions and seed protocol (the "Priced with" cell: the versions, then the
+#: seed protocol beneath them); each board here fits on the table's first page: see ``_priced``.
+PRICED = ("() => Array.from(document.querySelectorAll('#lb-ranking tbody tr'), tr => {"
+          " const cell = tr.querySelector('[data-col=priced_with]');"
+          " return [tr.querySelector('[data-col=team]').innerText, cell.firstChild.textContent,"
+          "         cell.querySelector('.cell-note').innerText.replace(/^seed protocol /, '')]; })")
 
 
 def _priced(page) -> list[list[str]]:

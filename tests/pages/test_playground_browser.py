@@ -12,7 +12,7 @@ import pytest
 from components import playground_panels as panels
 from components.shell import SESSION_UPLOADS_ID
 from tests.browser_helpers import wait_for_dash
-from tests.conftest import HOSTILE
+from tests.conftest import HOSTILE, checked_page
 from whestboard.data import default_samples, kept_name, parse_shape
 from whestboard.sandbox import ingest_upload
 from whestboard.scoring import DEFAULT_MC_SAMPLES, estimator_specs, play, rulebook_for_shape
@@ -62,6 +62,72 @@ def test_the_tour_walks_every_step_is_remembered_and_restarts(page):
     assert page.inner_text("#pg-tour-title").startswith("1 / 6")
     page.click("#pg-tour-skip")
     assert page.locator("#pg-tour-card").count() == 0
+
+
+#: The tour card's box, the outlined part's, the page's, and the summary table's score column's cells.
+BOXES = """() => {
+    const box = el => { const r = el.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+    const heads = Array.from(document.querySelectorAll('#pg-summary thead th'), th => th.innerText);
+    const score = heads.findIndex(h => h.startsWith('score'));
+    const cells = Array.from(document.querySelectorAll('#pg-summary tr'), tr => tr.children[score])
+        .filter(Boolean).map(box);
+    const target = document.querySelector('.pg-tour-target');
+    return {card: box(document.querySelector('#pg-tour-card')), target: target ? box(target) : null,
+            page: box(document.querySelector('#pg-page')), score: cells};
+}"""
+
+
+def _meets(a, b) -> bool:
+    return not (a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1])
+
+
+def test_the_tour_card_never_covers_what_it_explains_or_the_page(browser, live_server):
+    """At 1440 x 900 (the issue's window), on every step: the card's box meets neither the part the step
+    outlines (step 2: the network, whose last layer it covered) nor the summary's score column (step 1), nor
+    anything of the page, which makes room for it; after the tour the page has its full width back."""
+    with checked_page(browser, live_server, viewport={"width": 1440, "height": 900}) as page:
+        page.goto(page.base_url + "/playground?width=6&depth=4&seed=5")
+        page.wait_for_selector("#pg-result-panel")
+        page.wait_for_selector("#pg-tour-card")
+        page.wait_for_selector("#pg-graph-network .main-svg")
+        wait_for_dash(page)
+        for number in range(1, 7):
+            page.wait_for_function(f"() => document.querySelector('#pg-tour-card')?.dataset.step === '{number}'")
+            page.wait_for_timeout(700)  # the smooth scroll to the step's part has ended
+            boxes = page.evaluate(BOXES)
+            assert boxes["target"] is not None, number
+            assert not _meets(boxes["card"], boxes["target"]), (number, boxes)
+            assert not _meets(boxes["card"], boxes["page"]), (number, boxes)
+            assert boxes["score"] and not any(_meets(boxes["card"], cell) for cell in boxes["score"]), number
+            if number == 2:
+                assert page.evaluate("() => document.querySelector('.pg-tour-target')"
+                                     ".contains(document.querySelector('#pg-graph-network'))")
+            page.click("#pg-tour-next")
+        assert page.locator("#pg-tour-card").count() == 0
+        page.wait_for_function("() => document.querySelector('#pg-page').getBoundingClientRect().right > 1300")
+
+
+def test_the_truth_samples_control_names_the_count_the_shape_gets(page):
+    """16 x 4 to 256 x 8: "auto" names the count a run at that shape uses, the one the truth is drawn with."""
+    page.add_init_script(TOUR_SEEN)
+    page.goto(page.base_url + "/playground?width=16&depth=4&seed=2026")
+    page.wait_for_selector("#pg-result-panel")
+    wait_for_dash(page)
+    assert page.inner_text("#pg-samples") == f"auto (by shape: {default_samples(16, 4):,})"
+    assert page.inner_text("#pg-round").startswith(f"by shape: {rulebook_for_shape(parse_shape(16, 4, 0)).round_tag}")
+    page.fill("#pg-width", "256")
+    page.locator("#pg-width").press("Tab")
+    page.fill("#pg-depth", "8")
+    page.locator("#pg-depth").press("Tab")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('depth') === '8'")
+    used = default_samples(256, 8)
+    assert used == 10_000  # the issue's case: the control read 300,000 while the run used 10,000
+    page.wait_for_function(f"() => document.querySelector('#pg-samples')?.innerText === 'auto (by shape: {used:,})'")
+    assert page.inner_text("#pg-round") == "by shape: v1-warmup"
+    page.wait_for_selector("#pg-truth-samples", timeout=180_000)
+    page.wait_for_function(f"() => document.querySelector('#pg-truth-samples')?.innerText === '{used:,}'",
+                           timeout=180_000)
+    wait_for_dash(page)
 
 
 @pytest.fixture

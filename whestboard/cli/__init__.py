@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("whestboard.cli._sweep", "grade the baseline estimators on the embedded data as submissions"),
     "score": ("whestboard.cli._score", "score an estimator on a dataset's MLPs exactly as the grader would"),
     "curve": ("whestboard.cli._curve", "score an estimator at a ladder of budgets, each point exactly as score does"),
+    "runs": ("whestboard.cli._runs", "list the recorded runs, newest first, with the ids compare takes"),
     "compare": ("whestboard.cli._compare", "compare two runs or submissions paired on their shared MLPs (noise-aware)"),
     "final": ("whestboard.cli._final", "the final evaluation: rerun nominated submissions on a fresh private suite, rank by the official rules"),
     "check": ("whestboard.cli._check", "contract-check an estimator file in the sandbox (metered, stricter than whest validate)"),

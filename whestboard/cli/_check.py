@@ -84,5 +84,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"imports: {report.environment['rule']}")
     if report.output.strip():
         print("estimator output:\n" + report.output.rstrip())
-    print(report.summary())
+    print(report.verdict())  # the failure's sentence and fix are said once, above
     return 0 if report.ok else 1

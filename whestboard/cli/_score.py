@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 from whestboard.data import get_dataset, open_dataset
-from whestboard.rules import describe_blas, environment_for, error_hint, whest_error
+from whestboard.rules import describe_blas, environment_for, explained_error, whest_error
 from whestboard.sandbox import SourceSyntaxError, missing_files_note, whest_error_of
 from whestboard.scoring import (
     SPEC_HELP,
@@ -117,8 +118,34 @@ def _print_human(outcome) -> None:
     print(f"run {report['run_id'] or '(not recorded)'}")
 
 
+#: What makes a command line's estimator a path: the CLI is a trusted local user, so it names files and
+#: folders (built-ins, Monte Carlo and cumulant specs never contain these).
+PATH_MARKS = ("/", os.sep, "~", ".")
+FILE_SUFFIXES = (".py", ".tar.gz", ".tgz")
+
+
+def missing_path(spec: str) -> str | None:
+    """The sentence for an estimator that names a path which is not there ("no such folder" / "no such file"),
+    with where it was looked for; None when the spec is not a path or the path exists."""
+    text = (spec or "").strip()
+    if not text or text.startswith("upload:"):
+        return None
+    looks_like_path = text.startswith(PATH_MARKS) or any(mark in text for mark in ("/", os.sep)) or \
+        text.lower().endswith(FILE_SUFFIXES)
+    if not looks_like_path or Path(text).expanduser().exists():
+        return None
+    where = Path(text).expanduser().resolve()
+    if text.endswith(("/", os.sep)) or not where.suffix:
+        return (f"no such folder: {text} (looked for {where}); give the folder that holds estimator.py, as "
+                "`whest package --estimator DIR` ships it, a PATH.py, or a `whest package` archive")
+    return f"no such file: {text} (looked for {where})"
+
+
 def participant_handle(spec: str, round_tag: str):
     """``(handle, what ships, the grader rule that applies)``; built-ins and Monte Carlo have no files."""
+    problem = missing_path(spec)
+    if problem:
+        raise FileNotFoundError(problem)
     if not is_file_spec(spec):
         return resolve_estimator(spec), None, None
     handle = sandboxed_handle(spec, round_tag=round_tag)
@@ -136,12 +163,15 @@ def note_missing_files(args: argparse.Namespace, extras: dict, missing: list[str
 
 
 def fail_before_scoring(args: argparse.Namespace, error: dict, extras: dict) -> int:
-    """A failure before any MLP was scored: whest run's JSON shape and exit status, or one line and a hint."""
+    """A failure before any MLP was scored: whest run's JSON shape (its code and message, as whest prints
+    them) and exit status, or one line, said once with the advice that applies, and a hint."""
     if args.json:
         print(json.dumps(failure_report(error, extras), indent=2))
     else:
-        print(f"error: [{error['code']}] {error['message']}", file=sys.stderr)
-        print(f"hint: {error_hint(error['code'])}", file=sys.stderr)
+        round_tag = (extras.get("grader_environment") or {}).get("round_tag")
+        explained = explained_error(error, round_tag)
+        print(f"error: [{error['code']}] {explained['sentence']}", file=sys.stderr)
+        print(f"hint: {explained['hint']}", file=sys.stderr)
     return 1
 
 

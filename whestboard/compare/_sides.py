@@ -33,11 +33,19 @@ from whestboard.leaderboard import (
     get_submission,
     mlp_frame,
 )
-from whestboard.scoring import get_run, get_run_predictions, list_runs, runs_revision
+from whestboard.scoring import (
+    RunError,
+    get_run,
+    get_run_predictions,
+    list_runs,
+    resolve_run_id,
+    runs_revision,
+)
 from whestboard.store import session
 
 KINDS = {"run": "run", "sub": "submission", "base": "baseline"}
-ID_HELP = "run:<run id>, sub:<submission id> or base:<dataset key>:<mean|cov>"
+ID_HELP = ("run:<run id> (or its first 8 characters, as the pages and `runs` show it), sub:<submission id> or "
+           "base:<dataset key>:<mean|cov>")
 #: Reports read from files are small JSON documents; anything larger is not one.
 MAX_REPORT_BYTES = 64 * 1024 * 1024
 #: The lists a page offers are cut to this many entries of each kind (newest first).
@@ -129,9 +137,14 @@ def load_side(side_id: str) -> Side:
 
 
 def _run_side(run_id: str) -> Side:
+    try:  # a full id, or the 8-character start the pages show when it names one run
+        run_id = resolve_run_id(run_id) or run_id
+    except RunError as exc:
+        raise CompareError(str(exc)) from None
     report = get_run(run_id)
     if report is None:
-        raise CompareError(f"no run {run_id!r} in the run store: list runs on the lab or convergence page")
+        raise CompareError(f"no run {run_id!r} in the run store: `python -m whestboard runs` lists them (the lab "
+                           "and convergence pages show them too)")
     dataset = report.get("dataset") or {}
     estimator = report.get("estimator") or {}
     label = f"{estimator.get('label') or 'run'} · {(report.get('source') or 'run')} {run_id[:8]}"
@@ -275,8 +288,12 @@ def resolve_side(text: str) -> Side:
         return load_side(text)
     if Path(text).expanduser().is_file():
         return load_report_file(Path(text).expanduser())
-    if get_run(text) is not None:
-        return _run_side(text)
+    try:
+        run_id = resolve_run_id(text)
+    except RunError as exc:
+        raise CompareError(str(exc)) from None
+    if run_id is not None:
+        return _run_side(run_id)
     if get_submission(text) is not None:
         return _submission_side(text)
     raise CompareError(f"{text!r} is neither a file, a run id nor a submission id: give a score --json report "

@@ -14,8 +14,10 @@
   CV 1.43 on the public 50 against 0.061 on the private, public mean 1.53x the
   private mean).
 * **Residual arbitrage.** Where residual wall time is priced (C = F + lambda R), the
-  instrumented share F / C says how much of the charged cost flopscope metered; a
-  share under RESIDUAL_SHARE_LIMIT means most of the cost is wall time outside it.
+  instrumented share F / C says how much of the charged cost flopscope metered. A share
+  under RESIDUAL_SHARE_LIMIT alone is no sign (a cheap estimator's interpreter overhead
+  gives it): the flag also needs an accuracy its metered FLOPs cannot buy, calibrated on
+  the shipped baselines (``_flags``).
 * **Meter tampering.** Runs scored here carry, per MLP, what the sandbox saw make flopscope count
   less (``meter_tampering``, whestboard.sandbox._meter); a submission with any such MLP is flagged
   with the count and the first sentence. The score stays the grader's.
@@ -38,7 +40,8 @@ import numpy as np
 import pandas as pd
 
 from whestboard.cache import memoize
-from whestboard.leaderboard import _ranking, _store
+from whestboard.leaderboard import _flags, _ranking, _store
+from whestboard.leaderboard._flags import RESIDUAL_ACCURACY_FACTOR, RESIDUAL_SHARE_LIMIT
 from whestboard.leaderboard._store import ORGANIZER_SPLITS, PUBLIC, SPLITS
 from whestboard.rules import VERDICTS, CapMargins, Caps, cap_margins, get_round, telemetry_of
 
@@ -49,8 +52,6 @@ PERMUTATION_DRAWS = 4000
 FLOPS_MEAN_RATIO_LIMIT = 1.25
 #: ... or coefficients of variation further apart than this (the Phase 1 case: 1.43 against 0.061).
 FLOPS_CV_GAP_LIMIT = 0.5
-#: Cost mostly residual wall time: instrumented share F / C below this (Phase 1: 5e-5 and 0.44).
-RESIDUAL_SHARE_LIMIT = 0.5
 #: Ties: neighbours tested at the top of a ranking, and the extra-MLP estimate's test level and power.
 TOP_NEIGHBOURS = 5
 TIE_ALPHA = _ranking.ALPHA
@@ -225,15 +226,21 @@ def residual_share(submissions: pd.DataFrame, mlp_results: pd.DataFrame) -> pd.D
 
     Columns: submission_id, fc_share (mean F / mean C), fc_share_min (lowest per-MLP F_m / C_m),
     residual_s (mean residual seconds, (C - F) / lambda), flops_cv (spread of F across MLPs),
-    flops_identical (F the same on every MLP), residual (share < RESIDUAL_SHARE_LIMIT),
-    residual_text. Rounds where C = F (residual time gated, not priced) give NaN shares and no flag.
-    ``mlp_results`` holds the MLPs the shares are about (one split).
+    flops_identical (F the same on every MLP), frontier_mse and frontier_team (the best final-layer MSE a
+    shipped baseline of the round reaches with at most its F, and which), residual (the one decision of
+    the flag: share < RESIDUAL_SHARE_LIMIT and final-layer MSE more than RESIDUAL_ACCURACY_FACTOR times
+    below that frontier), residual_text. Rounds where C = F (residual time gated, not priced) give NaN
+    shares and no flag. ``mlp_results`` holds the MLPs the shares are about (one split).
     """
     columns = ["submission_id", "fc_share", "fc_share_min", "residual_s", "flops_cv", "flops_identical",
-               "residual", "residual_text"]
+               "frontier_mse", "frontier_team", "residual", "residual_text"]
     if submissions.empty:
         return pd.DataFrame(columns=columns)
-    out = submissions[["submission_id", "round", "mean_flops_used", "mean_effective_compute"]].copy()
+    keep = [c for c in ("submission_id", "round", "mean_flops_used", "mean_effective_compute", "final_layer_mse")
+            if c in submissions.columns]
+    out = submissions[keep].copy()
+    if "final_layer_mse" not in out.columns:
+        out["final_layer_mse"] = np.nan
     lam = out["round"].map(lambda tag: get_round(tag).lambda_flops_per_second).astype(float)
     priced = lam > 0
     flops, compute = out["mean_flops_used"].astype(float), out["mean_effective_compute"].astype(float)
@@ -245,7 +252,13 @@ def residual_share(submissions: pd.DataFrame, mlp_results: pd.DataFrame) -> pd.D
     out = out.merge(per_mlp, how="left", left_on="submission_id", right_index=True)
     out["fc_share_min"] = np.where(priced, out["fc_share_min"], np.nan)
     out["flops_identical"] = out["flops_identical"].fillna(False).astype(bool)
-    out["residual"] = (out["fc_share"] < RESIDUAL_SHARE_LIMIT).fillna(False).astype(bool)
+    low_share = (out["fc_share"] < RESIDUAL_SHARE_LIMIT).fillna(False).astype(bool)
+    frontier = [_flags.honest_frontier(tag, f) if low else None
+                for tag, f, low in zip(out["round"], flops, low_share, strict=True)]
+    out["frontier_mse"] = [f[0] if f else np.nan for f in frontier]
+    out["frontier_team"] = [f[1] if f else "" for f in frontier]
+    mse = out["final_layer_mse"].astype(float)
+    out["residual"] = (low_share & (mse * RESIDUAL_ACCURACY_FACTOR < out["frontier_mse"])).fillna(False).astype(bool)
     out["residual_text"] = [_residual_text(r) if r["residual"] else "" for r in out.to_dict("records")]
     return out[columns].reset_index(drop=True)
 
@@ -267,13 +280,16 @@ def _per_mlp_spread(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _residual_text(row: dict) -> str:
-    text = (f"mostly residual time: F / C = {row['fc_share']:.2g} (< {RESIDUAL_SHARE_LIMIT:g}), "
-            f"{row['residual_s']:.3g} s of residual time per MLP")
-    if row["flops_identical"]:
-        return text + ", F identical on every MLP"
-    if row["flops_cv"] == row["flops_cv"]:
-        return text + f", F varies by CV {row['flops_cv']:.2g} across MLPs"
-    return text
+    """What the flag means, in its numbers: where the charged compute went, and the accuracy it bought."""
+    ratio = row["frontier_mse"] / row["final_layer_mse"] if row["final_layer_mse"] > 0 else math.inf
+    spread = ("F identical on every MLP" if row["flops_identical"] else
+              f"F varies by CV {row['flops_cv']:.2g} across MLPs" if row["flops_cv"] == row["flops_cv"] else "")
+    return (f"F / C = {row['fc_share']:.2g} (< {RESIDUAL_SHARE_LIMIT:g}): {row['residual_s']:.3g} s of residual "
+            f"wall time per MLP against {row['mean_flops_used']:.3g} metered FLOPs"
+            + (f", {spread}" if spread else "")
+            + f"; its final-layer MSE {row['final_layer_mse']:.3g} is {ratio:.3g}x below the best a shipped baseline "
+              f"reaches with that many FLOPs ({row['frontier_team']}: {row['frontier_mse']:.3g}), so its accuracy "
+              "came from work outside flopscope's meter")
 
 
 def per_mlp_share(mlp_results: pd.DataFrame) -> pd.Series:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 from sqlalchemy.exc import SQLAlchemyError
 
-from whestboard.leaderboard import _integrity, _ranking, _store
-from whestboard.rules import get_round
+from whestboard.leaderboard import _flags, _integrity, _ranking, _standings, _store
+from whestboard.rules import ALL_ROUNDS, get_round
 from whestboard.store import finite, sci
 
 #: Ranking rows sent to the page: the top of the board (and the chosen team's row, wherever it ranks).
@@ -34,6 +34,7 @@ class FlaggedTeam:
     team: str
     submission_id: str
     text: str
+    kinds: tuple[str, ...] = ()  # the kinds of its flags (keys of _flags.FLAG_LABELS)
 
 
 @dataclass(frozen=True)
@@ -236,27 +237,12 @@ def ranking_row(r: dict) -> dict:
         "vs_leader": verdict_text(r), "vs_mc": finite(r["vs_mc"]),
         "final_layer_mse": finite(r["final_layer_mse"]), "mean_flops_used": finite(r["mean_flops_used"]),
         "mean_multiplier": finite(r["mean_multiplier"]), "n_failed_mlps": _count(r["n_failed_mlps"]),
-        "n_mlps": _count(r["n_mlps"]), "submitted": r["submitted_at"].strftime("%Y-%m-%d %H:%M"),
-        "flags": flags_text(r), "has_per_mlp": has_per_mlp(r),
+        "n_mlps": _count(r["n_mlps"]), "failures": r.get("failures") or "",
+        "submitted": r["submitted_at"].strftime("%Y-%m-%d %H:%M"),
+        "flags": _flags.flags_text(r), "has_per_mlp": has_per_mlp(r),
         "priced_with": versions_text(r.get("whestbench_version"), r.get("flopscope_version")),
         "seed_protocol": _version(r.get("seed_protocol")),
     }
-
-
-def flags_text(row: dict) -> str:
-    """Every flag of a ranking row in words (organizer columns are absent from a public board)."""
-    parts = []
-    if row.get("meter"):
-        parts.append("⚠ " + row["meter_text"])
-    if row.get("residual"):
-        parts.append("⚠ " + row["residual_text"])
-    if row.get("overfit") or row.get("flops_differ"):
-        parts.append("⚠ overfitting signature: " + row["overfit_text"])
-    if row.get("failures"):
-        parts.append("failed MLPs: " + row["failures"])
-    if row.get("tied_next"):
-        parts.append(f"≈ next rank (paired p = {row['p_next']:.2g})")
-    return " · ".join(parts)
 
 
 def verdict_text(row: dict) -> str:
@@ -271,11 +257,14 @@ def verdict_text(row: dict) -> str:
 
 
 def flagged_teams(table: pd.DataFrame) -> list[FlaggedTeam]:
-    """The teams whose best carries a meter, residual-arbitrage or overfitting flag, by rank."""
+    """The teams whose best carries a flag (``_flags.row_flags``, the one vocabulary the ranking's Flags cell
+    draws too), by rank."""
     flagged = []
     for r in table.to_dict("records"):
-        if r.get("meter") or r.get("residual") or r.get("overfit") or r.get("flops_differ"):
-            flagged.append(FlaggedTeam(r["team"], r["submission_id"], flags_text(r)))
+        flags = _flags.row_flags(r)
+        if flags:
+            flagged.append(FlaggedTeam(r["team"], r["submission_id"], " · ".join(map(str, flags)),
+                                       tuple(f.kind for f in flags)))
     return flagged
 
 
@@ -306,3 +295,136 @@ def _separation_text(extra, tied: bool) -> str | None:
     if tied:
         return "the spread of their differences says their MLPs suffice, yet the paired test does not separate them."
     return "already separated."
+
+
+# ---------------------------------------------------------------------------
+# what the page opens on, and one team's panel
+# ---------------------------------------------------------------------------
+
+
+def default_round(*, url: str | None = None) -> str:
+    """The round the board opens on without one in its address: the latest round with submissions."""
+    present = _store.rounds_present(url=url)
+    for tag in reversed(list(ALL_ROUNDS)):
+        if tag in present:
+            return tag
+    return list(ALL_ROUNDS)[-1]
+
+
+def compare_pair(row: dict, leader: str | None) -> tuple[str, str | None] | None:
+    """The sides of the paired comparison a ranking row links to: ``("sub:ID", "sub:LEADER")`` (the leader's
+    own row: ``("sub:ID", None)``, compare it with anything); None when it has no per-MLP results to pair."""
+    if not row.get("has_per_mlp"):
+        return None
+    own = f"sub:{row['submission_id']}"
+    return (own, None) if row["submission_id"] == leader else (own, f"sub:{leader}")
+
+
+@dataclass(frozen=True)
+class ShareSpread:
+    """F / C of a submission's MLPs where residual time is priced: lowest, median, highest, over how many."""
+
+    n_mlps: int
+    lowest: float
+    median: float
+    highest: float
+
+
+@dataclass(frozen=True)
+class TeamView:
+    """One team as the board of ``round_tag`` shows it: its graded submissions *of this round* by time, its best
+    there (never a best from another round, with another budget), the flags of its ranked row (the Flags
+    cell's, from ``_flags.row_flags``), F / C of its best's MLPs and its failed MLPs by kind."""
+
+    team: str
+    round_tag: str
+    history: pd.DataFrame  # integrity.team_history rows of this round
+    other_rounds: dict[str, int]  # graded submissions in other rounds, by round
+    flags: tuple[_flags.Flag, ...]
+    ranked: bool  # the team has a row on this round's public board
+    share: ShareSpread | None
+    failures: dict[str, str]  # submission id -> failed MLPs by kind, in words
+    best_mlps: pd.DataFrame | None = None  # the public per-MLP rows of its best submission of this round
+
+    @property
+    def best(self) -> dict | None:
+        if self.history.empty:
+            return None
+        return self.history.loc[self.history["adjusted_score"].idxmin()].to_dict()
+
+
+def team_view(team: str, round_tag: str, *, organizer: bool, url: str | None = None) -> TeamView:
+    """What the team panel shows of ``team`` on the board of ``round_tag`` (the team's rows only)."""
+    points = _store.team_submissions(team, url=url)
+    every = _integrity.team_history(points, team)
+    history = every[every["round"] == round_tag].reset_index(drop=True)
+    other = every[every["round"] != round_tag]["round"].value_counts()
+    table = board(round_tag, _store.PUBLIC, organizer=organizer, url=url).table
+    own = table[table["team"] == team].to_dict("records")
+    mlps = _store.team_mlp_results(team, url=url)
+    mlps = mlps[mlps["submission_id"].isin(history["submission_id"])]
+    breakdown = _integrity.failure_breakdown(mlps)
+    view = TeamView(team=team, round_tag=round_tag, history=history,
+                    other_rounds={str(k): int(v) for k, v in other.items()},
+                    flags=_flags.row_flags(own[0]) if own else (), ranked=bool(own), share=None,
+                    failures={sid: _integrity.breakdown_text(counts) for sid, counts in breakdown.items()})
+    best = view.best
+    if best is None:
+        return view
+    rows = mlps[mlps["submission_id"] == best["submission_id"]].reset_index(drop=True)
+    return replace(view, share=share_spread(rows, round_tag), best_mlps=rows)
+
+
+def share_spread(rows: pd.DataFrame, round_tag: str) -> ShareSpread | None:
+    """F / C of a submission's per-MLP rows where residual time is priced; None where it is not, or unknown."""
+    if get_round(round_tag).lambda_flops_per_second <= 0 or rows.empty:
+        return None
+    share = _integrity.per_mlp_share(rows).dropna()
+    if share.empty:
+        return None
+    return ShareSpread(len(share), float(share.min()), float(share.median()), float(share.max()))
+
+
+def team_of_round(team: str | None, round_tag: str, *, url: str | None = None) -> pd.DataFrame:
+    """The team's submissions of ``round_tag`` (none without a team): its highlighted dots, from its own rows."""
+    if not team:
+        return _store.submissions_frame(ids=[], url=url)
+    rows = _store.team_submissions(team, url=url)
+    return rows[rows["round"] == round_tag].reset_index(drop=True)
+
+
+def team_points(team: str | None, *, url: str | None = None) -> pd.DataFrame:
+    """One team's submissions of every round with their MC@B (what its timeline traces draw), read by team."""
+    rows = _store.team_submissions(team, url=url) if team else _store.submissions_frame(ids=[], url=url)
+    return _ranking.with_mc_reference(rows, _ranking.mlp_variance(url=url))
+
+
+def timeline_points(ids: list[str] | None = None, *, url: str | None = None) -> pd.DataFrame:
+    """The field over time with each submission's MC@B: every graded one, or the submissions ``ids``."""
+    rows = _store.timeline_field(url=url) if ids is None else _store.submissions_frame(ids=ids, url=url)
+    return _ranking.with_mc_reference(rows, _ranking.mlp_variance(url=url))
+
+
+def organizer_flag_count(table: pd.DataFrame) -> int:
+    """How many teams of an organizer's board carry the overfitting signature (the flag's own decision)."""
+    return _flags.count_flagged(table.to_dict("records"), ("overfit",))
+
+
+@dataclass(frozen=True)
+class FinalView:
+    """A round's final record, its bootstrap and fragility views, and each finalist's public rank against its
+    final one (the shake-up)."""
+
+    record: dict
+    views: _standings.StandingsViews
+    shake: pd.DataFrame
+
+
+def final_view(round_tag: str, *, url: str | None = None) -> FinalView | None:
+    """What the board's final-standings section shows of ``round_tag``; None when no final was recorded."""
+    found = _standings.final_views(round_tag)
+    if found is None:
+        return None
+    record, views = found
+    public = board(round_tag, _store.PUBLIC, organizer=False, url=url).table
+    return FinalView(record, views, _standings.shake_up(public, record["standings"]))

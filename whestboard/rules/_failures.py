@@ -9,7 +9,11 @@ upload page and ``score --json`` name the same failure the same way.
 
 from __future__ import annotations
 
+import importlib.util
+import re
 from typing import Any, Protocol
+
+from whestboard.rules._environment import environment_for
 
 FAILURE_FLAGS = ("budget_exhausted", "time_exhausted", "residual_wall_time_exhausted", "combined_budget_exhausted")
 FALLBACK = "scored as the all-zero prediction with multiplier 1.0 (the grader's fallback)"
@@ -183,3 +187,40 @@ def whest_error(exc: BaseException, stage: str) -> dict:
 def error_hint(code: str | None) -> str:
     """What to change for a failure ``whest run`` names by ``code``; a generic sentence for others."""
     return ERROR_HINTS.get(code or "", "Fix the error the message names, then upload again.")
+
+
+_MODULE_IN_MESSAGE = re.compile(r"import `([A-Za-z_][\w.]*)`|No module named '([A-Za-z_][\w.]*)'")
+
+
+def explained_error(error: dict | None, round_tag: str | None = None) -> dict:
+    """One failure ``whest run`` names (``code``, ``message``), said once with the advice that applies:
+    ``{"code", "sentence", "hint"}``. whest's own message for a missing module is 600 characters that cover
+    every case (a helper module that did not ship, a third-party package); here the round's import rule
+    decides which case it is: a package the grader does not give participant code (numpy under Phase 2:
+    use flopscope.numpy) or a module that is neither installed nor shipped (a helper: ship it). Any other
+    failure keeps its message and ``error_hint``."""
+    error = error or {}
+    code, message = str(error.get("code") or ""), str(error.get("message") or "")
+    out = {"code": code, "sentence": message, "hint": error_hint(code)}
+    found = _MODULE_IN_MESSAGE.search(message) if code == "ESTIMATOR_MISSING_MODULE" else None
+    if found is None:
+        return out
+    module = found.group(1) or found.group(2)
+    top = module.split(".")[0]
+    environment = environment_for(round_tag) if round_tag else None
+    if environment is not None and not environment.may_import(top) and importlib.util.find_spec(top) is not None:
+        names = ["the standard library", *environment.allowed_packages]
+        allowed = ", ".join(names[:-1]) + " and " + names[-1]
+        out["sentence"] = (f"`{module}` cannot be imported: under {round_tag} rules participant code may import only "
+                           f"{allowed}, as on the grader, which has no {top}.")
+        out["hint"] = ("Use flopscope.numpy instead: `import flopscope.numpy as fnp` has numpy's functions, metered "
+                       "as the grader meters them." if top == "numpy" else
+                       f"Compute what {top} gives with flopscope.numpy (`import flopscope.numpy as fnp`), or compute "
+                       "it offline and ship the result with the submission (an .npz read in setup()).")
+        return out
+    if importlib.util.find_spec(top) is None:
+        out["sentence"] = (f"`{module}` cannot be imported: no installed package and no file that shipped with the "
+                           "submission has that name.")
+        out["hint"] = ("If it is one of your own modules, ship it with estimator.py: upload the folder (or several "
+                       "files, or a `whest package` tarball), not estimator.py alone.")
+    return out

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from whestboard.rules import Round, error_hint, verdict_of
+from whestboard.rules import Round, error_hint, explained_error, verdict_of
 from whestboard.sandbox._host import SandboxedEstimator, SandboxLimits, SubmissionFiles, whest_error_of
 
 CONTRACT_WIDTH = 64
@@ -86,6 +86,14 @@ class ContractReport:
         step = failed[0]
         return f"contract failed at {step.name}: {step.message}" + (f" — {step.fix}" if step.fix else "")
 
+    def verdict(self) -> str:
+        """``summary`` without the failure's sentence: for a view that says the sentence once, elsewhere."""
+        failed = [s for s in self.steps if not s.ok]
+        if not failed:
+            return self.summary()
+        step = failed[0]
+        return f"contract failed at {step.name}" + (f" ({step.code})" if step.code else "")
+
 
 def contract_mlp(width: int, depth: int, seed: int = 0):
     from whestbench.generation import sample_mlp
@@ -145,14 +153,19 @@ def _start_failure(exc, limits: SandboxLimits, error: dict | None) -> list[Contr
     """The failed step of a worker that could not load or set up the estimator, with whest's code and a fix."""
     code = exc.detail.code
     named = (error or {}).get("code") or code
-    message = (error or {}).get("message") or exc.detail.message
+    # whest's message and code, said once with the advice the round's import rule makes apply (a missing
+    # module: a package the grader lacks, or a helper that did not ship)
+    round_tag = limits.environment.round_tag if limits.environment else None
+    explained = explained_error({"code": named, "message": (error or {}).get("message") or exc.detail.message},
+                                round_tag)
+    message, hint = explained["sentence"], explained["hint"]
     if code == "LOAD_ERROR":
-        return [ContractStep("load", False, message, error_hint(named), exc.detail.traceback, named)]
+        return [ContractStep("load", False, message, hint, exc.detail.traceback, named)]
     loaded = ContractStep("load", True, "class resolved")
     if code == "SETUP_TIMEOUT":
         return [loaded, ContractStep("setup", False, exc.detail.message, error_hint(code), code=code)]
     if code == "SETUP_ERROR":
-        return [loaded, ContractStep("setup", False, message, error_hint(named), exc.detail.traceback, named)]
+        return [loaded, ContractStep("setup", False, message, hint, exc.detail.traceback, named)]
     verdict = verdict_of({"error_code": code, "error": exc.detail.message})[0]
     return [loaded, ContractStep("setup", False, exc.detail.message, FIXES.get(verdict, error_hint(code)),
                                  exc.detail.traceback, code)]

@@ -65,15 +65,17 @@ from whestboard.scoring._playground import (
     playground_margins,
     rulebook_for_shape,
 )
-from whestboard.scoring._report import failure_report, run_margins, whest_shaped
+from whestboard.scoring._report import charged_compute, failure_report, run_margins, whest_shaped
 from whestboard.scoring._requests import MENU_ONLY, LabRun, Sweep, parse_lab_run, parse_sweep
 from whestboard.scoring._rulebook import Rulebook, rulebook_for
 from whestboard.scoring._run_records import (
+    MIN_RUN_PREFIX,
     find_cached,
     get_run,
     get_run_predictions,
     list_runs,
     record_run,
+    resolve_run_id,
     runs_revision,
 )
 from whestboard.scoring._runs import (
@@ -106,6 +108,7 @@ from whestboard.scoring._uploads import (
     run_package,
     run_upload_job,
     upload_comparison,
+    upload_run,
     verdict_row,
 )
 
@@ -128,6 +131,7 @@ __all__ = [
     "served_specs",
     "UploadRun",
     "parse_upload_run",
+    "charged_compute",
     "BUDGETS_HELP",
     "Curve",
     "curve_cost",
@@ -161,6 +165,8 @@ __all__ = [
     "failure_report",
     "find_cached",
     "get_run",
+    "MIN_RUN_PREFIX",
+    "resolve_run_id",
     "get_run_predictions",
     "is_file_spec",
     "job_cost",
@@ -196,6 +202,7 @@ __all__ = [
     "SPEC_HELP",
     "stored_spec",
     "upload_comparison",
+    "upload_run",
     "verdict_row",
     "run_margins",
     "whest_shaped",

@@ -41,3 +41,20 @@ def run_margins(report: dict) -> CapMargins:
     its one setup() run (a report made before setup was timed has none)."""
     mlps = [telemetry_of(entry) for entry in (report.get("results") or {}).get("per_mlp") or []]
     return cap_margins(mlps, Caps.of(report["rulebook"]), setups=[("setup()", report.get("setup_wall_s"))])
+
+
+def charged_compute(report: dict) -> dict:
+    """Where a run's charged compute C per MLP comes from: the metered FLOPs F (what the per-MLP table lists)
+    and, in a round that prices residual wall time, lambda x R on top (C = F + lambda R). Means over the
+    run's MLPs: ``flops`` (F), ``compute`` (C, the grader's ``mean_effective_compute``), ``residual_charge``
+    (C - F), ``residual_s`` ((C - F) / lambda; None where residual time is not priced), ``priced`` and the
+    round's ``lambda`` and residual cap."""
+    per_mlp = report["results"].get("per_mlp") or []
+    rulebook = report.get("rulebook") or {}
+    flops = sum(float(e.get("flops_used") or 0) for e in per_mlp) / len(per_mlp) if per_mlp else 0.0
+    compute = float(report["results"].get("mean_effective_compute") or 0.0)
+    lam = float(rulebook.get("lambda_flops_per_second") or 0.0)
+    priced = lam > 0
+    return {"flops": flops, "compute": compute, "residual_charge": max(compute - flops, 0.0) if priced else 0.0,
+            "residual_s": max(compute - flops, 0.0) / lam if priced else None, "priced": priced, "lambda": lam,
+            "residual_cap_s": rulebook.get("residual_wall_time_limit_s")}

@@ -18,6 +18,7 @@ import numpy as np
 from sqlalchemy import BigInteger, DateTime, Float, Integer, LargeBinary, String, Text, func, select
 from sqlalchemy.orm import Mapped, mapped_column
 
+from whestboard.scoring._inputs import RunError
 from whestboard.store import Base, finite, json_safe, session
 
 SOURCES = ("lab", "cli", "upload", "sweep")
@@ -163,16 +164,48 @@ def _as_summary(row) -> dict:
 _SUMMARY_COLUMNS = [c for c in RunRecord.__table__.columns if c.name not in ("report", "predictions", "cache_key")]
 
 
-def list_runs(round_tag: str | None = None, dataset_key: str | None = None) -> list[dict]:
-    """Every recorded run (newest first) as summary dicts, optionally for one round / dataset."""
-    query = select(*_SUMMARY_COLUMNS).order_by(RunRecord.created_at.desc())
+def list_runs(round_tag: str | None = None, dataset_key: str | None = None, *,
+              limit: int | None = None) -> list[dict]:
+    """Every recorded run (newest first) as summary dicts, optionally for one round / dataset, the newest
+    ``limit`` of them when given."""
+    query = select(*_SUMMARY_COLUMNS).order_by(RunRecord.created_at.desc(), RunRecord.run_id)
     if round_tag is not None:
         query = query.where(RunRecord.round_tag == round_tag)
     if dataset_key is not None:
         query = query.where(RunRecord.dataset_key == dataset_key)
+    if limit is not None:
+        query = query.limit(max(int(limit), 0))
     with session() as s:
         rows = s.execute(query).all()
     return [_as_summary(row) for row in rows]
+
+
+#: The shortest prefix of a run id taken for the whole id (the pages show 8 characters).
+MIN_RUN_PREFIX = 6
+#: Run ids are uuid4 hex: what a prefix may hold (anything else is never a run id).
+_HEX = frozenset("0123456789abcdef")
+
+
+def resolve_run_id(text: str) -> str | None:
+    """The run id ``text`` names: the id itself, or the short prefix the pages show (at least
+    ``MIN_RUN_PREFIX`` characters) when exactly one recorded run starts with it; None when no run does.
+    A prefix that more than one run starts with raises RunError naming them, so a shown id never picks the
+    wrong run."""
+    text = (text or "").strip().lower()
+    if not text or not set(text) <= _HEX or len(text) > 32:
+        return None
+    with session() as s:
+        if s.execute(select(RunRecord.run_id).where(RunRecord.run_id == text)).scalar_one_or_none():
+            return text
+        if len(text) < MIN_RUN_PREFIX:
+            return None
+        found = s.execute(select(RunRecord.run_id).where(RunRecord.run_id.like(text + "%"))
+                          .order_by(RunRecord.run_id).limit(6)).scalars().all()
+    if len(found) > 1:
+        shown = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
+        raise RunError(f"run id {text!r} is the start of {'more than 5' if len(found) > 5 else len(found)} runs "
+                       f"({shown}): give more of the id (`python -m whestboard runs` lists them)")
+    return found[0] if found else None
 
 
 def get_run(run_id: str) -> dict | None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from whestboard import config
 from whestboard.data import get_dataset
-from whestboard.rules import environment_for, error_hint, get_round, verdict_of
+from whestboard.rules import environment_for, explained_error, get_round, verdict_of
 from whestboard.sandbox import SandboxCancelled, SandboxedEstimator, check_contract, load_upload, prewarm
 from whestboard.scoring import _inputs, _run_records, _runs
 from whestboard.scoring._estimators import resolve_estimator
@@ -170,9 +170,11 @@ def run_upload_job(ctx) -> dict:
                               on_started=prewarm)  # the scoring worker warms up meanwhile
     result["contract"] = contract.as_dict()
     if not contract.ok:
-        result["error"] = contract.summary()
-        if contract.error:  # named as `whest run --json` names it, with what to change
-            result["whest_error"] = {**contract.error, "hint": error_hint(contract.error.get("code"))}
+        # named as `whest run --json` names it, said once (the page's panel) with the advice that applies
+        result["error"] = contract.verdict() if contract.error else contract.summary()
+        if contract.error:
+            explained = explained_error(contract.error, rulebook.round_tag)
+            result["whest_error"] = {**contract.error, "sentence": explained["sentence"], "hint": explained["hint"]}
         return result
 
     created: list[SandboxedEstimator] = []
@@ -252,12 +254,17 @@ def _baseline_runs(dataset, indices: list[int], rulebook, ctx) -> dict[str, str 
 # --- what the page shows after a job ------------------------------------------------------------------
 
 
+def upload_run(result: dict) -> dict | None:
+    """The run an upload job recorded (its full report: what the page's result summary is drawn from)."""
+    if not result or not result.get("run_id"):
+        return None
+    return _run_records.get_run(result["run_id"])
+
+
 def upload_comparison(result: dict) -> dict | None:
     """Per-layer MSE of the upload's run and the baselines on the same MLPs, with the noise floor."""
 
-    if not result or not result.get("run_id"):
-        return None
-    report = _run_records.get_run(result["run_id"])
+    report = upload_run(result)
     if report is None:
         return None
     series = {"upload": report["results"]["per_layer_mse"]}
