@@ -22,6 +22,7 @@ from components.figures import convergence as curve_figs
 from components.figures import lab as figs
 from components.selectors import not_found_panel, resolve_selection, selector_row
 from components.url_state import address_store, href, keep_address_in_step, query_string
+from server import faults
 from server.background import priced
 from whestboard.band import cached_convergence_view
 from whestboard.cache import Region
@@ -247,7 +248,7 @@ def _run_job(set_progress, job):
         request = _request(job["dataset"], job["mlps"], job["spec"], job["budget"])
         outcome = run_and_record(request, use_cache=False, on_progress=on_progress)
     except Exception as exc:  # the page shows a sentence, never a traceback
-        message = str(exc) if isinstance(exc, (ValueError, KeyError, FileNotFoundError)) else f"{type(exc).__name__}: {exc}"
+        message = faults.job_error(exc)
         return {"error": message, "nonce": job["nonce"]}
     return {"run_id": outcome.run_id, "cached": False, "key": job["key"], "nonce": job["nonce"]}
 
@@ -400,7 +401,7 @@ def _sweep(set_progress, n_clicks, dataset_key, mlps, estimator, mc, budgets):
         points = stored_points(requests)
         view, _ = cached_convergence_view(get_dataset(dataset_key))
     except Exception as exc:  # the page shows a sentence, never a traceback
-        message = str(exc) if isinstance(exc, (ValueError, KeyError, FileNotFoundError)) else f"{type(exc).__name__}: {exc}"
+        message = faults.job_error(exc)
         return dbc.Alert(["The sweep could not finish: ", message], color="danger", id="lab-sweep-error")
     curve = {"label": spec, "points": points, "crossing": sampling_crossing(points), "fixed_cost": fixed_cost(points)}
     link = href("/convergence", {"round": view.round_tag, "dataset": dataset_key, "curves": spec,

@@ -18,6 +18,7 @@ from components import playground_panels as panels
 from components.figures import playground as figs
 from components.shell import SESSION_UPLOADS_ID
 from components.url_state import address_store, keep_address_in_step, query_string
+from server import faults
 from server.background import priced
 from whestboard import config
 from whestboard.data import (
@@ -298,8 +299,7 @@ def _run_job(set_progress, request):
         play(shape, n, specs, rulebook,
              progress=lambda what, fraction: set_progress((100 * fraction, f"{100 * fraction:.0f}%", what)))
     except Exception as exc:  # the page shows a sentence, never a traceback
-        message = str(exc) if isinstance(exc, (ValueError, KeyError, FileNotFoundError)) else \
-            f"{type(exc).__name__}: {exc}"
+        message = faults.job_error(exc)
         return {"params": params, "error": message}
     return {"params": params}
 
