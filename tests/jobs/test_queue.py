@@ -150,15 +150,25 @@ def test_with_concurrency_one_jobs_never_overlap_across_processes(state, tmp_pat
     assert all(_queue.queued_job(s[0]).status == "finished" for s in spans)
 
 
-def test_a_job_whose_process_died_is_failed_with_the_reason(state):
+def test_a_job_whose_process_died_runs_once_more_from_its_place_then_fails_with_the_reason(state):
+    """A restart or a killed web worker costs an upload one start, not the user's submission: it is queued
+    again ahead of later jobs; a job whose worker dies every time ends with the reason."""
     job_id = _queue.queue_job("alice", {})
-    _queue.claim_next(slot=0, worker="somewhere-else:1")  # another host: cannot be judged by pid
+    later = _queue.queue_job("bob", {})
+    corpse = f"{this_worker().rpartition(':')[0]}:999999999"
+    assert _queue.claim_next(slot=0, worker="somewhere-else:1").id == job_id  # another host: judged by its beat
     assert _queue.recover_stale() == 0
     with session() as s:
-        s.get(_ledger.Job, job_id).worker = f"{this_worker().rpartition(':')[0]}:999999999"
+        s.get(_ledger.Job, job_id).worker = corpse
     assert _queue.recover_stale() == 1
     job = _queue.queued_job(job_id)
-    assert job.status == "failed" and "exited" in job.error
+    assert (job.status, job.position, job.progress) == ("queued", 1, {})
+    assert job.error.startswith(f"{_ledger.RERUN}: worker died: process {corpse} exited")
+    assert _queue.claim_next(slot=0, worker=corpse).id == job_id  # its place kept: before bob's
+    assert _queue.recover_stale() == 1
+    job = _queue.queued_job(job_id)
+    assert job.status == "failed" and job.error.startswith(f"worker died: process {corpse} exited")
+    assert _queue.queued_job(later).status == "queued"
 
 
 def test_cancel_stops_a_running_sandbox_within_a_second(state, tmp_path):
