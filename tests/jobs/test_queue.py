@@ -171,6 +171,25 @@ def test_a_job_whose_process_died_runs_once_more_from_its_place_then_fails_with_
     assert _queue.queued_job(later).status == "queued"
 
 
+def test_a_starting_server_ends_what_the_last_one_left_running_without_a_process(state):
+    """gunicorn's master at start (jobs.recover_jobs): the upload whose worker died is queued again, the
+    background job whose process died is failed with the reason its page shows; a background job whose
+    process outlived the restart, another machine's job and a Celery job are left alone."""
+    host = this_worker().rpartition(":")[0]
+    corpse, alive = f"{host}:999999999", this_worker()
+    rows = {"upload": ("queue", corpse), "dead": ("diskcache", corpse), "alive": ("diskcache", alive),
+            "elsewhere": ("diskcache", "another-machine:1"), "celery": ("celery", corpse)}
+    for name, (backend, worker) in rows.items():
+        _ledger.enqueue(name, kind=name, backend=backend)
+        assert _ledger.claim(name, worker) is _ledger.Claim.RUN
+    assert _queue.recover_jobs() == 2
+    found = {name: _ledger.get_job(name) for name in rows}
+    assert (found["upload"].status, found["upload"].reason.split(": ")[0]) == ("queued", _ledger.RERUN)
+    assert found["dead"].status == "failed" and found["dead"].reason.startswith(f"worker died: process {corpse}")
+    assert {name: found[name].status for name in ("alive", "elsewhere", "celery")} == dict.fromkeys(
+        ("alive", "elsewhere", "celery"), "running")
+
+
 def test_cancel_stops_a_running_sandbox_within_a_second(state, tmp_path):
     folder = tmp_path / "loop"
     folder.mkdir()
