@@ -15,7 +15,8 @@ table, one heartbeat, one liveness rule for every job); on top of it:
 * **cancel** – a queued job is dropped at once; a running one is flagged and the
   executor kills its sandbox worker within a fraction of a second;
 * **recovery** – a running job whose process is gone or whose heartbeat stopped
-  is marked failed with that reason, by the ledger's rule.
+  (the ledger's rule) is queued again in its place and runs once more from the
+  start; a second such death marks it failed with that reason.
 
 Each process that serves the upload page runs one :class:`Executor` thread: it
 polls for queued jobs, takes a free slot and runs the job body it was given.
