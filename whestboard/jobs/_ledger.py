@@ -16,7 +16,8 @@ process dies leaves no result and the browser's poll quietly gives up. Here:
 **One liveness rule** (:mod:`whestboard.jobs._liveness`): a running job is
 *stale* when its process on this host is gone, or when its heartbeat is older
 than :data:`STALE_AFTER_S`. A stale job is taken over by the next claim (a
-retry, ``attempts`` + 1) or marked ``failed`` with the reason ("worker died
+retry, ``attempts`` + 1), queued again (an upload, whose row carries all it
+needs, runs once more) or marked ``failed`` with the reason ("worker died
 ..."), which the user then sees. The store is whatever
 :mod:`whestboard.store` points at (SQLite WAL by default, PostgreSQL when
 shared), so every worker on every machine sees the same truth.
@@ -361,7 +362,8 @@ def reap_jobs(stale_after: float = STALE_AFTER_S, *, backend: str | None = None,
         running = list(s.scalars(q))
     ended = 0
     for job in running:
-        if job.attempts < rerun_below and is_stale(job, now, stale_after, pid_check=pid_check):
+        if job.attempts < rerun_below and not job.cancel_requested and is_stale(job, now, stale_after,
+                                                                                  pid_check=pid_check):
             ended += _queue_again(job, death_reason(job, now), url)
         elif fail_if_dead(job, pid_check=pid_check, stale_after=stale_after, url=url).status == "failed":
             ended += 1
