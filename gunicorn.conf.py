@@ -52,7 +52,7 @@ worker_tmp_dir = "/dev/shm" if Path("/dev/shm").is_dir() and os.access("/dev/shm
 
 def when_ready(server) -> None:
     """Create the store's tables (and the key background-job handles are signed with) once, in the
-    master, before workers race to do it.
+    master, before workers race to do it, and end what the last server left running with no process.
 
     With the app preloaded, also load what every worker and job would load for
     itself (server/warm.py): done once here, shared by every fork.
@@ -60,12 +60,15 @@ def when_ready(server) -> None:
     from server.background import handle_signing_secret
     from server.warm import warm_process
     from whestboard import store
+    from whestboard.jobs import recover_jobs
 
     if preload_app:
         server.log.info("warmed in %.2f s", warm_process())
     try:
         store.engine()  # every table the loaded code declares
         handle_signing_secret()  # stored now, so a later full disk or outage finds it there to read
+        # Jobs whose process died with the last server: an upload queued again, any other failed with why.
+        server.log.info("jobs recovered at start: %d", recover_jobs())
     except Exception as exc:  # noqa: BLE001 - /healthz reports an unreachable store; keep serving
         server.log.error("store not ready: %s", type(exc).__name__)
     finally:

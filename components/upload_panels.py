@@ -12,6 +12,7 @@ from components.figures.lab import summary_cards
 from components.figures.margins import margins_panel
 from components.format import integer, sci
 from components.url_state import href
+from whestboard.jobs import RERUN
 from whestboard.rules import error_hint, margins_from_dict
 
 VERDICT_COLORS = {"ok": "success", "budget": "danger", "combined": "danger", "time": "danger",
@@ -108,8 +109,9 @@ def error_alert(message: str) -> dbc.Alert:
 def _phase_text(job) -> str:
     progress = job.progress or {}
     if job.status == "queued":
-        return f"Waiting in the queue: position {job.position}" + (
-            " (next)" if job.position == 1 else "")
+        again = (f"Its run stopped ({job.error[len(RERUN) + 2:]}), so it runs again from the start. "
+                 if (job.error or "").startswith(RERUN) else "")
+        return again + f"Waiting in the queue: position {job.position}" + (" (next)" if job.position == 1 else "")
     if job.status == "running":
         return progress.get("message") or "running"
     if job.status == "finished":

@@ -20,6 +20,7 @@ from components.figures import compare as figs
 from components.figures import convergence as curve_figs
 from components.shell import SESSION_UPLOADS_ID
 from components.url_state import address_store, keep_address_in_step, query_string
+from server import faults
 from server.background import priced
 from whestboard.band import cached_convergence_view
 from whestboard.cache import memoize
@@ -391,6 +392,6 @@ def _sweep(set_progress, n_clicks, dataset_key, ca, cb, budgets, mlps):
                               f"{_spec}: point {index + 1}/{n_points}, {done}/{n_mlps} MLPs"))
             run_curve(requests, on_progress=progress)
     except Exception as exc:  # the page shows a sentence, never a traceback
-        message = str(exc) if isinstance(exc, (ValueError, KeyError, FileNotFoundError)) else f"{type(exc).__name__}: {exc}"
+        message = faults.job_error(exc)
         return n_clicks, dbc.Alert(f"The sweep could not finish: {message}", color="danger", className="py-2")
     return n_clicks, html.Span("Both curves swept.", id="compare-curve-done")

@@ -22,6 +22,7 @@ from dash import Input, Output, State, callback, clientside_callback, dcc, html,
 from components.figures import convergence as figs
 from components.selectors import not_found_panel, resolve_selection, selector_row
 from components.url_state import address_store, keep_address_in_step, query_string
+from server import faults
 from server.background import priced
 from whestboard.band import (
     BASELINE_LABELS,
@@ -290,7 +291,7 @@ def _compute_baselines(set_progress, n_clicks, dataset_key: str):
 
         compute_baselines(ds, kinds=kinds, on_progress=on_progress)
     except Exception as exc:  # shown in the page, never as a traceback
-        return no_update, SHOWN, dbc.Alert(f"Could not compute the baselines: {exc}", color="danger",
+        return no_update, SHOWN, dbc.Alert(f"Could not compute the baselines: {faults.job_error(exc)}", color="danger",
                                            className="py-2 small")
     return n_clicks, HIDDEN, None
 
@@ -379,7 +380,7 @@ def _sweep(set_progress, n_clicks, dataset_key, specs, budgets, mlps):
             run_curve(list(requests), on_progress=progress)
             done += len(requests)
     except Exception as exc:  # the page shows a sentence, never a traceback
-        message = str(exc) if isinstance(exc, (ValueError, KeyError, FileNotFoundError)) else f"{type(exc).__name__}: {exc}"
+        message = faults.job_error(exc)
         return n_clicks, dbc.Alert(f"The sweep could not finish: {message}", color="danger", className="py-2",
                                    id="curve-error")
     return n_clicks, html.Span(f"Swept {total} point(s).", id="curve-done")

@@ -20,6 +20,7 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html, no_update
 
 from components.final_pairs import pair_list, rank_text
+from server import faults
 from server.background import priced, request_client_id
 from server.switches import uploads_on
 from whestboard.final import (
@@ -232,8 +233,7 @@ def _run_job(set_progress, job):
         record = run_final(request, on_progress=lambda done, total, label: set_progress(
             (100 * done / max(total, 1), f"{done} of {total}", label)))
     except Exception as exc:  # the page shows a sentence, never a traceback
-        message = str(exc) if isinstance(exc, (ValueError, KeyError, FileNotFoundError)) else \
-            f"{type(exc).__name__}: {exc}"
+        message = faults.job_error(exc)
         return {"error": message}
     return {"round": record["round"]}
 

@@ -23,6 +23,7 @@ from components.figures import lab as figs
 from components.figures.margins import margins_panel
 from components.selectors import not_found_panel, resolve_selection, selector_row
 from components.url_state import address_store, href, keep_address_in_step, query_string
+from server import faults
 from server.background import priced
 from whestboard.band import cached_convergence_view
 from whestboard.cache import Region
@@ -234,7 +235,7 @@ def _run_job(set_progress, job):
         asked = parse_lab_run(job)  # the request the web worker priced, read back by the same parser
         outcome = run_and_record(asked.run, use_cache=False, on_progress=on_progress)
     except Exception as exc:  # the page shows a sentence, never a traceback
-        message = str(exc) if isinstance(exc, (ValueError, KeyError, FileNotFoundError)) else f"{type(exc).__name__}: {exc}"
+        message = faults.job_error(exc)
         return {"error": message, "nonce": nonce}
     return {"run_id": outcome.run_id, "cached": False, "key": asked.key, "nonce": nonce}
 
@@ -384,7 +385,7 @@ def _sweep(set_progress, n_clicks, dataset_key, mlps, estimator, mc, budgets):
         points = stored_points(requests)
         view, _ = cached_convergence_view(get_dataset(asked.dataset))
     except Exception as exc:  # the page shows a sentence, never a traceback
-        message = str(exc) if isinstance(exc, (ValueError, KeyError, FileNotFoundError)) else f"{type(exc).__name__}: {exc}"
+        message = faults.job_error(exc)
         return dbc.Alert(["The sweep could not finish: ", message], color="danger", id="lab-sweep-error")
     curve = {"label": spec, "points": points, "crossing": sampling_crossing(points), "fixed_cost": fixed_cost(points)}
     link = href("/convergence", {"round": view.round_tag, "dataset": asked.dataset, "curves": spec,

@@ -20,6 +20,7 @@ from components.figures import playground as figs
 from components.figures.margins import margins_panel
 from components.shell import SESSION_UPLOADS_ID
 from components.url_state import address_store, keep_address_in_step, query_string
+from server import faults
 from server.background import launching_client, priced, request_client_id
 from server.switches import uploads_on
 from whestboard.data import (
@@ -245,10 +246,6 @@ def _upload_options(uploads):
     return [{"label": label, "value": sha} for sha, label in seen.items()], panels.uploads_hint(len(seen))
 
 
-def _sentence(exc: Exception) -> str:
-    return exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-
-
 @callback(
     Output("pg-address", "data"),
     Output("pg-results", "children", allow_duplicate=True),
@@ -277,7 +274,7 @@ def _plan(width, depth, seed, samples, mc_position, round_tag, uploads, mc_link=
         if result is None and asked.quick:
             result = play(asked.shape, asked.samples, asked.specs, asked.rulebook)
     except (GeneratedMLPError, RunError, ValueError, KeyError, FileNotFoundError) as exc:
-        return no_update, [], None, no_update, True, _failure(_sentence(exc)), None
+        return no_update, [], None, no_update, True, _failure(faults.job_error(exc)), None
     params = asked.payload()
     if result is not None:
         return _search(asked), _render(result), params, no_update, False, None, None
@@ -308,8 +305,7 @@ def _run_job(set_progress, request):
         play(asked.shape, asked.samples, asked.specs, asked.rulebook,
              progress=lambda what, fraction: set_progress((100 * fraction, f"{100 * fraction:.0f}%", what)))
     except Exception as exc:  # the page shows a sentence, never a traceback
-        message = _sentence(exc) if isinstance(exc, (ValueError, KeyError, FileNotFoundError)) else \
-            f"{type(exc).__name__}: {exc}"
+        message = faults.job_error(exc)
         return {"params": params, "error": message}
     return {"params": params}
 
@@ -387,7 +383,7 @@ def _keep(set_progress, n_clicks, params):
         directory = keep_generated(asked.shape, asked.samples, owner=launching_client(), progress=progress)
         summary = manifest_summary(directory)
     except (GeneratedMLPError, ValueError, KeyError, OSError) as exc:
-        return dbc.Alert(f"Could not keep this MLP: {_sentence(exc)}", color="danger", className="py-2 small",
+        return dbc.Alert(f"Could not keep this MLP: {faults.job_error(exc)}", color="danger", className="py-2 small",
                          id="pg-kept"), None
     return panels.kept_notice(summary), summary["key"]
 

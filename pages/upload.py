@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import replace
 
 import dash
 import dash_bootstrap_components as dbc
@@ -26,6 +27,7 @@ from components.upload_panels import (
     session_entries,
     upload_summary,
 )
+from server import faults
 from server.background import visitor_id
 from server.identity import client_address
 from server.switches import uploads_on
@@ -230,6 +232,8 @@ def _show_job(_tick, job_id: int | None, session_uploads: list | None):
     if not job.finished:
         ensure_executor(run_upload_job)
         return job_card(job), False, False, no_update, hidden, hidden, no_update
+    if job.status == "failed" and faults.classify_message(job.error or ""):  # said in the faults' words
+        job = replace(job, error=faults.sentence(faults.classify_message(job.error)))
     session = _session_after(session_uploads, job)
     card = job_card(job, report=upload_run(job.result or {}))
     data = upload_comparison(job.result or {})

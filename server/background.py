@@ -36,6 +36,7 @@ from whestboard import config, logs
 from whestboard.jobs import (
     ACTIVE,
     CANCELLED,
+    NOT_KEPT,
     NOT_STARTED,
     RESULT_LOST_AFTER_S,
     Launch,
@@ -47,6 +48,7 @@ from whestboard.jobs import (
     deadline,
     enqueue,
     fail_if_dead,
+    fail_unkept,
     fail_unstarted,
     find_job,
     handle_running,
@@ -135,6 +137,11 @@ def fault_payload(fault: str, *, started: bool = True) -> dict:
 
 def unsent_payload(handle: str) -> dict:
     return fault_payload(handle[len(UNSENT):], started=False)
+
+
+def _is_error(value) -> bool:
+    """A job's stored error (its own, or a refusal): passed on as it is, whatever the ledger says."""
+    return isinstance(value, dict) and "background_callback_error" in value
 
 
 LOST_IN_QUEUE = ("lost by the job queue: Redis went away, and came back without it, before any worker took "
@@ -329,9 +336,13 @@ class _Ledger:
             raise
 
     def get_result(self, key, job):
+        """What a poll answers: the job's value once the ledger says it finished, a sentence once it cannot
+        finish, else nothing yet. Never an exception: what a poll raises never reaches the page, which
+        then stops polling in silence."""
         if str(job).startswith(UNSENT):
             return unsent_payload(str(job))
         _poll.key = key  # job_running() below is asked about this same poll
+        _poll.collecting = True
         try:
             result = super().get_result(key, job)
         except Exception as exc:
@@ -341,13 +352,48 @@ class _Ledger:
             if fault is not None:  # a full disk or a lost store: the job cannot leave its result either
                 return fault_payload(fault)
             raise
-        if result is not self.UNDEFINED or job is None:
+        finally:
+            _poll.collecting = False
+        try:
+            if result is not self.UNDEFINED:
+                return self._kept(result, key, job)
+            return self._no_result_yet(key, job)
+        except Exception as exc:
+            fault = faults.classify(exc)
+            if fault is None:
+                raise
+            logs.error("job.poll_fault", exc, job=str(job), fault=fault)
+            return fault_payload(fault)  # the ledger could not be read or written: the job cannot be vouched for
+
+    def _kept(self, result, key, job):
+        """The job's value, passed on only once the ledger, read here, says the job finished.
+
+        A job process ends its ledger row (``finished``) after everything its body stores (a run record,
+        baselines, playground scores) and before it leaves its value, so a value whose row says so names
+        what this server can open. A value beside a row that does not (its ending never reached the
+        store this server reads) is lost work presented as success: the poll says so instead."""
+        if job is None or _is_error(result):
             return result
+        row = find_job(key, str(job))
+        if row is None or row.status in ("finished", CANCELLED):
+            return result
+        if row.status in ACTIVE:
+            row = fail_unkept(row)
+        return job_failed_payload(row.reason or NOT_KEPT)
+
+    def _no_result_yet(self, key, job):
+        if job is None:
+            return self.UNDEFINED
+        result = self.UNDEFINED
         gone = self._process_gone(job)
         if gone:  # it may have stored its result just before exiting
-            result = super().get_result(key, job)
+            _poll.collecting = True
+            try:
+                result = super().get_result(key, job)
+            finally:
+                _poll.collecting = False
             if result is not self.UNDEFINED:
-                return result
+                return self._kept(result, key, job)
         row = find_job(key, str(job))
         if row is None:
             return result
@@ -360,6 +406,8 @@ class _Ledger:
         if row.status == "failed" and (gone or is_lost(row.reason)):
             return job_failed_payload(row.reason or JOB_DIED)
         if row.status == "finished" and gone:
+            if self.backend_name == "diskcache" and faults.state_disk_low():
+                return fault_payload(faults.DISK)  # its value could not be written beside the ledger
             return job_failed_payload(f"{JOB_DIED}: process {row.worker} ended without storing its result")
         if row.status == "finished" and time.time() - (row.finished_at or time.time()) > RESULT_LOST_AFTER_S:
             return RESULT_LOST_PAYLOAD  # the job process has given up storing it: never poll forever
@@ -399,10 +447,20 @@ class _Ledger:
             return True
         return running
 
+    def clear_cache_entry(self, key):
+        """Drop a value (or progress) once read: a full disk or an absent broker refusing the removal must
+        not cost the user the value just read (the entry stays until the store takes writes again)."""
+        try:
+            super().clear_cache_entry(key)
+        except Exception as exc:
+            if faults.classify(exc) is None:
+                raise
+            logs.error("job.result_unremoved", exc, fault=faults.classify(exc))
+
     def terminate_job(self, job):
         if str(job).startswith(UNSENT):
             return None
-        if job is not None:
+        if job is not None and not getattr(_poll, "collecting", False):  # collecting: Dash reaps a job that ended
             cancel_job(str(job))
         try:
             return super().terminate_job(job)

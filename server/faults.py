@@ -121,3 +121,17 @@ def describe(exc: BaseException) -> str | None:
     """The user's sentence for an infrastructure fault, or None for anything else."""
     kind = classify(exc)
     return sentence(kind) if kind else None
+
+
+def job_error(exc: BaseException) -> str:
+    """What a job body tells its page about the error that stopped it, never a traceback: an
+    infrastructure fault's sentence (a full disk while it stored its run: what failed, that nothing stored
+    was lost, what to do), an input error's own words, else the exception's type and message."""
+    described = describe(exc)
+    if described is not None:
+        return described
+    if isinstance(exc, KeyError) and exc.args:  # a KeyError's str() is its argument's repr, quotes and all
+        return str(exc.args[0])
+    if isinstance(exc, (ValueError, FileNotFoundError)):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"

@@ -150,15 +150,44 @@ def test_with_concurrency_one_jobs_never_overlap_across_processes(state, tmp_pat
     assert all(_queue.queued_job(s[0]).status == "finished" for s in spans)
 
 
-def test_a_job_whose_process_died_is_failed_with_the_reason(state):
+def test_a_job_whose_process_died_runs_once_more_from_its_place_then_fails_with_the_reason(state):
+    """A restart or a killed web worker costs an upload one start, not the user's submission: it is queued
+    again ahead of later jobs; a job whose worker dies every time ends with the reason."""
     job_id = _queue.queue_job("alice", {})
-    _queue.claim_next(slot=0, worker="somewhere-else:1")  # another host: cannot be judged by pid
+    later = _queue.queue_job("bob", {})
+    corpse = f"{this_worker().rpartition(':')[0]}:999999999"
+    assert _queue.claim_next(slot=0, worker="somewhere-else:1").id == job_id  # another host: judged by its beat
     assert _queue.recover_stale() == 0
     with session() as s:
-        s.get(_ledger.Job, job_id).worker = f"{this_worker().rpartition(':')[0]}:999999999"
+        s.get(_ledger.Job, job_id).worker = corpse
     assert _queue.recover_stale() == 1
     job = _queue.queued_job(job_id)
-    assert job.status == "failed" and "exited" in job.error
+    assert (job.status, job.position, job.progress) == ("queued", 1, {})
+    assert job.error.startswith(f"{_ledger.RERUN}: worker died: process {corpse} exited")
+    assert _queue.claim_next(slot=0, worker=corpse).id == job_id  # its place kept: before bob's
+    assert _queue.recover_stale() == 1
+    job = _queue.queued_job(job_id)
+    assert job.status == "failed" and job.error.startswith(f"worker died: process {corpse} exited")
+    assert _queue.queued_job(later).status == "queued"
+
+
+def test_a_starting_server_ends_what_the_last_one_left_running_without_a_process(state):
+    """gunicorn's master at start (jobs.recover_jobs): the upload whose worker died is queued again, the
+    background job whose process died is failed with the reason its page shows; a background job whose
+    process outlived the restart, another machine's job and a Celery job are left alone."""
+    host = this_worker().rpartition(":")[0]
+    corpse, alive = f"{host}:999999999", this_worker()
+    rows = {"upload": ("queue", corpse), "dead": ("diskcache", corpse), "alive": ("diskcache", alive),
+            "elsewhere": ("diskcache", "another-machine:1"), "celery": ("celery", corpse)}
+    for name, (backend, worker) in rows.items():
+        _ledger.enqueue(name, kind=name, backend=backend)
+        assert _ledger.claim(name, worker) is _ledger.Claim.RUN
+    assert _queue.recover_jobs() == 2
+    found = {name: _ledger.get_job(name) for name in rows}
+    assert (found["upload"].status, found["upload"].reason.split(": ")[0]) == ("queued", _ledger.RERUN)
+    assert found["dead"].status == "failed" and found["dead"].reason.startswith(f"worker died: process {corpse}")
+    assert {name: found[name].status for name in ("alive", "elsewhere", "celery")} == dict.fromkeys(
+        ("alive", "elsewhere", "celery"), "running")
 
 
 def test_cancel_stops_a_running_sandbox_within_a_second(state, tmp_path):

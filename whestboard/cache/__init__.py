@@ -270,6 +270,9 @@ class _FolderBackend:
     def set(self, key: str, value: bytes, ex: int | None = None) -> None:
         self._cache.set(key, value, expire=ex)
 
+    def close(self) -> None:
+        self._cache.close()
+
 
 def _bytes_only_disk():
     import diskcache
@@ -295,6 +298,11 @@ def shared_backend():
     place = (url or str(config.state_dir() / "cache"), os.getpid())
     with _clients_lock:
         if _client[0] != place:
+            if isinstance(_client[1], _FolderBackend):
+                # Closed before this process opens its own: SQLite keeps a file's locks in process memory,
+                # which a fork copies, and a connection opened beside an inherited one takes no lock of its
+                # own, so another process may checkpoint and delete the log this one still writes to.
+                _client[1].close()
             if url:
                 import redis
 

@@ -27,7 +27,9 @@ from whestboard.jobs._launcher import Launcher
 from whestboard.jobs._ledger import (
     ACTIVE,
     CANCELLED,
+    NOT_KEPT,
     NOT_STARTED,
+    RERUN,
     STALE_AFTER_S,
     Claim,
     Job,
@@ -35,6 +37,7 @@ from whestboard.jobs._ledger import (
     cancel_job,
     enqueue,
     fail_if_dead,
+    fail_unkept,
     fail_unstarted,
     find_job,
     is_lost,
@@ -60,6 +63,7 @@ from whestboard.jobs._queue import (
     ensure_executor,
     queue_job,
     queued_job,
+    recover_jobs,
     sandbox_turn,
 )
 
@@ -87,6 +91,7 @@ __all__ = [
     "enqueue",
     "ensure_executor",
     "fail_if_dead",
+    "fail_unkept",
     "fail_unstarted",
     "find_job",
     "handle_running",
@@ -96,6 +101,7 @@ __all__ = [
     "JobView",
     "Launch",
     "Launcher",
+    "NOT_KEPT",
     "NOT_STARTED",
     "OverBudget",
     "owner_alive",
@@ -108,7 +114,9 @@ __all__ = [
     "QueueSettings",
     "reap_jobs",
     "sandbox_turn",
+    "RERUN",
     "recent_jobs",
+    "recover_jobs",
     "run_tracked",
     "set_handle",
 ]

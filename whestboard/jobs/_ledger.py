@@ -16,7 +16,8 @@ process dies leaves no result and the browser's poll quietly gives up. Here:
 **One liveness rule** (:mod:`whestboard.jobs._liveness`): a running job is
 *stale* when its process on this host is gone, or when its heartbeat is older
 than :data:`STALE_AFTER_S`. A stale job is taken over by the next claim (a
-retry, ``attempts`` + 1) or marked ``failed`` with the reason ("worker died
+retry, ``attempts`` + 1), queued again (an upload, whose row carries all it
+needs, runs once more) or marked ``failed`` with the reason ("worker died
 ..."), which the user then sees. The store is whatever
 :mod:`whestboard.store` points at (SQLite WAL by default, PostgreSQL when
 shared), so every worker on every machine sees the same truth.
@@ -46,7 +47,12 @@ STALE_AFTER_S = 30.0
 QUEUED_TOO_LONG_S = 900.0
 #: How a job the backend refused (broker, store or disk away at launch) is marked failed.
 NOT_STARTED = "not started"
-LOST_REASONS = ("worker died", "no worker started", NOT_STARTED)
+#: How a job is marked failed whose value was left behind while its row never said it finished: what it
+#: stored cannot be vouched for (its ending was written where this store does not see it).
+NOT_KEPT = "not kept"
+LOST_REASONS = ("worker died", "no worker started", NOT_STARTED, NOT_KEPT)
+#: The reason a job queued again after its worker died carries until it ends (an upload runs once more).
+RERUN = "queued again"
 ACTIVE = ("queued", "running")
 ENDED = ("finished", "failed", "cancelled")
 CANCELLED = "cancelled"
@@ -289,6 +295,14 @@ def _mark_failed(job: Job, reason: str, now: float, url: str | None) -> Job:
     return get_job(job.id, url) or job
 
 
+def fail_unkept(job: Job, url: str | None = None) -> Job:
+    """A job that left its value while its row still says ``queued`` or ``running``: failed with why (its
+    process's ending never reached this store, so neither may what it stored); the row as stored."""
+    reason = (f"{NOT_KEPT}: it finished, but its ending never reached the job ledger, so what it computed "
+              "may not have been saved")
+    return _mark_failed(job, reason, time.time(), url) if job.status in ACTIVE else job
+
+
 def fail_unstarted(job_id: str, *, reason: str, url: str | None = None) -> bool:
     """A job that could not be handed to its backend (the broker refused it): failed, with why, at once,
     instead of a row left ``queued`` until the 15-minute rule notices."""
@@ -332,8 +346,12 @@ def cancel_requested(job_id: str, url: str | None = None) -> bool:
 
 
 def reap_jobs(stale_after: float = STALE_AFTER_S, *, backend: str | None = None, pid_check: bool = False,
-              url: str | None = None) -> int:
-    """Fail every running job nobody is working on, even if nobody polls it any more; how many."""
+              rerun_below: int = 0, url: str | None = None) -> int:
+    """End every running job nobody is working on, even if nobody polls it any more; how many.
+
+    A job whose body can run again from what its row carries (an upload: ``rerun_below`` > 0) is queued
+    again while it has been started fewer than ``rerun_below`` times, keeping its place in the queue;
+    any other is failed with the reason, which its page shows."""
     now = time.time()
     q = select(Job).where(Job.status == "running")
     if backend is not None:
@@ -342,8 +360,28 @@ def reap_jobs(stale_after: float = STALE_AFTER_S, *, backend: str | None = None,
         q = q.where(Job.heartbeat_at < now - stale_after)
     with session(url) as s:
         running = list(s.scalars(q))
-    return sum(1 for job in running
-               if fail_if_dead(job, pid_check=pid_check, stale_after=stale_after, url=url).status == "failed")
+    ended = 0
+    for job in running:
+        if job.attempts < rerun_below and not job.cancel_requested and is_stale(job, now, stale_after,
+                                                                                  pid_check=pid_check):
+            ended += _queue_again(job, death_reason(job, now), url)
+        elif fail_if_dead(job, pid_check=pid_check, stale_after=stale_after, url=url).status == "failed":
+            ended += 1
+    return ended
+
+
+def _queue_again(job: Job, reason: str, url: str | None) -> int:
+    """Compare-and-set a dead running job back to ``queued`` (its progress forgotten, why kept); 1 if done."""
+    with session(url) as s:
+        changed = s.execute(
+            update(Job).where((Job.id == job.id) & (Job.status == "running") & (Job.worker == job.worker))
+            .values(status="queued", worker=None, slot=None, started_at=None, heartbeat_at=None, progress=None,
+                    reason=f"{RERUN}: {reason}")
+        ).rowcount
+    if changed:
+        logs.event("job.requeued", job=job.id, what=job.kind, client=job.owner, reason=reason,
+                   attempts=job.attempts)
+    return changed
 
 
 def _ms(start: float | None, end: float) -> float | None:

@@ -15,7 +15,8 @@ table, one heartbeat, one liveness rule for every job); on top of it:
 * **cancel** – a queued job is dropped at once; a running one is flagged and the
   executor kills its sandbox worker within a fraction of a second;
 * **recovery** – a running job whose process is gone or whose heartbeat stopped
-  is marked failed with that reason, by the ledger's rule.
+  (the ledger's rule) is queued again in its place and runs once more from the
+  start; a second such death marks it failed with that reason.
 
 Each process that serves the upload page runs one :class:`Executor` thread: it
 polls for queued jobs, takes a free slot and runs the job body it was given.
@@ -149,9 +150,23 @@ def claim_next(slot: int, worker: str | None = None) -> JobView | None:
     return queued_job(job_id) if job_id else None
 
 
+#: How many times an upload is started before its worker's deaths end it: one whose worker died (a
+#: restart, a killed web worker) runs once more from the start, and never in a loop.
+ATTEMPTS = 2
+
+
 def recover_stale() -> int:
-    """Fail running jobs whose process died or stopped beating; returns how many."""
-    return _ledger.reap_jobs(backend=BACKEND, pid_check=True)
+    """Running jobs whose process died or stopped beating: queued again (once), else failed; how many."""
+    return _ledger.reap_jobs(backend=BACKEND, pid_check=True, rerun_below=ATTEMPTS)
+
+
+def recover_jobs() -> int:
+    """What a server does as it starts: every job the ledger holds as running whose process on this
+    machine is gone is ended (an upload queued again to run from the start, once; a background job failed
+    with the reason its page shows); how many. A job whose process lives on (a background callback's
+    outlives a gunicorn restart) is left to finish, and its page collects it; a Celery job is left to
+    Celery's redelivery and the heartbeat rule."""
+    return recover_stale() + _ledger.reap_jobs(backend="diskcache", pid_check=True)
 
 
 # --- slots (machine-wide concurrency) -------------------------------------------------------------

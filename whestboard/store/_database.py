@@ -124,6 +124,16 @@ def reset_engines() -> None:
 
 
 def forget_inherited_connections() -> None:
-    """In a forked child: drop the parent's pooled connections without closing them."""
+    """In a forked child, before it opens a connection of its own: let go of the parent's pooled ones.
+
+    A server's connection (PostgreSQL) is dropped without being closed: closing it would end the
+    parent's session on the socket they share. A SQLite connection is closed: SQLite keeps each file's
+    locks in process memory, which the fork copied, so a connection the child opened beside the copy
+    would count the parent's locks as its own and take none. The parent's close then found the file
+    unlocked, checkpointed and deleted the write-ahead log, and every later write of the child went to
+    the deleted file (a job's run record, written after a gunicorn restart, was lost so). Closing the
+    copy here releases nothing of the parent's (its locks are its process's), and the parent's open
+    connection keeps the log from being checkpointed by this close.
+    """
     for eng in list(_engines.values()):
-        eng.dispose(close=False)
+        eng.dispose(close=eng.dialect.name == "sqlite")

@@ -7,6 +7,13 @@ parent's session, for SQLite the docs forbid it outright. This is SQLAlchemy's
 documented remedy: every pooled connection remembers the process that opened
 it, and a checkout from any other process discards it (without closing the
 parent's socket) and opens a fresh one. Installed once, for every engine.
+
+SQLite needs one step more, taken by the child hook before the child opens a
+connection of its own: the inherited ones are closed, not just dropped. SQLite
+keeps a file's locks in process memory, which the fork copied, so a connection
+opened beside an inherited one takes no lock of its own, and the parent's close
+may then delete the write-ahead log the child still writes to
+(``whestboard.store._database.forget_inherited_connections``).
 """
 
 from __future__ import annotations
