@@ -40,7 +40,7 @@ import pandas as pd
 from whestboard.cache import memoize
 from whestboard.leaderboard import _ranking, _store
 from whestboard.leaderboard._store import ORGANIZER_SPLITS, PUBLIC, SPLITS
-from whestboard.rules import VERDICTS, get_round
+from whestboard.rules import UNRECORDED, VERDICTS, get_round
 
 #: Private worse than public beyond noise: one-sided permutation p-value under this.
 OVERFIT_ALPHA = 0.01
@@ -56,8 +56,6 @@ TOP_NEIGHBOURS = 5
 TIE_ALPHA = _ranking.ALPHA
 TIE_POWER = _ranking.POWER
 SEED = _ranking.SEED
-#: A failed MLP whose kind the file did not record.
-UNRECORDED = "unrecorded"
 #: Columns of a board that come from private or rerun MLPs: only the organizer gets them.
 ORGANIZER_COLUMNS = ("private_score", "private_ratio", "overfit_p", "overfit", "flops_ratio", "flops_cv_public",
                      "flops_cv_private", "flops_differ", "overfit_text")

@@ -70,10 +70,13 @@ from whestboard.scoring._run_records import (
     runs_revision,
 )
 from whestboard.scoring._runs import (
+    LOAD_ATTEMPTS,
+    LoadCausedFailure,
     RunOutcome,
     RunRequest,
     cache_key,
     execute,
+    execute_for_keeps,
     layer_comparison,
     operation_flops,
     run_and_record,
@@ -121,6 +124,9 @@ __all__ = [
     "estimator_specs",
     "EstimatorHandle",
     "execute",
+    "execute_for_keeps",
+    "LOAD_ATTEMPTS",
+    "LoadCausedFailure",
     "failure_report",
     "find_cached",
     "get_run",
