@@ -40,7 +40,7 @@ import pandas as pd
 from whestboard.cache import memoize
 from whestboard.leaderboard import _ranking, _store
 from whestboard.leaderboard._store import ORGANIZER_SPLITS, PUBLIC, SPLITS
-from whestboard.rules import UNRECORDED, VERDICTS, get_round
+from whestboard.rules import UNRECORDED, VERDICTS, failures_sentence, get_round
 
 #: Private worse than public beyond noise: one-sided permutation p-value under this.
 OVERFIT_ALPHA = 0.01
@@ -323,6 +323,18 @@ def failure_breakdown(mlp_results: pd.DataFrame) -> dict[str, dict[str, int]]:
 
 def breakdown_text(counts: dict[str, int]) -> str:
     return ", ".join(f"{n} {kind}" for kind, n in counts.items())
+
+
+def failure_sentences(submission_ids: list[str], *, url: str | None = None) -> dict[str, str]:
+    """What failed in each of these submissions, from its public per-MLP rows: ``"32 of 32 MLPs failed:
+    combined budget"`` (``rules.failures_sentence``), for the figures that draw a failed submission as such.
+    Submissions without per-MLP rows, or without a failed one, are left out."""
+    if not submission_ids:
+        return {}
+    rows = _store.mlp_frame(list(submission_ids), splits=(PUBLIC,), url=url)
+    totals = rows.groupby("submission_id").size()
+    return {sid: failures_sentence([kind for kind, n in counts.items() for _ in range(n)], int(totals[sid]))
+            for sid, counts in failure_breakdown(rows).items()}
 
 
 # ---------------------------------------------------------------------------
