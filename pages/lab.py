@@ -17,8 +17,8 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 
+from components.budget_curve import budget_curve_panel
 from components.compare_panels import compare_url
-from components.figures import convergence as curve_figs
 from components.figures import lab as figs
 from components.selectors import not_found_panel, resolve_selection, selector_row
 from components.url_state import address_store, href, keep_address_in_step, query_string
@@ -36,7 +36,6 @@ from whestboard.scoring import (
     curve_cost,
     curve_requests,
     find_cached,
-    fixed_cost,
     get_run,
     get_run_predictions,
     layer_comparison,
@@ -47,8 +46,7 @@ from whestboard.scoring import (
     rulebook_for,
     run_and_record,
     run_curve,
-    sampling_crossing,
-    stored_points,
+    stored_curve,
 )
 
 dash.register_page(__name__, path="/lab", name="Lab", order=3, title="Estimator lab · Whestboard")
@@ -397,18 +395,16 @@ def _sweep(set_progress, n_clicks, dataset_key, mlps, estimator, mc, budgets):
                           f"point {index + 1} of {n_points}: {done}/{n_mlps} MLPs"))
 
         run_curve(requests, on_progress=progress)
-        points = stored_points(requests)
+        curve, missing = stored_curve(spec, requests)
         view, _ = cached_convergence_view(get_dataset(dataset_key))
     except Exception as exc:  # the page shows a sentence, never a traceback
         message = str(exc) if isinstance(exc, (ValueError, KeyError, FileNotFoundError)) else f"{type(exc).__name__}: {exc}"
         return dbc.Alert(["The sweep could not finish: ", message], color="danger", id="lab-sweep-error")
-    curve = {"label": spec, "points": points, "crossing": sampling_crossing(points), "fixed_cost": fixed_cost(points)}
     link = href("/convergence", {"round": view.round_tag, "dataset": dataset_key, "curves": spec,
                                  "budgets": budgets or DEFAULT_LADDER, "mlps": mlps})
     return html.Div([
         html.H5("Budget curve", className="mt-3"),
-        dcc.Graph(id="lab-curve-graph", figure=curve_figs.curve_figure(view, [curve])),
-        curve_figs.curve_table([curve]),
+        budget_curve_panel(view, [curve], prefix="lab-curve", missing=missing),
         dcc.Link("Draw it on the convergence page (with other estimators, in MSE/Var or score)", href=link,
                  id="lab-curve-link", className="small"),
     ], id="lab-sweep-panel")

@@ -25,13 +25,12 @@ from components.figures.style import use_app_template  # noqa: E402
 from whestboard.band import convergence_view  # noqa: E402
 from whestboard.data import get_dataset  # noqa: E402
 from whestboard.scoring import (  # noqa: E402
+    curve_data,
     curve_requests,
-    fixed_cost,
     parse_budget_ladder,
     resolve_estimator,
     rulebook_for,
     run_curve,
-    sampling_crossing,
 )
 
 CHROMIUM = os.environ.get("WHESTBOARD_CHROMIUM", "/usr/bin/chromium")
@@ -52,8 +51,7 @@ def main() -> None:
     curves = []
     for spec in args.specs.split(","):
         points = run_curve(curve_requests(ds, args.mlps, resolve_estimator(spec), tag, ladder)).summaries()
-        curves.append({"label": spec, "points": points, "crossing": sampling_crossing(points),
-                       "fixed_cost": fixed_cost(points)})
+        curves.append(curve_data(spec, points))
         print(spec, [f"{p['final_layer_mse']['mean']:.3g}@{p['flops_used']['mean']:.3g}" for p in points])
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
                             text=True).stdout.strip()

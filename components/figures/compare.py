@@ -115,7 +115,7 @@ def noise_figure(verdict: dict) -> go.Figure:
         # No bars to draw: the reason, wrapped to the panel, on a blank canvas (no axes to misread).
         reason = "<br>".join(textwrap.wrap(noise.get("reason", ""), 70))
         fig.add_annotation(text=reason, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
-        fig.update_layout(**LAYOUT, title="What limits the interval: not available")
+        fig.update_layout(**LAYOUT, title=f"What limits the interval: {noise.get('headline') or 'not known'}")
         fig.update_layout(height=220)
         fig.update_xaxes(visible=False)
         fig.update_yaxes(visible=False)
@@ -211,15 +211,18 @@ def heatmap_figure(heat: ErrorHeatmap) -> go.Figure:
 def curve_difference_figure(rows: list[dict], metric: str = "score") -> go.Figure:
     """A minus B at each budget, paired over their shared MLPs: the mean difference and its 95% interval.
 
-    The x axis is the budget (log); y is linear, through zero (below zero A is lower, i.e. better). A budget
-    where the interval excludes zero is filled; one it does not is open; a budget one side lacks is named.
+    The x axis is the budget (log) over the ladder's budgets, drawn or not; y is linear, through zero (below
+    zero A is lower, i.e. better). A budget where the interval excludes zero is filled; one it does not is open;
+    a budget one side lacks is named, and so is one where every shared MLP failed on a side (nothing to pair).
     """
     shown = [r for r in rows if not r.get("missing") and r["n"] and math.isfinite(r["mean_difference"])]
     word = METRICS.get(metric, METRICS["score"])[1]
+    budgets = [r["budget"] for r in rows if r.get("budget")]
+    x_range = [math.log10(min(budgets)) - 0.3, math.log10(max(budgets)) + 0.3] if budgets else None
     fig = go.Figure(layout={**LAYOUT, "title": {"text": f"A − B per budget ({word}, paired over shared MLPs)",
                                                 "font": {"size": 14}},
                             "xaxis": {"type": "log", "title": {"text": "budget B per MLP (FLOPs)"},
-                                      "exponentformat": "power"},
+                                      "exponentformat": "power", "range": x_range},
                             "yaxis": {"title": {"text": f"mean paired difference of {word}"}, "zeroline": True,
                                       "exponentformat": "power"},
                             "meta": {"metric": metric, "budgets": [r["budget"] for r in shown]}})
@@ -236,8 +239,17 @@ def curve_difference_figure(rows: list[dict], metric: str = "score") -> go.Figur
             hovertemplate=("B = %{x:.4g}<br>A − B %{y:.4g}<br>%{customdata[0]} shared MLPs · %{customdata[1]}<br>"
                            "p = %{customdata[2]:.3g} · A lower on %{customdata[3]}, B lower on %{customdata[4]}"
                            "<extra></extra>")))
-    missing = [r for r in rows if r.get("missing")]
-    for r in missing:
-        fig.add_annotation(x=math.log10(r["budget"]), y=0, text=f"no {r['missing']} point", showarrow=False,
-                           yshift=14, font={"size": 11, "color": LINE_COLOR})
+    for r in rows:
+        if r.get("missing"):
+            text = f"no {r['missing']} point"
+        elif not r["n"] and r.get("left_out"):
+            text = "every shared MLP failed"
+        else:
+            continue
+        fig.add_annotation(x=math.log10(r["budget"]), y=0, text=text, showarrow=False, yshift=14,
+                           font={"size": 11, "color": LINE_COLOR})
+    if not shown:
+        fig.add_annotation(x=0.5, y=0.95, xref="paper", yref="paper", showarrow=False, name="no-difference",
+                           text="no budget has a pair to draw yet" if rows else "no budgets chosen",
+                           font={"size": 12, "color": LINE_COLOR})
     return fig

@@ -20,7 +20,9 @@ from whestboard.scoring._curve import (
     MAX_CURVE_POINTS,
     Curve,
     CurvePoint,
+    carries_claims,
     curve_cost,
+    curve_data,
     curve_requests,
     curve_spec_choices,
     fixed_cost,
@@ -30,6 +32,7 @@ from whestboard.scoring._curve import (
     run_curve,
     sampling_crossing,
     stored_budgets,
+    stored_curve,
     stored_points,
     stored_reports,
 )
@@ -49,6 +52,7 @@ from whestboard.scoring._inputs import (
     parse_mlp_selection,
     quoted,
     select_mlps,
+    selection_text,
 )
 from whestboard.scoring._playground import (
     DEFAULT_MC_SAMPLES,
@@ -95,8 +99,10 @@ from whestboard.scoring._uploads import (
 
 __all__ = [
     "BUDGETS_HELP",
+    "carries_claims",
     "Curve",
     "curve_cost",
+    "curve_data",
     "curve_requests",
     "curve_spec_choices",
     "CurvePoint",
@@ -108,6 +114,7 @@ __all__ = [
     "run_curve",
     "sampling_crossing",
     "stored_budgets",
+    "stored_curve",
     "stored_points",
     "stored_reports",
     "ALIASES",
@@ -160,6 +167,7 @@ __all__ = [
     "sandboxed_handle",
     "Scored",
     "select_mlps",
+    "selection_text",
     "shipped_spec",
     "SPEC_HELP",
     "stored_spec",
