@@ -233,8 +233,11 @@ def curve_difference_figure(rows: list[dict], metric: str = "score") -> go.Figur
             name="A − B (95% bootstrap interval)", line={"color": DIFF_COLOR},
             marker={"size": 10, "color": DIFF_COLOR,
                     "symbol": ["circle" if r["resolved"] else "circle-open" for r in shown]},
-            error_y={"type": "data", "symmetric": False, "array": [r["ci_high"] - r["mean_difference"] for r in shown],
-                     "arrayminus": [r["mean_difference"] - r["ci_low"] for r in shown]},
+            error_y={"type": "data", "symmetric": False,  # no interval where too few MLPs allow none
+                     "array": [r["ci_high"] - r["mean_difference"] if r.get("verdict_possible", True) else 0
+                               for r in shown],
+                     "arrayminus": [r["mean_difference"] - r["ci_low"] if r.get("verdict_possible", True) else 0
+                                    for r in shown]},
             customdata=[[r["n"], r["verdict"], r["p_value"], r["wins"], r["losses"]] for r in shown],
             hovertemplate=("B = %{x:.4g}<br>A − B %{y:.4g}<br>%{customdata[0]} shared MLPs · %{customdata[1]}<br>"
                            "p = %{customdata[2]:.3g} · A lower on %{customdata[3]}, B lower on %{customdata[4]}"

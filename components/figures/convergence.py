@@ -195,7 +195,7 @@ def run_traces(view: ConvergenceView, metric: str, highlight: str | None, frame:
     Plain dicts, shaped as ``go.Scatter(...).to_plotly_json()`` would be: they change with every
     recorded run, and skipping plotly's validation keeps their rebuild in milliseconds.
     """
-    groups: dict[str, list] = {"inside": [], "failed": [], "highlighted": [], "edge": []}
+    groups: dict[str, list] = {"inside": [], "failed": [], "highlighted": [], "edge": [], "edge-failed": []}
     shown = [run for run in view.runs if run.mse.get(metric) and run.mse[metric] > 0 and run.flops > 0]
     lx, ly = log_coords([r.flops for r in shown], [r.mse[metric] for r in shown], frame)
     sides = edge_sides(lx, ly, frame)
@@ -207,7 +207,8 @@ def run_traces(view: ConvergenceView, metric: str, highlight: str | None, frame:
             groups[group].append((run, run.flops, run.mse[metric], None, hot))
         else:
             note = f"<br><i>outside the frame ({sides[i]}): zoom out to see it</i>"
-            groups["edge"].append((run, float(px[i]), float(py[i]), (sides[i], note), hot))
+            group = "edge-failed" if run.n_failed and not hot else "edge"
+            groups[group].append((run, float(px[i]), float(py[i]), (sides[i], note), hot))
     traces = []
     if groups["inside"]:
         traces.append(_points(groups["inside"], metric, f"recorded runs ({len(view.runs)})",
@@ -215,19 +216,45 @@ def run_traces(view: ConvergenceView, metric: str, highlight: str | None, frame:
     if groups["failed"]:
         failed = _points(groups["failed"], metric, f"runs with failed MLPs ({len(groups['failed'])}): not results",
                          dict(size=12, symbol="x-thin-open", color=FAILED_COLOR, line=dict(color=FAILED_COLOR, width=2.5)))
-        failed.update(mode="markers+text", text=[i[0].failures for i in groups["failed"]], textposition="bottom center",
+        failed.update(mode="markers+text", text=_failure_labels(groups["failed"], frame), textposition="bottom center",
                       textfont={"size": 10, "color": FAILED_COLOR}, meta={"failed_runs": True})
         traces.append(failed)
     if groups["highlighted"]:
         symbols = ["x" if i[0].n_failed else "circle" for i in groups["highlighted"]]  # a failed run stays a cross
         traces.append(_points(groups["highlighted"], metric, f"highlighted: {highlight}",
                               dict(size=11, symbol=symbols, color=HIGHLIGHT, line=dict(color="black", width=1))))
+    if groups["edge-failed"]:
+        edge = groups["edge-failed"]
+        failed = _points(edge, metric, f"runs with failed MLPs outside the frame ({len(edge)}, pinned to its edge)",
+                         dict(size=11, symbol=[EDGE_SYMBOLS[item[3][0]] for item in edge], color=FAILED_COLOR,
+                              line=dict(color="black", width=0.5)))
+        failed.update(mode="markers+text", text=_failure_labels(edge, frame), meta={"failed_runs": True},
+                      textposition=[("bottom center" if item[3][0] == "top" else "top center")
+                                    for item in edge], textfont={"size": 10, "color": FAILED_COLOR})
+        traces.append(failed)
     if groups["edge"]:
         symbols = [EDGE_SYMBOLS[item[3][0]] for item in groups["edge"]]
         colors = [HIGHLIGHT if item[4] else RUN_GREY for item in groups["edge"]]
         traces.append(_points(groups["edge"], metric, "runs outside the frame (pinned to its edge)",
                               dict(size=11, symbol=symbols, color=colors, line=dict(color="black", width=0.5))))
     return traces
+
+
+def _failure_labels(items: list, frame: Frame) -> list[str]:
+    """What failed, written beside each failed run; runs drawn on top of each other (closer than a few percent
+    of the frame) share one label that counts them, so labels never overprint."""
+    width, height = frame.x[1] - frame.x[0], frame.y[1] - frame.y[0]
+    order = sorted(range(len(items)), key=lambda k: (items[k][1], items[k][2]))
+    labels, anchor, count = [""] * len(items), None, 0
+    for k in order:
+        x, y = math.log10(items[k][1]), math.log10(items[k][2])
+        if anchor is not None and abs(x - anchor[1]) < 0.08 * width and abs(y - anchor[2]) < 0.06 * height:
+            count += 1
+            labels[anchor[0]] = f"{items[anchor[0]][0].failures} (+{count} more failed run{'s' * (count > 1)} here)"
+            continue
+        anchor, count = (k, x, y), 0
+        labels[k] = items[k][0].failures or ""
+    return labels
 
 
 def _points(items: list, metric: str, name: str, marker: dict) -> dict:
@@ -508,7 +535,8 @@ def curve_traces(label: str, points: list[dict], *, x_axis: str = "flops", y_axi
             "type": "scatter", "x": [r[1] for r in failed], "y": [r[2] for r in failed], "mode": "markers+text",
             "name": f"{label}: failed points (the grader's fallback, not a result)", "legendgroup": label,
             "meta": {"failed_curve": label, "budgets": [p["budget"] for p, *_ in failed]},
-            "marker": {**FAILED_MARKER, "color": color}, "text": sentences, "textposition": "top center",
+            "marker": {**FAILED_MARKER, "color": color}, "text": sentences,
+            "textposition": [("top center", "bottom center")[k % 2] for k in range(len(failed))],  # neighbours apart
             "textfont": {"size": 10, "color": color}, "cliponaxis": False,
             "customdata": [[label, p["budget"], s, p["final_layer_mse"]["mean"]] for (p, *_), s in zip(failed, sentences, strict=True)],
             "hovertemplate": ("<b>%{customdata[0]}</b> at B = %{customdata[1]:.4g}: FAILED<br>%{customdata[2]}<br>"
@@ -703,4 +731,4 @@ def curve_table(curves: list[dict], *, prefix: str = "curve") -> html.Div:
             ], className="table-danger" if not carries_claims(p) else None))
     return html.Div([html.Ul(curve_notes(curves), className="small mb-2", id=f"{prefix}-notes"),
                      dbc.Table([header, html.Tbody(rows)], size="sm", striped=True, className="small",
-                               id=f"{prefix}-points")])
+                               id=f"{prefix}-points") if rows else None])
