@@ -155,7 +155,7 @@ def test_the_lab_sweeps_the_budget_beside_run_and_a_fixed_cost_estimator_is_a_ve
     assert len(curve["x"]) == 3 and len(set(curve["x"])) == 1  # identical FLOPs at every budget
     assert curve["fixed"] and "fixed cost: does not use more budget" in curve["name"]
     assert any("fixed cost: does not use more budget" in text for texts in curve["texts"] for text in texts)
-    assert "fixed cost" in cpage.inner_text("#curve-notes")
+    assert "fixed cost" in cpage.inner_text("#lab-curve-notes")
     link = cpage.get_attribute("#lab-curve-link", "href")
     assert "curves=mean" in link and "mlps=0%3A2" in link
 
