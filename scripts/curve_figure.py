@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from datetime import date
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -64,7 +65,7 @@ def main() -> None:
         for y_axis, name in (("mse", "budget-curves.png"), ("var", "budget-curves-mse-over-var.png")):
             fig = figs.curve_figure(view, curves, y_axis=y_axis)
             fig.update_layout(width=1100, height=640, title=dict(
-                text=f"{fig.layout.title.text} · MLPs {args.mlps} · 2026-12-02, commit {commit}"))
+                text=f"{fig.layout.title.text} · MLPs {args.mlps} · {date.today().isoformat()}, commit {commit}"))
             html_path = Path(tempfile.mkdtemp()) / "figure.html"
             fig.write_html(html_path, include_plotlyjs=True, full_html=True, config={"displayModeBar": False})
             page.goto(html_path.as_uri())
