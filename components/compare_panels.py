@@ -94,7 +94,11 @@ def verdict_panel(verdict: dict) -> html.Div:
     return html.Div([
         html.P([html.B("A: "), verdict["a"]["label"], html.Br(), html.B("B: "), verdict["b"]["label"], html.Br(),
                 f"Paired on {n} shared MLP(s) of {verdict['a']['dataset'] or 'the same dataset'}."
-                + (SMALL_SAMPLE_NOTE if n < SMALL_SAMPLE else "")],
+                + (SMALL_SAMPLE_NOTE if n < SMALL_SAMPLE else ""),
+                *[html.Div(f"{side.upper()}: {text}; those MLPs count at the grader's fallback (the all-zero "
+                           "prediction, multiplier 1.0), drawn as crosses below.", className="text-danger",
+                           id=f"compare-failures-{side}")
+                  for side, text in (verdict.get("failures") or {}).items() if text]],
                className="small", id="compare-sides"),
         dbc.Row([
             dbc.Col(stat_card(verdict["score"], "Score (mean MSE x multiplier)", "score", n, public, "compare-score"), md=6),

@@ -62,12 +62,22 @@ def pair_scatter(verdict: dict, metric: str = "score") -> go.Figure:
     custom = np.array([[per["mlp_index"][m], names[m], a[m], b[m], variance[m]] for m in range(len(a))], dtype=object)
     hover = ("MLP %{customdata[0]} %{customdata[1]}<br>A %{customdata[2]:.4g}<br>B %{customdata[3]:.4g}"
              "<br>avg_variance %{customdata[4]:.3g}<extra></extra>")
+    failed = np.array(per.get("failed_a") or [False] * len(a), dtype=bool) | np.array(
+        per.get("failed_b") or [False] * len(a), dtype=bool)
+    ran = inside & ~failed
     fig.add_trace(go.Scatter(
-        x=10 ** lx[inside], y=10 ** ly[inside], mode="markers", name="MLPs", customdata=custom[inside],
+        x=10 ** lx[ran], y=10 ** ly[ran], mode="markers", name="MLPs", customdata=custom[ran],
         hovertemplate=hover,
-        marker={"size": 7, "color": colour[inside], "colorscale": "Viridis", "showscale": True,
+        marker={"size": 7, "color": colour[ran], "colorscale": "Viridis", "showscale": True,
                 "colorbar": {"title": {"text": "log10 avg_variance"}, "thickness": 12}},
     ))
+    if (inside & failed).any():  # a failed MLP's value is the grader's fallback: drawn apart, never as a result
+        fig.add_trace(go.Scatter(
+            x=10 ** lx[inside & failed], y=10 ** ly[inside & failed], mode="markers",
+            name=f"{int((inside & failed).sum())} MLP(s) failed on A or B (the grader's fallback)",
+            customdata=custom[inside & failed], hovertemplate=hover.replace("<extra>", "<br>failed<extra>"),
+            marker={"symbol": "x-thin-open", "size": 11, "color": "rgb(214, 96, 28)",
+                    "line": {"width": 2.5, "color": "rgb(214, 96, 28)"}}, meta={"failed_mlps": True}))
     for edge, symbol in EDGE_SYMBOLS.items():
         chosen = side == edge
         if chosen.any():

@@ -144,3 +144,26 @@ def test_a_budget_pairs_only_the_mlps_neither_side_failed_and_names_what_it_left
     assert rows[0]["failed_a"] == "3 of 8 MLPs failed: FLOP budget" and rows[0]["failed_b"] is None
     assert rows[0]["mean_difference"] == pytest.approx(-0.1) and rows[0]["verdict"] == "too few MLPs"
     assert rows[1]["n"] == 0 and rows[1]["left_out"] == 8 and rows[1]["failed_a"] == "8 of 8 MLPs failed: FLOP budget"
+
+
+def test_a_side_with_failed_mlps_is_named_and_its_failed_mlps_drawn_apart(dataset, private_state):
+    """Covariance propagation under a budget below its cost (24 x 3) fails on every MLP: the verdict names it,
+    the pair scatter draws those MLPs as crosses of their own, never among the MLPs that ran."""
+    from components.figures.compare import pair_scatter
+    from whestboard.rules import failure_kind, failures_sentence
+
+    small = 60_000  # above mean propagation's cost on 24 x 3 (20,736 FLOPs), below covariance propagation's
+    outcomes = [run_and_record(RunRequest(dataset, "0:6", resolve_estimator(kind), rulebook_for(None, small)))
+                for kind in ("mean", "cov")]
+    mean_entries = outcomes[0].report["results"]["per_mlp"]
+    assert all(e["budget_exhausted"] for e in outcomes[1].report["results"]["per_mlp"])
+    out = verdict(*(load_side(f"run:{o.run_id}") for o in outcomes))
+    assert out["failures"] == {"a": failures_sentence([failure_kind(e) for e in mean_entries]),
+                               "b": "6 of 6 MLPs failed: FLOP budget"}
+    assert out["per_mlp"]["failed_b"] == [True] * 6
+    assert out["per_mlp"]["failed_a"] == [e["failed"] for e in mean_entries]
+    assert "B: 6 of 6 MLPs failed: FLOP budget" in str(verdict_panel(out))
+    fig = pair_scatter(out, "score")
+    crosses = next(t for t in fig.data if (t.meta or {}).get("failed_mlps"))
+    assert len(crosses.x) == 6 and crosses.marker.symbol == "x-thin-open"
+    assert len(next(t for t in fig.data if t.name == "MLPs").x) == 0  # every shared MLP failed on B

@@ -20,7 +20,7 @@ from whestboard.compare._paired import (
 )
 from whestboard.compare._sides import CompareError, Side, shared_indices
 from whestboard.data import open_dataset, served_datasets
-from whestboard.rules import blas_setup, describe_blas
+from whestboard.rules import blas_setup, describe_blas, failures_sentence
 from whestboard.scoring import selection_text
 from whestboard.store import json_safe
 
@@ -54,12 +54,17 @@ def verdict(a: Side, b: Side) -> dict:
         "final_layer_mse": mses.as_dict(),
         "noise": _noise(a, b, shared, variance, mses.mean_difference),
         "blas": blas_comparison(a, b),
+        # what failed on each side among the shared MLPs: their scores are the grader's fallback, named everywhere
+        "failures": {name: failures_sentence([side.entries[i]["failure"] for i in shared])
+                     for name, side in (("a", a), ("b", b))},
         "per_mlp": {
             "mlp_index": shared,
             "mlp_name": [a.entries[i]["mlp_name"] or b.entries[i]["mlp_name"] for i in shared],
             "score_a": column(a, "adjusted_score").tolist(), "score_b": column(b, "adjusted_score").tolist(),
             "mse_a": column(a, "final_layer_mse").tolist(), "mse_b": column(b, "final_layer_mse").tolist(),
             "avg_variance": variance.tolist(),
+            "failed_a": [bool(a.entries[i]["failure"]) for i in shared],
+            "failed_b": [bool(b.entries[i]["failure"]) for i in shared],
         },
     }
     return json_safe(out)

@@ -33,6 +33,7 @@ from whestboard.leaderboard import (
     get_submission,
     mlp_frame,
 )
+from whestboard.rules import failure_kind
 from whestboard.scoring import (
     get_run,
     get_run_predictions,
@@ -100,6 +101,7 @@ def normalized_entry(entry: dict) -> dict:
         "adjusted_score": _number(score),
         "avg_variance": _number(entry.get("avg_variance")),
         "failed": bool(entry.get("failed")),
+        "failure": failure_kind(entry),  # the verdict word of a failed MLP (rules.failure_kind), None when it ran
         "per_layer_mse": [float(x) for x in per_layer] if isinstance(per_layer, list) else None,
     }
 
