@@ -504,10 +504,11 @@ def curve_traces(label: str, points: list[dict], *, x_axis: str = "flops", y_axi
     rows = [r for r in rows if r[1] > 0 and r[2] > 0]
     valid = [r for r in rows if carries_claims(r[0])]
     failed = [r for r in rows if not carries_claims(r[0])]
-    name = f"{label} ({FIXED_NOTE})" if fixed else label
+    shown = label  # how a name someone chose is written into the figure (merges with figures.text.plain)
+    name = f"{shown} ({FIXED_NOTE})" if fixed else shown
     traces = []
     if valid:
-        custom = [[label, p["budget"], p["n_mlps"], p["n_failed_mlps"], p["final_layer_mse"]["mean"],
+        custom = [[shown, p["budget"], p["n_mlps"], p["n_failed_mlps"], p["final_layer_mse"]["mean"],
                    p["score"]["mean"], p["flops_used"]["mean"], p["effective_compute"]["mean"],
                    BELOW_FLOOR_NOTE if p["below_noise_floor"] else "", p.get("run_id") or ""] for p, *_ in valid]
         traces.append({
@@ -527,18 +528,18 @@ def curve_traces(label: str, points: list[dict], *, x_axis: str = "flops", y_axi
         })
         sampling = [(r[1], _sampling_y(r[0], y_axis)) for r in valid]
         traces.append({"type": "scatter", "x": [s[0] for s in sampling], "y": [s[1] for s in sampling],
-                       "mode": "lines", "name": f"sampling at {label}'s FLOPs", "legendgroup": label,
+                       "mode": "lines", "name": f"sampling at {shown}'s FLOPs", "legendgroup": label,
                        "showlegend": False, "line": {"color": color, "width": 1, "dash": "dot"}, "hoverinfo": "skip"})
     if failed:
         sentences = [p.get("failures") or f"{p['n_failed_mlps']} of {p['n_mlps']} MLPs failed" for p, *_ in failed]
         traces.append({
             "type": "scatter", "x": [r[1] for r in failed], "y": [r[2] for r in failed], "mode": "markers+text",
-            "name": f"{label}: failed points (the grader's fallback, not a result)", "legendgroup": label,
+            "name": f"{shown}: failed points (the grader's fallback, not a result)", "legendgroup": label,
             "meta": {"failed_curve": label, "budgets": [p["budget"] for p, *_ in failed]},
             "marker": {**FAILED_MARKER, "color": color}, "text": sentences,
             "textposition": [("top center", "bottom center")[k % 2] for k in range(len(failed))],  # neighbours apart
             "textfont": {"size": 10, "color": color}, "cliponaxis": False,
-            "customdata": [[label, p["budget"], s, p["final_layer_mse"]["mean"]] for (p, *_), s in zip(failed, sentences, strict=True)],
+            "customdata": [[shown, p["budget"], s, p["final_layer_mse"]["mean"]] for (p, *_), s in zip(failed, sentences, strict=True)],
             "hovertemplate": ("<b>%{customdata[0]}</b> at B = %{customdata[1]:.4g}: FAILED<br>%{customdata[2]}<br>"
                               "mean MSE %{customdata[3]:.4g} is the grader's fallback (the all-zero prediction), "
                               "not the estimator's error<extra></extra>"),
@@ -551,12 +552,12 @@ def curve_traces(label: str, points: list[dict], *, x_axis: str = "flops", y_axi
         x = crossing["flops"] / crossing["budget"] if x_axis == "ratio" else crossing["flops"]
         y = crossing["mse_over_variance"] if y_axis == "var" else crossing["mse"]
         side = "better" if crossing["better_after"] else "worse"
-        traces.append({"type": "scatter", "x": [x], "y": [y], "mode": "markers+text", "name": f"{label} crosses sampling",
+        traces.append({"type": "scatter", "x": [x], "y": [y], "mode": "markers+text", "name": f"{shown} crosses sampling",
                        "legendgroup": label, "text": [f"crosses sampling at {sci(crossing['flops'])} FLOPs"],
                        "textposition": "bottom right", "textfont": {"size": 11, "color": color},
                        "marker": {"symbol": "star", "size": 16, "color": color, "line": {"color": "black", "width": 1}},
                        "meta": {"crossing": crossing},
-                       "hovertemplate": (f"<b>{label} crosses sampling</b><br>{sci(crossing['flops'])} FLOPs, MSE "
+                       "hovertemplate": (f"<b>{shown} crosses sampling</b><br>{sci(crossing['flops'])} FLOPs, MSE "
                                          f"{sci(crossing['mse'])}<br>{side} than sampling past it<extra></extra>")})
     return traces
 

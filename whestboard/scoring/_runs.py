@@ -588,11 +588,11 @@ def execute_for_keeps(
     if pending and not outcome.cancelled:
         raise LoadCausedFailure(request, [accidents[i] for i in pending], max(1, attempts))
     per_mlp = [kept[i] for i in request.indices if i in kept]
-    report = build_report(request, per_mlp, key=cache_key(request), started=started, finished=time.time(),
-                          cancelled=outcome.cancelled, environment=outcome.report.get("environment"))
-    report["estimator_output"] = outcome.report.get("estimator_output")
-    report["missing_files"] = outcome.report.get("missing_files")
-    return RunOutcome(report, predictions, cancelled=outcome.cancelled)
+    built = build_report(request, per_mlp, key=cache_key(request), started=started, finished=time.time(),
+                         cancelled=outcome.cancelled, environment=outcome.report.get("environment"))
+    # what execute adds beside the built report (the estimator's output, missing files, ...) comes from the last
+    # attempt; everything built from the MLPs is built again over the kept ones
+    return RunOutcome({**outcome.report, **built}, predictions, cancelled=outcome.cancelled)
 
 
 def run_and_record(
