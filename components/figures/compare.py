@@ -19,6 +19,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from components.figures.frame import EDGE_SYMBOLS, Frame, edge_sides, log_coords, pinned
+from components.figures.style import FAILED_COLOR
 from whestboard.compare import CLASS_LABELS, CLASSES, ErrorHeatmap
 
 A_COLOR, B_COLOR, DIFF_COLOR, LINE_COLOR = "#0d6efd", "#fd7e14", "#6f42c1", "#6c757d"
@@ -76,8 +77,8 @@ def pair_scatter(verdict: dict, metric: str = "score") -> go.Figure:
             x=10 ** lx[inside & failed], y=10 ** ly[inside & failed], mode="markers",
             name=f"{int((inside & failed).sum())} MLP(s) failed on A or B (the grader's fallback)",
             customdata=custom[inside & failed], hovertemplate=hover.replace("<extra>", "<br>failed<extra>"),
-            marker={"symbol": "x-thin-open", "size": 11, "color": "rgb(214, 96, 28)",
-                    "line": {"width": 2.5, "color": "rgb(214, 96, 28)"}}, meta={"failed_mlps": True}))
+            marker={"symbol": "x-thin-open", "size": 11, "color": FAILED_COLOR,
+                    "line": {"width": 2.5, "color": FAILED_COLOR}}, meta={"failed_mlps": True}))
     for edge, symbol in EDGE_SYMBOLS.items():
         chosen = side == edge
         if chosen.any():

@@ -20,6 +20,7 @@ import plotly.graph_objects as go
 from dash import html
 
 from components.figures.frame import EDGE_SYMBOLS, Frame, edge_sides, log_coords, pinned
+from components.figures.style import FAILED_COLOR
 from components.format import sci
 from whestboard.band import ConvergenceView, RunPoint
 from whestboard.rules import sampling_mse
@@ -147,9 +148,6 @@ def _analytic_traces(view: ConvergenceView, metric: str, frame: Frame) -> list[g
                    line=dict(color=ANALYTIC, width=1.5, dash="dash"), hovertemplate=hover, connectgaps=False,
                    legendgroup="analytic"),
     ]
-
-
-FAILED_COLOR = "rgb(214, 96, 28)"
 
 
 def _baseline_traces(view: ConvergenceView, metric: str) -> list[go.Scatter]:
