@@ -6,14 +6,12 @@
 
 from __future__ import annotations
 
-import math
-
 import dash_bootstrap_components as dbc
-from dash import html
+from dash import dcc, html
 
 from components.format import sci
 from components.url_state import href
-from whestboard.compare import too_few_sentence
+from whestboard.compare import mlps_needed_text, verdict_sentence
 
 COMPARE_PATH = "/compare"
 #: Under this many shared MLPs a percentile bootstrap interval is too narrow to trust.
@@ -51,35 +49,38 @@ def merged_options(first: list[dict], rest: list[dict]) -> list[dict]:
     return out
 
 
-def _needed(value) -> str:
-    return "—" if value is None else ("never (no difference)" if math.isinf(value) else f"{math.ceil(value):,}")
+def lab_url(dataset: str | None, estimator: str, mlps: str | None = None) -> str:
+    """``/lab?...`` opening the lab on ``estimator`` (a spec: ``mc:0.5B`` is the lab's Monte Carlo with 0.5B)."""
+    mc = estimator[3:] if estimator.startswith("mc:") else None
+    return href("/lab", {"dataset": dataset, "mlps": mlps, "estimator": "mc" if mc else estimator, "mc": mc})
 
 
-def _sentence(stat: dict, name: str) -> str:
-    if not stat.get("verdict_possible", True):
-        return too_few_sentence(stat, name)
-    low, high = stat["ci_low"], stat["ci_high"]
-    if low is not None and high is not None and high < 0:
-        return f"A's {name} is lower (better): the 95% interval of A - B lies below 0."
-    if low is not None and low > 0:
-        return f"B's {name} is lower (better): the 95% interval of A - B lies above 0."
-    return f"Not resolved: the 95% interval of A - B on {name} includes 0."
+def _rescore_links(noise: dict) -> list:
+    """Where to score each side whose predictions the noise split lacks (``noise["rescore"]``)."""
+    links = [html.Li(dcc.Link(f"Score {r['side']} ({r['estimator']} on {r['dataset']}, MLPs {r['mlps']}) in the lab",
+                              href=lab_url(r["dataset"], r["estimator"], r["mlps"]), id=f"compare-rescore-{r['side']}"))
+             for r in noise.get("rescore") or []]
+    return [html.Ul(links, className="mb-0 mt-1")] if links else []
 
 
 def stat_card(stat: dict, title: str, name: str, n_available: int, public: int, card_id: str) -> dbc.Card:
-    """One metric's paired verdict, every number the CLI prints."""
+    """One metric's paired verdict, every number the CLI prints; what it may claim is the core's
+    (``compare.verdict_sentence``, ``compare.mlps_needed_text``): no interval where no verdict can be reached."""
+    possible = stat.get("verdict_possible", True)
+    none = f"none on {stat['n']} MLP(s) (at least {stat['fewest_mlps_for_a_verdict']} needed)"
     rows = [
         ("mean A", sci(stat["mean_a"], 4)), ("mean B", sci(stat["mean_b"], 4)),
         ("mean A - B", sci(stat["mean_difference"], 4)),
-        ("95% interval", f"[{sci(stat['ci_low'], 4)}, {sci(stat['ci_high'], 4)}]" if stat.get("verdict_possible", True)
-         else f"none on {stat['n']} MLP(s) (at least {stat['fewest_mlps_for_a_verdict']} needed)"),
-        ("A / B (geometric mean)", f"{sci(stat['ratio'], 4)} [{sci(stat['ratio_low'], 4)}, {sci(stat['ratio_high'], 4)}]"),
+        ("95% interval", f"[{sci(stat['ci_low'], 4)}, {sci(stat['ci_high'], 4)}]" if possible else none),
+        ("A / B (geometric mean)", f"{sci(stat['ratio'], 4)} [{sci(stat['ratio_low'], 4)}, {sci(stat['ratio_high'], 4)}]"
+         if possible else f"{sci(stat['ratio'], 4)}, no interval on {stat['n']} MLP(s)"),
         ("A wins / loses / ties", f"{stat['wins']} / {stat['losses']} / {stat['ties']}"),
         ("sign-flip p", sci(stat["p_value"], 4)),
-        ("MLPs needed (95% test, 80% power)", f"{_needed(stat['mlps_needed'])} (public suite {public}, here {n_available})"),
+        (f"MLPs needed (95% test, 80% power; at least {stat['fewest_mlps_for_a_verdict']})",
+         f"{mlps_needed_text(stat)} (public suite {public}, here {n_available})"),
     ]
     body = [html.H6(title, className="card-title"),
-            html.P(_sentence(stat, name), className="fw-semibold small mb-2", id=f"{card_id}-sentence"),
+            html.P(verdict_sentence(stat, name), className="fw-semibold small mb-2", id=f"{card_id}-sentence"),
             html.Table(html.Tbody([html.Tr([html.Td(k, className="text-muted pe-3"), html.Td(v, id=f"{card_id}-{i}")])
                                    for i, (k, v) in enumerate(rows)]), className="small")]
     return dbc.Card(dbc.CardBody(body), id=card_id, className="h-100")
@@ -93,14 +94,18 @@ def verdict_panel(verdict: dict) -> html.Div:
     return html.Div([
         html.P([html.B("A: "), verdict["a"]["label"], html.Br(), html.B("B: "), verdict["b"]["label"], html.Br(),
                 f"Paired on {n} shared MLP(s) of {verdict['a']['dataset'] or 'the same dataset'}."
-                + (SMALL_SAMPLE_NOTE if n < SMALL_SAMPLE else "")],
+                + (SMALL_SAMPLE_NOTE if n < SMALL_SAMPLE else ""),
+                *[html.Div(f"{side.upper()}: {text}; those MLPs count at the grader's fallback (the all-zero "
+                           "prediction, multiplier 1.0), drawn as crosses below.", className="text-danger",
+                           id=f"compare-failures-{side}")
+                  for side, text in (verdict.get("failures") or {}).items() if text]],
                className="small", id="compare-sides"),
         dbc.Row([
             dbc.Col(stat_card(verdict["score"], "Score (mean MSE x multiplier)", "score", n, public, "compare-score"), md=6),
             dbc.Col(stat_card(verdict["final_layer_mse"], "Final-layer MSE", "final-layer MSE", n, public,
                               "compare-mse"), md=6),
         ], className="g-3 mb-2"),
-        dbc.Alert(noise["sentence"] if noise.get("available") else noise["reason"],
+        dbc.Alert(noise["sentence"] if noise.get("available") else [noise["reason"], *_rescore_links(noise)],
                   color="info" if noise.get("available") else "secondary", className="small py-2", id="compare-noise"),
         dbc.Alert(verdict["blas"]["sentence"], color="warning", className="small py-2", id="compare-blas")
         if (verdict.get("blas") or {}).get("same") is False else None,

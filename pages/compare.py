@@ -16,8 +16,8 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html, no_update
 
 from components import compare_panels as panels
+from components.budget_curve import budget_curve_panel
 from components.figures import compare as figs
-from components.figures import convergence as curve_figs
 from components.shell import SESSION_UPLOADS_ID
 from components.url_state import address_store, keep_address_in_step, query_string
 from server import faults
@@ -30,6 +30,7 @@ from whestboard.compare import (
     anatomy_of,
     cached_side,
     candidates,
+    curve_defaults,
     dataset_of,
     heatmap_of,
     paired_curves,
@@ -39,12 +40,11 @@ from whestboard.compare import (
 from whestboard.data import get_dataset, served_datasets
 from whestboard.scoring import (
     curve_cost,
+    curve_data,
     curve_spec_choices,
-    fixed_cost,
     parse_sweep,
+    point_summary,
     run_curve,
-    sampling_crossing,
-    stored_points,
     stored_reports,
 )
 
@@ -103,28 +103,43 @@ def _one_id(value) -> str | None:
 CURVE_LADDER = "0.01B:1B:5"
 
 
-def _curve_section(dataset: str | None, ca: str | None, cb: str | None, budgets: str | None, mlps: str | None,
-                   metric: str | None) -> dbc.Card:
-    keys = list(served_datasets())
+def _curve_choice(a: str | None, b: str | None) -> dict:
+    """What the two curves open on: A's and B's estimators, dataset and shared MLPs (``compare.curve_defaults``)."""
+    sides = []
+    for side_id in (a, b):
+        try:
+            sides.append(cached_side(side_id) if side_id else None)
+        except CompareError:  # the verdict says what is wrong with it
+            sides.append(None)
+    return curve_defaults(*sides)
+
+
+def _spec_options(*chosen: str | None) -> list[dict]:
+    """The curve menu, plus any chosen spec it does not list (a run's ``mc:1000``, a spec from the address)."""
     specs = curve_spec_choices()
     known = {o["value"] for o in specs}
-    extra = [{"label": v, "value": v} for v in (ca, cb) if v and v not in known]
+    return specs + [{"label": v, "value": v} for v in dict.fromkeys(chosen) if v and v not in known]
+
+
+def _curve_section(dataset: str | None, ca: str | None, cb: str | None, budgets: str | None, mlps: str | None,
+                   metric: str | None, note: str | None = None) -> dbc.Card:
+    keys = list(served_datasets())
+    options = _spec_options(ca, cb)
     return dbc.Card(dbc.CardBody([
         html.H5("Two budget curves, paired per budget"),
         html.P("Both estimators at each budget of the ladder on the same MLPs, every point exactly as `score "
-               "--budget B` scores it; below, A − B at each budget paired over those MLPs.",
-               className="small text-muted"),
+               "--budget B` scores it; below, A − B at each budget paired over those MLPs. They open on A's and "
+               "B's estimators, dataset and shared MLPs.", className="small text-muted"),
+        html.P(note, className="small text-warning-emphasis", id="compare-curve-note"),
         dbc.Row([
             dbc.Col([dbc.Label("Dataset", html_for="compare-curve-dataset", className="small fw-semibold"),
                      dcc.Dropdown(id="compare-curve-dataset", options=[{"label": k, "value": k} for k in keys],
                                   value=dataset if dataset in keys else (keys[0] if keys else None),
                                   clearable=False)], md=2),
             dbc.Col([dbc.Label("A", html_for="compare-curve-a", className="small fw-semibold"),
-                     dcc.Dropdown(id="compare-curve-a", options=specs + extra, value=ca or "mc:1B",
-                                  clearable=False)], md=2),
+                     dcc.Dropdown(id="compare-curve-a", options=options, value=ca, clearable=False)], md=2),
             dbc.Col([dbc.Label("B", html_for="compare-curve-b", className="small fw-semibold"),
-                     dcc.Dropdown(id="compare-curve-b", options=specs + extra, value=cb or "cov",
-                                  clearable=False)], md=2),
+                     dcc.Dropdown(id="compare-curve-b", options=options, value=cb, clearable=False)], md=2),
             dbc.Col([dbc.Label("Budgets", html_for="compare-curve-budgets", className="small fw-semibold"),
                      dbc.Input(id="compare-curve-budgets", value=budgets or CURVE_LADDER, size="sm", debounce=True)],
                     md=2),
@@ -151,6 +166,7 @@ def layout(a: str | None = None, b: str | None = None, cdataset: str | None = No
            **_query) -> html.Div:
     """The dropdowns start with their options: a value from the address outside its options would be dropped."""
     a, b = _one_id(a), _one_id(b)
+    opens = _curve_choice(a, b)
     return html.Div([
         html.H2("Compare"),
         html.P(INTRO, className="text-muted"),
@@ -174,7 +190,8 @@ def layout(a: str | None = None, b: str | None = None, cdataset: str | None = No
                 dcc.Graph(id="compare-heatmap"),
             ], id="compare-heatmap-wrap", style=HIDDEN),
         ], id="compare-anatomy-wrap", style=HIDDEN),
-        _curve_section(cdataset, ca, cb, cbudgets, cmlps, cmetric),
+        _curve_section(cdataset or opens["dataset"], ca or opens["a"], cb or opens["b"], cbudgets,
+                       opens["mlps"] if cmlps is None else cmlps, cmetric, opens["note"] if not (ca or cb) else None),
     ])
 
 
@@ -276,6 +293,26 @@ def _heatmap(mlp, a, b):
         return no_update
 
 
+@callback(
+    Output("compare-curve-dataset", "value"),
+    Output("compare-curve-a", "options"),
+    Output("compare-curve-a", "value"),
+    Output("compare-curve-b", "options"),
+    Output("compare-curve-b", "value"),
+    Output("compare-curve-mlps", "value"),
+    Output("compare-curve-note", "children"),
+    Input("compare-a", "value"),
+    Input("compare-b", "value"),
+    State("compare-curve-dataset", "value"),
+    prevent_initial_call=True,
+)
+def _curves_follow_the_sides(a, b, dataset):
+    """Picking A or B moves the two curves onto their estimators, dataset and shared MLPs."""
+    opens = _curve_choice(_one_id(a), _one_id(b))
+    options = _spec_options(opens["a"], opens["b"])
+    return (opens["dataset"] or dataset, options, opens["a"], options, opens["b"], opens["mlps"], opens["note"])
+
+
 @callback(Output("compare-address", "data"), Input("compare-a", "value"), Input("compare-b", "value"),
           Input("compare-curve-dataset", "value"), Input("compare-curve-a", "value"), Input("compare-curve-b", "value"),
           Input("compare-curve-budgets", "value"), Input("compare-curve-mlps", "value"),
@@ -323,36 +360,35 @@ def _curves(dataset_key, ca, cb, budgets, mlps, metric, _refresh):
     except (ValueError, KeyError, FileNotFoundError) as exc:
         return dbc.Alert(exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc), color="warning",
                          className="py-2 small", id="compare-curve-error")
-    curves, reports, missing = [], [], 0
-    for spec, requests in pair:
-        points = stored_points(requests)
-        missing += len(requests) - len(points)
-        curves.append({"label": f"{'AB'[len(curves)]}: {spec}", "points": points,
-                       "crossing": sampling_crossing(points), "fixed_cost": fixed_cost(points)})
-        reports.append(stored_reports(requests))
+    reports = [stored_reports(requests) for _, requests in pair]
+    curves = [curve_data(f"{side}: {spec}", [point_summary(r) for r in found.values()])
+              for side, (spec, _), found in zip("AB", pair, reports, strict=True)]
+    missing = sum(len(requests) - len(found) for (_, requests), found in zip(pair, reports, strict=True))
     rows = paired_curves(reports[0], reports[1], metric=metric)
     return html.Div([
-        html.P(f"{missing} point(s) not scored yet: press Sweep both.", className="small text-muted",
-               id="compare-curve-missing") if missing else None,
-        dbc.Row([dbc.Col(dcc.Graph(id="compare-curve-graph",
-                                   figure=curve_figs.curve_figure(view, curves, y_axis=metric)), md=7),
-                 dbc.Col(dcc.Graph(id="compare-curve-diff", figure=figs.curve_difference_figure(rows, metric)), md=5)]),
+        budget_curve_panel(view, curves, prefix="compare-curve", y_axis=metric, missing=missing,
+                           to_score="press Sweep both",
+                           beside=dcc.Graph(id="compare-curve-diff", figure=figs.curve_difference_figure(rows, metric))),
         _difference_table(rows),
     ])
 
 
 def _difference_table(rows: list[dict]) -> dbc.Table:
-    head = html.Thead(html.Tr([html.Th(h) for h in ("B", "shared MLPs", "A − B [95%]", "A lower / B lower", "p",
-                                                    "verdict")]))
+    head = html.Thead(html.Tr([html.Th(h) for h in ("B", "paired MLPs", "A − B [95%]", "A lower / B lower", "p",
+                                                    "verdict", "left out")]))
     body = []
     for r in rows:
         if r.get("missing"):
-            body.append(html.Tr([html.Td(f"{r['budget']:.4g}"), html.Td(f"no {r['missing']} point", colSpan=5)]))
+            body.append(html.Tr([html.Td(f"{r['budget']:.4g}"), html.Td(f"no {r['missing']} point", colSpan=6)]))
             continue
-        body.append(html.Tr([html.Td(f"{r['budget']:.4g}"), html.Td(r["n"]),
-                             html.Td(f"{r['mean_difference']:.3g} [{r['ci_low']:.3g}, {r['ci_high']:.3g}]"),
-                             html.Td(f"{r['wins']} / {r['losses']}"), html.Td(f"{r['p_value']:.3g}"),
-                             html.Td(r["verdict"])]))
+        interval = (f"{r['mean_difference']:.3g} [{r['ci_low']:.3g}, {r['ci_high']:.3g}]" if r["verdict_possible"]
+                    else "none: " + (f"{r['n']} MLP(s)" if r["n"] else "no MLP") + " to pair")
+        left = "; ".join(f"{side}: {text}" for side, text in (("A", r.get("failed_a")), ("B", r.get("failed_b")))
+                         if text)
+        body.append(html.Tr([html.Td(f"{r['budget']:.4g}"), html.Td(r["n"]), html.Td(interval),
+                             html.Td(f"{r['wins']} / {r['losses']}"),
+                             html.Td(f"{r['p_value']:.3g}" if r["n"] else "—"), html.Td(r["verdict"]),
+                             html.Td(left)]))
     return dbc.Table([head, html.Tbody(body)], size="sm", striped=True, className="small", id="compare-curve-table")
 
 

@@ -19,6 +19,7 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, clientside_callback, dcc, html, no_update
 
+from components.budget_curve import budget_curve_panel
 from components.figures import convergence as figs
 from components.selectors import not_found_panel, resolve_selection, selector_row
 from components.url_state import address_store, keep_address_in_step, query_string
@@ -36,11 +37,9 @@ from whestboard.data import get_dataset
 from whestboard.scoring import (
     Sweep,
     curve_spec_choices,
-    fixed_cost,
     parse_sweep,
     run_curve,
-    sampling_crossing,
-    stored_points,
+    stored_curve,
 )
 
 dash.register_page(__name__, path="/convergence", name="Convergence", order=2, title="Convergence · Whestboard")
@@ -159,9 +158,7 @@ def layout(dataset: str | None = None, round: str | None = None, highlight: str 
         _curve_controls([c for c in (curves or "").split("|") if c], budgets or DEFAULT_LADDER, mlps or "",
                         x if x in ("flops", "ratio") else "flops", y if y in ("mse", "score", "var") else "mse"),
         dcc.Store(id="curve-refresh", data=0),
-        dcc.Loading(dcc.Graph(id="curve-graph", config=GRAPH_CONFIG, style={"height": "560px"}),
-                    type="default", delay_show=300),
-        html.Div(id="curve-readout"),
+        dcc.Loading(html.Div(id="curve-body"), type="default", delay_show=300),
     ])
 
 
@@ -313,8 +310,7 @@ def _sweep_cost(_n, dataset_key, specs, budgets, mlps) -> float:
 
 
 @callback(
-    Output("curve-graph", "figure"),
-    Output("curve-readout", "children"),
+    Output("curve-body", "children"),
     Input("curve-estimators", "value"),
     Input("curve-budgets", "value"),
     Input("curve-mlps", "value"),
@@ -324,25 +320,16 @@ def _sweep_cost(_n, dataset_key, specs, budgets, mlps) -> float:
     State("convergence-dataset", "data"),
 )
 def _render_curves(specs, budgets, mlps, x_axis, y_axis, _refresh, dataset_key):
-    """Draw the stored points of every chosen curve; say how many are missing (Sweep scores them)."""
+    """Draw the stored points of every chosen curve (the one budget-curve panel); say how many are missing."""
     try:
         asked = _asked_sweep(dataset_key, specs, budgets, mlps)
         view, _ = cached_convergence_view(get_dataset(asked.dataset))
     except (ValueError, KeyError, FileNotFoundError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        return figs.empty_figure(message), dbc.Alert(message, color="warning", className="py-2 small",
-                                                     id="curve-error")
-    curves, missing = [], 0
-    for spec, requests in asked.curves:
-        points = stored_points(list(requests))
-        missing += len(requests) - len(points)
-        curves.append({"label": spec, "points": points, "crossing": sampling_crossing(points),
-                       "fixed_cost": fixed_cost(points)})
-    figure = figs.curve_figure(view, curves, x_axis=x_axis or "flops", y_axis=y_axis or "mse")
-    note = (html.P(f"{missing} point(s) not scored yet: press Sweep the budget to score them (stored points are "
-                   "kept; an interrupted sweep resumes where it stopped).", className="small text-muted",
-                   id="curve-missing") if missing else None)
-    return figure, [note, figs.curve_table(curves)]
+        return dbc.Alert(message, color="warning", className="py-2 small", id="curve-error")
+    drawn = [stored_curve(spec, list(requests)) for spec, requests in asked.curves]
+    return budget_curve_panel(view, [curve for curve, _ in drawn], prefix="curve", x_axis=x_axis or "flops",
+                              y_axis=y_axis or "mse", missing=sum(missing for _, missing in drawn))
 
 
 @callback(

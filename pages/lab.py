@@ -17,8 +17,8 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, ctx, dcc, html, no_update
 
+from components.budget_curve import budget_curve_panel
 from components.compare_panels import compare_url
-from components.figures import convergence as curve_figs
 from components.figures import lab as figs
 from components.figures.margins import margins_panel
 from components.selectors import not_found_panel, resolve_selection, selector_row
@@ -34,7 +34,6 @@ from whestboard.scoring import (
     RunError,
     Sweep,
     find_cached,
-    fixed_cost,
     get_run,
     get_run_predictions,
     layer_comparison,
@@ -45,9 +44,8 @@ from whestboard.scoring import (
     run_and_record,
     run_curve,
     run_margins,
-    sampling_crossing,
     served_choices,
-    stored_points,
+    stored_curve,
 )
 
 dash.register_page(__name__, path="/lab", name="Lab", order=3, title="Estimator lab · Whestboard")
@@ -382,18 +380,16 @@ def _sweep(set_progress, n_clicks, dataset_key, mlps, estimator, mc, budgets):
                           f"point {index + 1} of {n_points}: {done}/{n_mlps} MLPs"))
 
         run_curve(requests, on_progress=progress)
-        points = stored_points(requests)
+        curve, missing = stored_curve(spec, requests)
         view, _ = cached_convergence_view(get_dataset(asked.dataset))
     except Exception as exc:  # the page shows a sentence, never a traceback
         message = faults.job_error(exc)
         return dbc.Alert(["The sweep could not finish: ", message], color="danger", id="lab-sweep-error")
-    curve = {"label": spec, "points": points, "crossing": sampling_crossing(points), "fixed_cost": fixed_cost(points)}
     link = href("/convergence", {"round": view.round_tag, "dataset": asked.dataset, "curves": spec,
                                  "budgets": asked.ladder, "mlps": asked.mlps})
     return html.Div([
         html.H5("Budget curve", className="mt-3"),
-        dcc.Graph(id="lab-curve-graph", figure=curve_figs.curve_figure(view, [curve])),
-        curve_figs.curve_table([curve]),
+        budget_curve_panel(view, [curve], prefix="lab-curve", missing=missing),
         dcc.Link("Draw it on the convergence page (with other estimators, in MSE/Var or score)", href=link,
                  id="lab-curve-link", className="small"),
     ], id="lab-sweep-panel")

@@ -81,6 +81,7 @@ from whestboard.leaderboard import (
     default_round,
     delete_submission,
     edit_submission,
+    failure_sentences,
     final_view,
     import_uploads,
     in_window,
@@ -686,8 +687,10 @@ def _scatter(round_tag: str, y_metric: str, x_metric: str, _version: str) -> dic
     per_team, n_graded = round_counts(round_tag)
     ref = _mc_reference(round_tag)
     if n_graded <= figs.DOT_LIMIT:
-        return figs.scatter_figure(submissions_frame(round_tag=round_tag), ref, round_tag=round_tag, y_metric=y_metric,
-                                   x_metric=x_metric).to_plotly_json()
+        points = submissions_frame(round_tag=round_tag)
+        failed = points.loc[points["n_failed_mlps"].fillna(0) > 0, "submission_id"].tolist()
+        return figs.scatter_figure(points, ref, round_tag=round_tag, y_metric=y_metric, x_metric=x_metric,
+                                   failures=failure_sentences(failed)).to_plotly_json()
     prep = figs.prepare(round_field(round_tag), ref, y_metric, x_metric)
     best = best_per_team(best_candidates(round_tag))["submission_id"]
     view = figs.field_view(prep, best)

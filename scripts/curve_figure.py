@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from datetime import date
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -25,13 +26,12 @@ from components.figures.style import use_app_template  # noqa: E402
 from whestboard.band import convergence_view  # noqa: E402
 from whestboard.data import get_dataset  # noqa: E402
 from whestboard.scoring import (  # noqa: E402
+    curve_data,
     curve_requests,
-    fixed_cost,
     parse_budget_ladder,
     resolve_estimator,
     rulebook_for,
     run_curve,
-    sampling_crossing,
 )
 
 CHROMIUM = os.environ.get("WHESTBOARD_CHROMIUM", "/usr/bin/chromium")
@@ -52,8 +52,7 @@ def main() -> None:
     curves = []
     for spec in args.specs.split(","):
         points = run_curve(curve_requests(ds, args.mlps, resolve_estimator(spec), tag, ladder)).summaries()
-        curves.append({"label": spec, "points": points, "crossing": sampling_crossing(points),
-                       "fixed_cost": fixed_cost(points)})
+        curves.append(curve_data(spec, points))
         print(spec, [f"{p['final_layer_mse']['mean']:.3g}@{p['flops_used']['mean']:.3g}" for p in points])
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
                             text=True).stdout.strip()
@@ -66,7 +65,7 @@ def main() -> None:
         for y_axis, name in (("mse", "budget-curves.png"), ("var", "budget-curves-mse-over-var.png")):
             fig = figs.curve_figure(view, curves, y_axis=y_axis)
             fig.update_layout(width=1100, height=640, title=dict(
-                text=f"{fig.layout.title.text} · MLPs {args.mlps} · 2026-12-02, commit {commit}"))
+                text=f"{fig.layout.title.text} · MLPs {args.mlps} · {date.today().isoformat()}, commit {commit}"))
             html_path = Path(tempfile.mkdtemp()) / "figure.html"
             fig.write_html(html_path, include_plotlyjs=True, full_html=True, config={"displayModeBar": False})
             page.goto(html_path.as_uri())

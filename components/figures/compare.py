@@ -19,6 +19,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from components.figures.frame import EDGE_SYMBOLS, Frame, edge_sides, log_coords, pinned
+from components.figures.style import FAILED_COLOR
 from whestboard.compare import CLASS_LABELS, CLASSES, ErrorHeatmap
 
 A_COLOR, B_COLOR, DIFF_COLOR, LINE_COLOR = "#0d6efd", "#fd7e14", "#6f42c1", "#6c757d"
@@ -62,12 +63,22 @@ def pair_scatter(verdict: dict, metric: str = "score") -> go.Figure:
     custom = np.array([[per["mlp_index"][m], names[m], a[m], b[m], variance[m]] for m in range(len(a))], dtype=object)
     hover = ("MLP %{customdata[0]} %{customdata[1]}<br>A %{customdata[2]:.4g}<br>B %{customdata[3]:.4g}"
              "<br>avg_variance %{customdata[4]:.3g}<extra></extra>")
+    failed = np.array(per.get("failed_a") or [False] * len(a), dtype=bool) | np.array(
+        per.get("failed_b") or [False] * len(a), dtype=bool)
+    ran = inside & ~failed
     fig.add_trace(go.Scatter(
-        x=10 ** lx[inside], y=10 ** ly[inside], mode="markers", name="MLPs", customdata=custom[inside],
+        x=10 ** lx[ran], y=10 ** ly[ran], mode="markers", name="MLPs", customdata=custom[ran],
         hovertemplate=hover,
-        marker={"size": 7, "color": colour[inside], "colorscale": "Viridis", "showscale": True,
+        marker={"size": 7, "color": colour[ran], "colorscale": "Viridis", "showscale": True,
                 "colorbar": {"title": {"text": "log10 avg_variance"}, "thickness": 12}},
     ))
+    if (inside & failed).any():  # a failed MLP's value is the grader's fallback: drawn apart, never as a result
+        fig.add_trace(go.Scatter(
+            x=10 ** lx[inside & failed], y=10 ** ly[inside & failed], mode="markers",
+            name=f"{int((inside & failed).sum())} MLP(s) failed on A or B (the grader's fallback)",
+            customdata=custom[inside & failed], hovertemplate=hover.replace("<extra>", "<br>failed<extra>"),
+            marker={"symbol": "x-thin-open", "size": 11, "color": FAILED_COLOR,
+                    "line": {"width": 2.5, "color": FAILED_COLOR}}, meta={"failed_mlps": True}))
     for edge, symbol in EDGE_SYMBOLS.items():
         chosen = side == edge
         if chosen.any():
@@ -115,7 +126,7 @@ def noise_figure(verdict: dict) -> go.Figure:
         # No bars to draw: the reason, wrapped to the panel, on a blank canvas (no axes to misread).
         reason = "<br>".join(textwrap.wrap(noise.get("reason", ""), 70))
         fig.add_annotation(text=reason, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
-        fig.update_layout(**LAYOUT, title="What limits the interval: not available")
+        fig.update_layout(**LAYOUT, title=f"What limits the interval: {noise.get('headline') or 'not known'}")
         fig.update_layout(height=220)
         fig.update_xaxes(visible=False)
         fig.update_yaxes(visible=False)
@@ -211,15 +222,18 @@ def heatmap_figure(heat: ErrorHeatmap) -> go.Figure:
 def curve_difference_figure(rows: list[dict], metric: str = "score") -> go.Figure:
     """A minus B at each budget, paired over their shared MLPs: the mean difference and its 95% interval.
 
-    The x axis is the budget (log); y is linear, through zero (below zero A is lower, i.e. better). A budget
-    where the interval excludes zero is filled; one it does not is open; a budget one side lacks is named.
+    The x axis is the budget (log) over the ladder's budgets, drawn or not; y is linear, through zero (below
+    zero A is lower, i.e. better). A budget where the interval excludes zero is filled; one it does not is open;
+    a budget one side lacks is named, and so is one where every shared MLP failed on a side (nothing to pair).
     """
     shown = [r for r in rows if not r.get("missing") and r["n"] and math.isfinite(r["mean_difference"])]
     word = METRICS.get(metric, METRICS["score"])[1]
+    budgets = [r["budget"] for r in rows if r.get("budget")]
+    x_range = [math.log10(min(budgets)) - 0.3, math.log10(max(budgets)) + 0.3] if budgets else None
     fig = go.Figure(layout={**LAYOUT, "title": {"text": f"A − B per budget ({word}, paired over shared MLPs)",
                                                 "font": {"size": 14}},
                             "xaxis": {"type": "log", "title": {"text": "budget B per MLP (FLOPs)"},
-                                      "exponentformat": "power"},
+                                      "exponentformat": "power", "range": x_range},
                             "yaxis": {"title": {"text": f"mean paired difference of {word}"}, "zeroline": True,
                                       "exponentformat": "power"},
                             "meta": {"metric": metric, "budgets": [r["budget"] for r in shown]}})
@@ -230,14 +244,26 @@ def curve_difference_figure(rows: list[dict], metric: str = "score") -> go.Figur
             name="A − B (95% bootstrap interval)", line={"color": DIFF_COLOR},
             marker={"size": 10, "color": DIFF_COLOR,
                     "symbol": ["circle" if r["resolved"] else "circle-open" for r in shown]},
-            error_y={"type": "data", "symmetric": False, "array": [r["ci_high"] - r["mean_difference"] for r in shown],
-                     "arrayminus": [r["mean_difference"] - r["ci_low"] for r in shown]},
+            error_y={"type": "data", "symmetric": False,  # no interval where too few MLPs allow none
+                     "array": [r["ci_high"] - r["mean_difference"] if r.get("verdict_possible", True) else 0
+                               for r in shown],
+                     "arrayminus": [r["mean_difference"] - r["ci_low"] if r.get("verdict_possible", True) else 0
+                                    for r in shown]},
             customdata=[[r["n"], r["verdict"], r["p_value"], r["wins"], r["losses"]] for r in shown],
             hovertemplate=("B = %{x:.4g}<br>A − B %{y:.4g}<br>%{customdata[0]} shared MLPs · %{customdata[1]}<br>"
                            "p = %{customdata[2]:.3g} · A lower on %{customdata[3]}, B lower on %{customdata[4]}"
                            "<extra></extra>")))
-    missing = [r for r in rows if r.get("missing")]
-    for r in missing:
-        fig.add_annotation(x=math.log10(r["budget"]), y=0, text=f"no {r['missing']} point", showarrow=False,
-                           yshift=14, font={"size": 11, "color": LINE_COLOR})
+    for r in rows:
+        if r.get("missing"):
+            text = f"no {r['missing']} point"
+        elif not r["n"] and r.get("left_out"):
+            text = "every shared MLP failed"
+        else:
+            continue
+        fig.add_annotation(x=math.log10(r["budget"]), y=0, text=text, showarrow=False, yshift=14,
+                           font={"size": 11, "color": LINE_COLOR})
+    if not shown:
+        fig.add_annotation(x=0.5, y=0.95, xref="paper", yref="paper", showarrow=False, name="no-difference",
+                           text="no budget has a pair to draw yet" if rows else "no budgets chosen",
+                           font={"size": 12, "color": LINE_COLOR})
     return fig

@@ -29,10 +29,12 @@ from components.figures.labels import (
     same_numbers,
     vertical_label_box,
 )
+from components.figures.style import FAILED_COLOR
 from components.figures.text import plain
 from components.format import sci
 from whestboard.band import ConvergenceView, RunPoint
 from whestboard.rules import sampling_mse
+from whestboard.scoring import carries_claims
 
 BAND_OUTER = "rgba(31, 119, 180, 0.13)"
 BAND_INNER = "rgba(31, 119, 180, 0.28)"
@@ -159,19 +161,25 @@ def _analytic_traces(view: ConvergenceView, metric: str, frame: Frame) -> list[g
 
 
 def _baseline_traces(view: ConvergenceView, metric: str) -> list[go.Scatter]:
+    """One trace per baseline; a baseline with a failed MLP is drawn as failed (a cross, its own legend entry
+    naming what failed, the failure written beside it): its mean holds the grader's fallback."""
     traces = []
     for b in view.baselines:
         stats = b.mse[metric]
         mean = stats["mean"]
+        failed = bool(b.n_failed)
         traces.append(go.Scatter(
             x=[b.flops], y=[mean], mode="markers",  # labelled by baseline_labels, which keeps labels apart
-            name=f"{b.label} (mean, 10–90% of MLPs)",
-            marker=dict(symbol="diamond", size=12, color=BASELINE_COLORS.get(b.kind, "purple"),
-                        line=dict(color="white", width=1)),
+            name=(f"{b.label}: failed ({b.failures}), not a result" if failed
+                  else f"{b.label} (mean, 10–90% of MLPs)"),
+            meta={"baseline": b.kind, "failed": failed, "failures": b.failures},
+            marker=dict(symbol="x-thin-open", size=16, color=FAILED_COLOR, line=dict(color=FAILED_COLOR, width=3))
+            if failed else dict(symbol="diamond", size=12, color=BASELINE_COLORS.get(b.kind, "purple"),
+                                line=dict(color="white", width=1)),
             error_y=dict(type="data", symmetric=False, array=[max(stats["p90"] - mean, 0)],
                          arrayminus=[max(mean - stats["p10"], 0)], thickness=1.5, width=6),
             customdata=[["baseline", b.kind]],
-            hovertemplate=(f"<b>{b.label}</b> ({b.source})<br>{b.n_mlps} MLPs · {b.n_failed} failed<br>"
+            hovertemplate=(f"<b>{b.label}</b> ({b.source})<br>{b.n_mlps} MLPs · {b.failures or '0 failed'}<br>"
                            f"mean MSE {mean:.4g} (10–90%: {stats['p10']:.3g} – {stats['p90']:.3g})<br>"
                            f"score {b.adjusted_score:.4g} · multiplier {b.mean_multiplier:.3g}<br>"
                            f"C {b.flops:.4g} FLOPs (F {b.flops_used:.4g})<extra></extra>"),
@@ -214,7 +222,8 @@ def baseline_labels(view: ConvergenceView, metric: str, frame: Frame, fixed: lis
 def _group_text(baselines: list) -> str:
     """A baseline's label; for several with the same MSE statistics, their names once, and how F compares."""
     if len(baselines) == 1:
-        return baselines[0].label
+        b = baselines[0]
+        return f"{b.label}: FAILED, {b.failures}" if b.n_failed else b.label
     flops = [b.flops_used for b in baselines]
     spread = (max(flops) - min(flops)) / max(flops) if max(flops) > 0 else 0.0
     same = "identical F and MSE" if spread == 0 else f"identical MSE, F within {100 * spread:.2g}%"
@@ -241,6 +250,8 @@ def _data_point(pixel: tuple[float, float], frame: Frame) -> tuple[float, float]
 
 
 def _run_custom(run: RunPoint, metric: str, note: str = "") -> list:
+    if run.failures:
+        note = f"<br><b>{run.failures}</b>: the mean holds the grader's fallback, not a result{note}"
     return ["run", run.run_id, plain(run.label), f" · {plain(run.team)}" if run.team else "", run.n_mlps, run.mse[metric],
             run.adjusted_score if run.adjusted_score is not None else float("nan"), run.mean_multiplier,
             run.n_failed, run.flops_used, run.flops, run.dataset_key, note]
@@ -252,7 +263,7 @@ def run_traces(view: ConvergenceView, metric: str, highlight: str | None, frame:
     Plain dicts, shaped as ``go.Scatter(...).to_plotly_json()`` would be: they change with every
     recorded run, and skipping plotly's validation keeps their rebuild in milliseconds.
     """
-    groups: dict[str, list] = {"inside": [], "highlighted": [], "edge": []}
+    groups: dict[str, list] = {"inside": [], "failed": [], "highlighted": [], "edge": [], "edge-failed": []}
     shown = [run for run in view.runs if run.mse.get(metric) and run.mse[metric] > 0 and run.flops > 0]
     lx, ly = log_coords([r.flops for r in shown], [r.mse[metric] for r in shown], frame)
     sides = edge_sides(lx, ly, frame)
@@ -260,23 +271,58 @@ def run_traces(view: ConvergenceView, metric: str, highlight: str | None, frame:
     for i, run in enumerate(shown):
         hot = run.matches(highlight)
         if not sides[i]:
-            groups["highlighted" if hot else "inside"].append((run, run.flops, run.mse[metric], None, hot))
+            group = "highlighted" if hot else ("failed" if run.n_failed else "inside")
+            groups[group].append((run, run.flops, run.mse[metric], None, hot))
         else:
             note = f"<br><i>outside the frame ({sides[i]}): zoom out to see it</i>"
-            groups["edge"].append((run, float(px[i]), float(py[i]), (sides[i], note), hot))
+            group = "edge-failed" if run.n_failed and not hot else "edge"
+            groups[group].append((run, float(px[i]), float(py[i]), (sides[i], note), hot))
     traces = []
     if groups["inside"]:
         traces.append(_points(groups["inside"], metric, f"recorded runs ({len(view.runs)})",
                               dict(size=7, color=RUN_GREY, line=dict(color="white", width=0.5))))
+    if groups["failed"]:
+        failed = _points(groups["failed"], metric, f"runs with failed MLPs ({len(groups['failed'])}): not results",
+                         dict(size=12, symbol="x-thin-open", color=FAILED_COLOR, line=dict(color=FAILED_COLOR, width=2.5)))
+        failed.update(mode="markers+text", text=_failure_labels(groups["failed"], frame), textposition="bottom center",
+                      textfont={"size": 10, "color": FAILED_COLOR}, meta={"failed_runs": True})
+        traces.append(failed)
     if groups["highlighted"]:
+        symbols = ["x" if i[0].n_failed else "circle" for i in groups["highlighted"]]  # a failed run stays a cross
         traces.append(_points(groups["highlighted"], metric, f"highlighted: {plain(highlight)}",
-                              dict(size=11, color=HIGHLIGHT, line=dict(color="black", width=1))))
+                              dict(size=11, symbol=symbols, color=HIGHLIGHT, line=dict(color="black", width=1))))
+    if groups["edge-failed"]:
+        edge = groups["edge-failed"]
+        failed = _points(edge, metric, f"runs with failed MLPs outside the frame ({len(edge)}, pinned to its edge)",
+                         dict(size=11, symbol=[EDGE_SYMBOLS[item[3][0]] for item in edge], color=FAILED_COLOR,
+                              line=dict(color="black", width=0.5)))
+        failed.update(mode="markers+text", text=_failure_labels(edge, frame), meta={"failed_runs": True},
+                      textposition=[("bottom center" if item[3][0] == "top" else "top center")
+                                    for item in edge], textfont={"size": 10, "color": FAILED_COLOR})
+        traces.append(failed)
     if groups["edge"]:
         symbols = [EDGE_SYMBOLS[item[3][0]] for item in groups["edge"]]
         colors = [HIGHLIGHT if item[4] else RUN_GREY for item in groups["edge"]]
         traces.append(_points(groups["edge"], metric, "runs outside the frame (pinned to its edge)",
                               dict(size=11, symbol=symbols, color=colors, line=dict(color="black", width=0.5))))
     return traces
+
+
+def _failure_labels(items: list, frame: Frame) -> list[str]:
+    """What failed, written beside each failed run; runs drawn on top of each other (closer than a few percent
+    of the frame) share one label that counts them, so labels never overprint."""
+    width, height = frame.x[1] - frame.x[0], frame.y[1] - frame.y[0]
+    order = sorted(range(len(items)), key=lambda k: (items[k][1], items[k][2]))
+    labels, anchor, count = [""] * len(items), None, 0
+    for k in order:
+        x, y = math.log10(items[k][1]), math.log10(items[k][2])
+        if anchor is not None and abs(x - anchor[1]) < 0.08 * width and abs(y - anchor[2]) < 0.06 * height:
+            count += 1
+            labels[anchor[0]] = f"{items[anchor[0]][0].failures} (+{count} more failed run{'s' * (count > 1)} here)"
+            continue
+        anchor, count = (k, x, y), 0
+        labels[k] = items[k][0].failures or ""
+    return labels
 
 
 def _points(items: list, metric: str, name: str, marker: dict) -> dict:
@@ -415,6 +461,14 @@ def _ratio_text(cmp, what: str) -> list:
     return lines
 
 
+def _failed_text(failures: str, what: str) -> list:
+    """What a failed point's readout says instead of a comparison with sampling: none rests on it."""
+    return [html.H5(f"Failed: {failures}", className="mb-2 text-danger", id="convergence-ratio"),
+            html.P(f"A failed MLP is scored as the all-zero prediction with multiplier 1.0, so this {what}'s mean MSE "
+                   "is not the estimator's error, and no comparison with sampling is drawn from it. A time-rule "
+                   "failure on a busy machine may pass on a quiet one: score it again there.", className="mb-0")]
+
+
 def readout_panel_placeholder() -> list:
     return [html.P("Click a run, a baseline or the band's median to compare it with Monte Carlo at the same FLOPs.",
                    className="text-muted mb-0", id="convergence-readout-hint")]
@@ -435,7 +489,7 @@ def readout_panel(view: ConvergenceView, metric: str, point: list | None) -> lis
         meta = (f"{run.n_mlps} MLPs of {run.dataset_key} · score {sci(run.adjusted_score)} · multiplier "
                 f"{run.mean_multiplier:.3g} · {run.n_failed} failed · σ² of {run.sigma2_basis}")
         return [html.Div(title, className="fw-semibold"), html.Div(meta, className="small text-muted mb-2"),
-                *_ratio_text(cmp, "This run")]
+                *(_failed_text(run.failures, "run") if run.failures else _ratio_text(cmp, "This run"))]
     if kind == "baseline":
         b = view.baseline(point[1])
         if b is None:
@@ -443,7 +497,7 @@ def readout_panel(view: ConvergenceView, metric: str, point: list | None) -> lis
         cmp = view.compare(b.flops, b.mse[metric]["mean"], metric)
         meta = f"{b.n_mlps} MLPs · mean of the MLPs · {b.n_failed} failed · from the {b.source}"
         return [html.Div(b.label, className="fw-semibold"), html.Div(meta, className="small text-muted mb-2"),
-                *_ratio_text(cmp, "The baseline")]
+                *(_failed_text(b.failures, "baseline") if b.failures else _ratio_text(cmp, "The baseline"))]
     if kind == "band":
         n, median, mean, expected = int(point[1]), float(point[8]), float(point[6]), float(point[7])
         flops = n * view.flops_per_sample
@@ -503,42 +557,64 @@ def _sampling_y(point: dict, y_axis: str) -> float:
     return var / m
 
 
+FAILED_MARKER = {"symbol": "x-thin-open", "size": 13, "line": {"width": 2.5}}
+
+
 def curve_traces(label: str, points: list[dict], *, x_axis: str = "flops", y_axis: str = "mse",
                  color: str = CURVE_COLORS[0], crossing: dict | None = None, fixed: bool = False) -> list[dict]:
     """One curve as plain trace dicts: points with 95% intervals over MLPs, sampling at the same FLOPs, the crossing.
 
     Points below the reference noise floor are open markers and say so; a fixed-cost estimator (identical
-    FLOPs at every budget) is a vertical line, and its name says it does not use more budget.
+    FLOPs at every budget) is a vertical line, and its name says it does not use more budget. A point with a
+    failed MLP (``scoring.carries_claims`` false) is never part of the line: it is drawn apart, as a cross
+    in a trace of its own ("LABEL: failed points") labelled with what failed, at the grader's fallback.
     """
     rows = [(p, *_curve_xy(p, x_axis, y_axis)) for p in points]
     rows = [r for r in rows if r[1] > 0 and r[2] > 0]
-    if not rows:
-        return []
-    shown = plain(label)
+    valid = [r for r in rows if carries_claims(r[0])]
+    failed = [r for r in rows if not carries_claims(r[0])]
+    shown = plain(label)  # a name someone chose, written into the figure as text
     name = f"{shown} ({FIXED_NOTE})" if fixed else shown
-    custom = [[shown, p["budget"], p["n_mlps"], p["n_failed_mlps"], p["final_layer_mse"]["mean"],
-               p["score"]["mean"], p["flops_used"]["mean"], p["effective_compute"]["mean"],
-               BELOW_FLOOR_NOTE if p["below_noise_floor"] else "", p.get("run_id") or ""] for p, *_ in rows]
-    traces = [{
-        "type": "scatter", "x": [r[1] for r in rows], "y": [r[2] for r in rows], "mode": "lines+markers",
-        "name": name, "legendgroup": label, "meta": {"curve": label, "fixed_cost": fixed},
-        "line": {"color": color, "width": 2, "dash": "solid"},
-        "marker": {"size": 9, "color": color, "line": {"color": "black", "width": 1},
-                   "symbol": ["circle-open" if p["below_noise_floor"] else "circle" for p, *_ in rows]},
-        "error_y": {"type": "data", "symmetric": False, "thickness": 1.2, "width": 4, "color": color,
-                    "array": [max(r[4] - r[2], 0) for r in rows], "arrayminus": [max(r[2] - r[3], 0) for r in rows]},
-        "customdata": custom,
-        "hovertemplate": ("<b>%{customdata[0]}</b> at B = %{customdata[1]:.4g}<br>%{customdata[2]} MLPs · "
-                          "%{customdata[3]} failed<br>MSE %{customdata[4]:.4g} · score %{customdata[5]:.4g}<br>"
-                          "F %{customdata[6]:.4g} · C %{customdata[7]:.4g} FLOPs<br>y %{y:.4g} (95% interval over "
-                          "MLPs drawn)<br><i>%{customdata[8]}</i><extra></extra>"),
-    }]
-    sampling = [(r[1], _sampling_y(r[0], y_axis)) for r in rows]
-    traces.append({"type": "scatter", "x": [s[0] for s in sampling], "y": [s[1] for s in sampling],
-                   "mode": "lines", "name": f"sampling at {shown}'s FLOPs", "legendgroup": label, "showlegend": False,
-                   "line": {"color": color, "width": 1, "dash": "dot"}, "hoverinfo": "skip"})
-    if fixed:
-        traces.append({"type": "scatter", "x": [rows[0][1]], "y": [max(r[2] for r in rows)], "mode": "text",
+    traces = []
+    if valid:
+        custom = [[shown, p["budget"], p["n_mlps"], p["n_failed_mlps"], p["final_layer_mse"]["mean"],
+                   p["score"]["mean"], p["flops_used"]["mean"], p["effective_compute"]["mean"],
+                   BELOW_FLOOR_NOTE if p["below_noise_floor"] else "", p.get("run_id") or ""] for p, *_ in valid]
+        traces.append({
+            "type": "scatter", "x": [r[1] for r in valid], "y": [r[2] for r in valid], "mode": "lines+markers",
+            "name": name, "legendgroup": label, "meta": {"curve": label, "fixed_cost": fixed},
+            "line": {"color": color, "width": 2, "dash": "solid"},
+            "marker": {"size": 9, "color": color, "line": {"color": "black", "width": 1},
+                       "symbol": ["circle-open" if p["below_noise_floor"] else "circle" for p, *_ in valid]},
+            "error_y": {"type": "data", "symmetric": False, "thickness": 1.2, "width": 4, "color": color,
+                        "array": [max(r[4] - r[2], 0) for r in valid],
+                        "arrayminus": [max(r[2] - r[3], 0) for r in valid]},
+            "customdata": custom,
+            "hovertemplate": ("<b>%{customdata[0]}</b> at B = %{customdata[1]:.4g}<br>%{customdata[2]} MLPs · "
+                              "%{customdata[3]} failed<br>MSE %{customdata[4]:.4g} · score %{customdata[5]:.4g}<br>"
+                              "F %{customdata[6]:.4g} · C %{customdata[7]:.4g} FLOPs<br>y %{y:.4g} (95% interval "
+                              "over MLPs drawn)<br><i>%{customdata[8]}</i><extra></extra>"),
+        })
+        sampling = [(r[1], _sampling_y(r[0], y_axis)) for r in valid]
+        traces.append({"type": "scatter", "x": [s[0] for s in sampling], "y": [s[1] for s in sampling],
+                       "mode": "lines", "name": f"sampling at {shown}'s FLOPs", "legendgroup": label,
+                       "showlegend": False, "line": {"color": color, "width": 1, "dash": "dot"}, "hoverinfo": "skip"})
+    if failed:
+        sentences = [p.get("failures") or f"{p['n_failed_mlps']} of {p['n_mlps']} MLPs failed" for p, *_ in failed]
+        traces.append({
+            "type": "scatter", "x": [r[1] for r in failed], "y": [r[2] for r in failed], "mode": "markers+text",
+            "name": f"{shown}: failed points (the grader's fallback, not a result)", "legendgroup": label,
+            "meta": {"failed_curve": label, "budgets": [p["budget"] for p, *_ in failed]},
+            "marker": {**FAILED_MARKER, "color": color}, "text": sentences,
+            "textposition": [("top center", "bottom center")[k % 2] for k in range(len(failed))],  # neighbours apart
+            "textfont": {"size": 10, "color": color}, "cliponaxis": False,
+            "customdata": [[shown, p["budget"], s, p["final_layer_mse"]["mean"]] for (p, *_), s in zip(failed, sentences, strict=True)],
+            "hovertemplate": ("<b>%{customdata[0]}</b> at B = %{customdata[1]:.4g}: FAILED<br>%{customdata[2]}<br>"
+                              "mean MSE %{customdata[3]:.4g} is the grader's fallback (the all-zero prediction), "
+                              "not the estimator's error<extra></extra>"),
+        })
+    if fixed and valid:
+        traces.append({"type": "scatter", "x": [valid[0][1]], "y": [max(r[2] for r in valid)], "mode": "text",
                        "text": [FIXED_NOTE], "textposition": "top center", "showlegend": False,
                        "textfont": {"color": color, "size": 11}, "hoverinfo": "skip", "name": "fixed-cost note"})
     if crossing and y_axis in ("mse", "var"):
@@ -613,11 +689,18 @@ def _curve_floor(view: ConvergenceView, y_axis: str) -> tuple[list[dict], list[d
     return shapes, notes
 
 
+NO_CURVE_NOTE = "choose an estimator and sweep the budget to draw its curve"
+NO_POINTS_NOTE = "no point of {labels} is stored yet: sweep the budget to score them"
+
+
 def curve_figure(view: ConvergenceView, curves: list[dict], *, x_axis: str = "flops", y_axis: str = "mse") -> go.Figure:
-    """Budget curves over the band. ``curves``: ``{"label", "points" (summaries), "crossing", "fixed_cost"}``.
+    """Budget curves over the band. ``curves``: ``scoring.curve_data`` dicts (``label``, ``points``, ``crossing``,
+    ``fixed_cost``), the one shape the lab, the convergence page and compare draw.
 
     x = FLOPs or FLOPs/B, y = raw MSE, score or MSE/avg_variance; sampling's line (sigma^2/N or 1/m), the
-    reference's noise floor and the budget markers stay drawn: the band is the reference.
+    reference's noise floor and the budget markers stay drawn: the band is the reference. With nothing to
+    draw the frame is the one sampling spans from a tenth of the charging floor to ten times B (the floor
+    inside it), and the placeholder sits at its top, clear of the floor line and the markers.
     """
     x_axis = x_axis if x_axis in CURVE_X else "flops"
     y_axis = y_axis if y_axis in CURVE_Y else "mse"
@@ -627,47 +710,79 @@ def curve_figure(view: ConvergenceView, curves: list[dict], *, x_axis: str = "fl
         drawn += curve_traces(curve["label"], curve["points"], x_axis=x_axis, y_axis=y_axis,
                               color=CURVE_COLORS[i % len(CURVE_COLORS)], crossing=curve.get("crossing"),
                               fixed=bool(curve.get("fixed_cost")))
+    unit = view.budget if x_axis == "ratio" else 1.0
     xs = [x for t in drawn for x in t["x"] if x and x > 0]
-    xs = xs or [view.charging_floor / (view.budget if x_axis == "ratio" else 1.0),
-                view.budget / (view.budget if x_axis == "ratio" else 1.0)]
-    traces += _curve_reference(view, x_axis, y_axis, xs) + drawn
+    empty = not xs
+    xs = xs or [view.charging_floor / unit, view.budget / unit]
+    reference = _curve_reference(view, x_axis, y_axis, xs)
+    traces += reference + drawn
     shapes, notes = _curve_floor(view, y_axis)
     for name, x, dash, text in (("budget", view.budget, "dash", "round's B"),
                                 ("charging-floor", view.charging_floor, "dot", "10% of B")):
-        xv = x / view.budget if x_axis == "ratio" else x
+        xv = x / unit
         shapes.append(dict(type="line", name=name, xref="x", yref="paper", x0=xv, x1=xv, y0=0, y1=1,
                            line=dict(color="rgb(120, 40, 140)", width=1.2, dash=dash), layer="above"))
         notes.append(dict(x=math.log10(xv), y=1, xref="x", yref="paper", text=text, showarrow=False, textangle=-90,
                           xanchor="right", yanchor="top", font=dict(size=11, color="rgb(120, 40, 140)"),
                           name=f"label-{name}"))
-    if not curves:
-        notes.append(dict(x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False, name="no-curve",
-                          text="choose an estimator and sweep the budget to draw its curve"))
+    if empty:
+        text = (NO_POINTS_NOTE.format(labels=" or ".join(c["label"] for c in curves)) if curves else NO_CURVE_NOTE)
+        notes.append(dict(x=0.5, y=0.97, xref="paper", yref="paper", showarrow=False, name="no-curve", text=text,
+                          yanchor="top", bgcolor="rgba(255,255,255,0.85)", font=dict(size=12, color="rgb(70,70,70)")))
+    x_range = [math.log10(min(xs) / 10), math.log10(max(xs) * 10)] if empty else None
     return go.Figure(data=traces, layout=dict(
         shapes=shapes, annotations=notes, height=560, hovermode="closest",
-        xaxis=dict(type="log", title=dict(text=CURVE_X[x_axis]), exponentformat="power"),
+        xaxis=dict(type="log", title=dict(text=CURVE_X[x_axis]), exponentformat="power", range=x_range),
         yaxis=dict(type="log", title=dict(text=CURVE_Y[y_axis]), exponentformat="power",
-                   range=_curve_y_range(drawn, shapes)),
+                   range=_curve_y_range(drawn or reference, shapes, headroom=1.0 if empty else 0.5)),
         margin=dict(l=70, r=20, t=40, b=60), legend=dict(orientation="h", yanchor="top", y=-0.14, x=0),
-        meta={"x": x_axis, "y": y_axis, "curves": [c["label"] for c in curves], "budget": view.budget},
+        meta={"x": x_axis, "y": y_axis, "curves": [c["label"] for c in curves], "budget": view.budget,
+              "empty": empty},
         title=dict(text=f"Budget curves · {_title(view)}", x=0.01, font=dict(size=14)),
     ))
 
 
-def _curve_y_range(drawn: list[dict], shapes: list[dict]) -> list[float] | None:
+def _curve_y_range(drawn: list[dict], shapes: list[dict], *, headroom: float = 0.5) -> list[float] | None:
     """Log range over the curves (their intervals included) and the noise floor: the shaded region below the
-    floor must not stretch the axis down to where nothing is."""
-    ys = [y for t in drawn for y in (t.get("y") or []) if isinstance(y, (int, float)) and y > 0]
+    floor must not stretch the axis down to where nothing is. ``headroom`` decades are left above the top
+    (room for labels, or for the placeholder of an empty figure)."""
+    ys = [y for t in drawn for y in (t.get("y") or []) if isinstance(y, (int, float)) and math.isfinite(y) and y > 0]
     for t in drawn:
         err = t.get("error_y") or {}
         ys += [y + e for y, e in zip(t.get("y") or [], err.get("array") or [], strict=False) if y + e > 0]
     ys += [s["y1"] for s in shapes if s.get("name") == "noise-floor"]
     if not ys:
         return None
-    return [math.log10(min(ys)) - 0.5, math.log10(max(ys)) + 0.5]
+    return [math.log10(min(ys)) - 0.5, math.log10(max(ys)) + headroom]
 
 
-def curve_table(curves: list[dict]) -> html.Div:
+def curve_notes(curves: list[dict]) -> list:
+    """What may be said of each curve, from ``scoring.curve_data``: its fixed cost, its failed points (drawn
+    as failed, named), and a crossing only where points that carry claims resolve one."""
+    notes = []
+    for curve in curves:
+        label = curve["label"]
+        if curve.get("fixed_cost"):
+            notes.append(html.Li(f"{label}: {FIXED_NOTE} (identical FLOPs on every MLP at every budget).",
+                                 className="curve-fixed"))
+        for budget, failures in (curve.get("failures") or {}).items():
+            notes.append(html.Li(f"{label} at B = {sci(budget)}: {failures or 'MLPs failed'}. Drawn as a failed "
+                                 "point (a cross): its MSE is the grader's fallback, and no claim rests on it.",
+                                 className="curve-failed"))
+        c = curve.get("crossing")
+        if c:
+            notes.append(html.Li(f"{label} crosses sampling at {sci(c['flops'])} FLOPs (MSE {sci(c['mse'])}, "
+                                 f"B ≈ {sci(c['budget'])}): {'better' if c['better_after'] else 'worse'} than "
+                                 "sampling past it.", className="curve-crossing"))
+        elif curve["points"] and curve.get("claims_from", len(curve["points"])) < 2:
+            notes.append(html.Li(f"{label}: fewer than two points without a failed MLP, so no crossing with "
+                                 "sampling can be read from this ladder.", className="curve-crossing"))
+        elif curve["points"]:
+            notes.append(html.Li(f"{label} does not cross sampling on this ladder.", className="curve-crossing"))
+    return notes
+
+
+def curve_table(curves: list[dict], *, prefix: str = "curve") -> html.Div:
     """Every point of every curve, numbers beside the picture: means with 95% intervals, failures, floor."""
     header = html.Thead(html.Tr([html.Th(h) for h in ("estimator", "B", "F (mean)", "C (mean)", "final MSE [95%]",
                                                       "score [95%]", "MSE/Var", "failed", "")]))
@@ -675,26 +790,15 @@ def curve_table(curves: list[dict]) -> html.Div:
     for curve in curves:
         for p in curve["points"]:
             mse, score = p["final_layer_mse"], p["score"]
+            note = (p.get("failures") or "MLPs failed") if not carries_claims(p) else (
+                BELOW_FLOOR_NOTE if p["below_noise_floor"] else "")
             rows.append(html.Tr([
                 html.Td(curve["label"]), html.Td(sci(p["budget"])), html.Td(sci(p["flops_used"]["mean"])),
                 html.Td(sci(p["effective_compute"]["mean"])),
                 html.Td(f"{sci(mse['mean'])} [{sci(mse['low'])}, {sci(mse['high'])}]"),
                 html.Td(f"{sci(score['mean'])} [{sci(score['low'])}, {sci(score['high'])}]"),
-                html.Td(sci(p["mse_over_variance"]["mean"])), html.Td(p["n_failed_mlps"]),
-                html.Td(BELOW_FLOOR_NOTE if p["below_noise_floor"] else ""),
-            ]))
-    notes = []
-    for curve in curves:
-        if curve.get("fixed_cost"):
-            notes.append(html.Li(f"{curve['label']}: {FIXED_NOTE} (identical FLOPs on every MLP at every budget)."))
-        c = curve.get("crossing")
-        if c:
-            notes.append(html.Li(f"{curve['label']} crosses sampling at {sci(c['flops'])} FLOPs (MSE {sci(c['mse'])}, "
-                                 f"B ≈ {sci(c['budget'])}): {'better' if c['better_after'] else 'worse'} than "
-                                 "sampling past it.", className="curve-crossing"))
-        elif curve["points"]:
-            notes.append(html.Li(f"{curve['label']} does not cross sampling on this ladder.",
-                                 className="curve-crossing"))
-    return html.Div([html.Ul(notes, className="small mb-2", id="curve-notes"),
+                html.Td(sci(p["mse_over_variance"]["mean"])), html.Td(p["n_failed_mlps"]), html.Td(note),
+            ], className="table-danger" if not carries_claims(p) else None))
+    return html.Div([html.Ul(curve_notes(curves), className="small mb-2", id=f"{prefix}-notes"),
                      dbc.Table([header, html.Tbody(rows)], size="sm", striped=True, className="small",
-                               id="curve-table")])
+                               id=f"{prefix}-points") if rows else None])

@@ -15,7 +15,9 @@ import numpy as np
 import plotly.graph_objects as go
 from dash import html
 
+from components.figures.style import FAILED_COLOR
 from components.format import integer, sci
+from whestboard.rules import failure_kind, failures_sentence
 from whestboard.scoring import charged_compute, operation_flops
 
 NOISE_HELP = (
@@ -172,7 +174,11 @@ def versus_sampling(report: dict) -> go.Figure:
     ))
     fig.update_xaxes(type="log", title="mean over the run's MLPs", range=_log_range([b[1] for b in bars]))
     fig.update_yaxes(autorange="reversed")
-    fig.update_layout(**LAYOUT, title="Against sampling")
+    failures = failures_sentence([failure_kind(e) for e in results["per_mlp"]])
+    fig.update_layout(**LAYOUT, title="Against sampling" + (f" · {failures} (their MSE is the grader's fallback)"
+                                                            if failures else ""))
+    if failures:  # a run with failed MLPs is drawn as failed: its run bars are the failure colour
+        fig.update_traces(marker_color=[FAILED_COLOR if c == RUN_COLOR else c for _, _, c in bars])
     return fig
 
 

@@ -50,6 +50,8 @@ X_METRICS = {
     "compute": ("mean_effective_compute", "mean charged compute per MLP (C = F + lambda R)"),
 }
 
+#: Failed submissions are labelled with what failed while at most this many are drawn (then in their hover only).
+FAILED_LABELS = 12
 HOVER = (
     "<b>%{customdata[0]}</b><br>%{customdata[1]}<br>%{customdata[2]}<br>"
     "score %{customdata[3]:.4g} · MSE %{customdata[4]:.4g}<br>"
@@ -174,8 +176,14 @@ def scatter_figure(
     y_metric: str = "score",
     x_metric: str = "flops",
     team: str | None = None,
+    failures: dict[str, str] | None = None,
 ) -> go.Figure:
-    """Every graded submission of a round over the Monte Carlo reference."""
+    """Every graded submission of a round over the Monte Carlo reference.
+
+    A submission with failed MLPs is drawn as failed: a cross in a trace of its own, named by what failed
+    (``failures``: submission id -> "1 of 8 MLPs failed: residual time", ``leaderboard.failure_sentences``),
+    written beside the dot while few enough are, and in its hover.
+    """
     prep = prepare(points, ref, y_metric, x_metric)
     graded, frame = prep.graded, prep.frame
     x = graded[prep.x_col].to_numpy(np.float64)
@@ -187,14 +195,22 @@ def scatter_figure(
     custom = hover_columns(graded)
     failed = graded["n_failed_mlps"].fillna(0).to_numpy() > 0
     inside = side == ""
-    for mask, name, marker in (
-        (inside & ~failed, "submissions", dict(color=GREY, size=6)),
-        (inside & failed, "with failed MLPs", dict(color=FAILED, size=8, symbol="x-thin-open", line=dict(width=2))),
-    ):
-        fig.add_trace(go.Scattergl(
-            x=_round_sig(x[mask]), y=_round_sig(y[mask]), mode="markers", name=name, marker=marker,
-            customdata=custom[mask], hovertemplate=HOVER,
-        ))
+    fig.add_trace(go.Scattergl(
+        x=_round_sig(x[inside & ~failed]), y=_round_sig(y[inside & ~failed]), mode="markers", name="submissions",
+        marker=dict(color=GREY, size=6), customdata=custom[inside & ~failed], hovertemplate=HOVER,
+    ))
+    shown = inside & failed
+    said = [(failures or {}).get(sid) or f"{n} failed MLPs" for sid, n in
+            zip(graded["submission_id"][shown], graded["n_failed_mlps"][shown], strict=True)]
+    fig.add_trace(go.Scattergl(
+        x=_round_sig(x[shown]), y=_round_sig(y[shown]), name="with failed MLPs",
+        mode="markers+text" if shown.sum() <= FAILED_LABELS else "markers",
+        marker=dict(color=FAILED, size=9, symbol="x-thin-open", line=dict(width=2, color=FAILED)),
+        text=said, textposition="bottom center", textfont=dict(size=10, color=FAILED),
+        customdata=[[*row, text] for row, text in zip(custom[shown].tolist(), said, strict=True)],
+        hovertemplate=HOVER.replace("<extra></extra>", "<br><b>%{customdata[9]}</b><extra></extra>"),
+        meta={"failed_submissions": graded["submission_id"][shown].tolist()},
+    ))
     _add_edge_markers(fig, lx, ly, side, custom, frame)
     fig.add_trace(window_trace(prep.x_col, prep.y_col, None, 0))
     fig.add_trace(highlight_trace(prep, team))

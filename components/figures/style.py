@@ -15,6 +15,8 @@ import plotly.io as pio
 
 APP_TEMPLATE = "whestboard"
 GRID = "rgba(0,0,0,0.07)"
+#: What failed is drawn in this colour in every figure (a run, a baseline, a curve point, a submission).
+FAILED_COLOR = "rgb(214, 96, 28)"
 COLORWAY = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
             "#17becf"]
 

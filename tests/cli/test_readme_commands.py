@@ -4,8 +4,9 @@ The lines are read from README.md itself, so a line changed there is the line te
 ``python -m whestboard`` runs it (``tests/preloaded.py``: a fork of one process that imported whestbench
 once), in a working folder that stands for the checkout: a copy of ``data/`` (``band`` resumes the embedded
 band there, ``bake`` writes beside it: nothing of the checkout is written), the files a reader brings
-(``my_submission/``, ``estimator.py``, ``graded.csv``), and a state folder of its own. ``RUN_ID`` is read
-from the ``runs`` line's own output, as a reader copies it.
+(``my_submission/``, ``estimator.py``, ``graded.csv``, a folder of the grader's ``records/``), and a state
+folder of its own. ``RUN_ID`` is read from the ``runs`` line's own output, as a reader copies it; ``> FILE``
+writes the command's output where a shell would.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import HOSTILE, REPO
+from tests.leaderboard.aicrowd_records import write_records
 from tests.leaderboard.submissions_helpers import submission_row, write_csvs
 
 pytestmark = pytest.mark.slow
@@ -50,13 +52,14 @@ def workdir(tmp_path_factory) -> Path:
     shutil.copy(HOSTILE / "good.py", work / "estimator.py")
     row, mlps = submission_row("readme-1", "a reader", scores=(2e-5, 3e-5), flops=(1e9, 2e9))
     write_csvs(work, [(row, mlps)], stem="graded")
+    write_records(work / "records", ["333364-phase2.json"])
     return work
 
 
 def test_every_readme_command_runs_as_written(preloaded, workdir, tmp_path):
     commands = readme_commands()
-    assert [c[0] for c in commands] == ["bake", "datasets", "band", "score", "score", "check", "runs", "compare",
-                                        "import", "export", "sweep"]
+    assert [c[0] for c in commands] == ["bake", "datasets", "band", "score", "score", "check", "score", "compare",
+                                        "runs", "compare", "import", "import", "export", "sweep"]
     env = {k: v for k, v in os.environ.items() if k != "WHESTBOARD_DATABASE_URL"}
     env.update(WHESTBOARD_STATE_DIR=str(tmp_path / "state"), HF_DATASETS_OFFLINE="1")
     outputs: dict[str, list[str]] = {}
@@ -65,9 +68,12 @@ def test_every_readme_command_runs_as_written(preloaded, workdir, tmp_path):
         if "run:RUN_ID" in args:
             assert run_id is not None, "the runs line comes before the compare line"
             args = [a.replace("RUN_ID", run_id) for a in args]
+        args, target = (args[:-2], args[-1]) if args[-2:-1] == [">"] else (args, None)
         process = preloaded.start("whestboard", *args, cwd=workdir, env=env)
         stdout, stderr = process.communicate(timeout=900)
         assert process.returncode == 0, (args, stdout[-2000:], stderr[-2000:])
+        if target is not None:
+            (workdir / target).write_text(stdout)
         outputs.setdefault(args[0], []).append(stdout)
         if args[0] == "runs":
             rows = stdout.splitlines()[1:-1]
@@ -77,13 +83,17 @@ def test_every_readme_command_runs_as_written(preloaded, workdir, tmp_path):
             assert len(run_id) == 8  # as the pages show it: compare takes it
 
     assert (workdir / "data" / "my-warmup" / "whestboard-dataset.json").is_file()
-    cov, folder = (json.loads(out) for out in outputs["score"])
-    assert cov["whestboard"]["estimator"]["kind"] == "cov" and len(cov["results"]["per_mlp"]) == 4
+    cov, folder, mean = (json.loads(out) for out in outputs["score"])
+    assert mean["whestboard"]["estimator"]["kind"] == "mean"
+    assert json.loads((workdir / "cov.json").read_text()) == cov
+    assert cov["whestboard"]["estimator"]["kind"] == "cov" and len(cov["results"]["per_mlp"]) == 8
     assert folder["whestboard"]["shipped"]["mode"] == "folder" and len(folder["results"]["per_mlp"]) == 2
     assert cov["whestboard"]["run_id"].startswith(run_id)
     assert outputs["check"][0].rstrip().endswith("contract ok: Estimator loads, sets up and predicts within the rules")
-    compared = json.loads(outputs["compare"][0])
-    assert compared["a"]["id"] == f"run:{cov['whestboard']['run_id']}" and compared["n_shared"] == 4
+    assert "limited by" in outputs["compare"][0]  # the paired verdict names what limits its interval
+    compared = json.loads(outputs["compare"][1])
+    assert compared["a"]["id"] == f"run:{cov['whestboard']['run_id']}" and compared["n_shared"] == 8
+    assert "333364" in outputs["import"][1]
     exported = pd.read_csv(workdir / "all.csv")
     assert "readme-1" in set(exported["submission_id"])
     assert "(dry run)" in outputs["sweep"][0]

@@ -223,3 +223,40 @@ def test_cached_static_part_plus_run_traces_is_the_whole_figure(view, metric):
 def test_the_figure_draws_on_the_default_template_without_naming_one(view, foreign_template):
     fig = figs.convergence_figure(view, "final", highlight=None)
     assert fig.layout.template.layout.paper_bgcolor == foreign_template
+
+
+def test_a_baseline_or_run_with_failed_mlps_is_drawn_as_failed_and_compared_with_nothing(tmp_path, private_state):
+    """Covariance propagation under a budget below its cost fails on every MLP (flopscope stops it): as a
+    baseline and as a recorded run it is a cross with its own legend entry naming what failed, written beside
+    it, and its readout says so instead of "x worse than sampling"."""
+    from whestboard.scoring import RunRequest, list_runs, resolve_estimator, rulebook_for, run_and_record
+
+    path = tmp_path / "ds"
+    bake(path, plan_from_args(round_tag=None, width=WIDTH, depth=DEPTH, n_mlps=None, n_samples=8192,
+                              seeds=[27, 28, 29]), explicit_seeds=True, show_progress=False)
+    ds = open_dataset(path)
+    small = PER_SAMPLE * 20  # below covariance propagation's cost on 32 x 2, above mean propagation's
+    compute_band(ds, budget=small, show_progress=False)
+    compute_baselines(ds, kinds=("mean", "cov"), budget=small)
+    run_and_record(RunRequest(ds, "0:2", resolve_estimator("cov"), rulebook_for(None, small)))
+    view = convergence_view(ds, runs=list_runs(dataset_key=ds.info.key))
+    cov = view.baseline("cov")
+    assert cov.n_failed == 3 and cov.failures == "3 of 3 MLPs failed: FLOP budget"
+    assert view.baseline("mean").failures is None and view.runs[0].failures == "2 of 2 MLPs failed: FLOP budget"
+
+    fig = figs.convergence_figure(view, "final")
+    drawn = next(t for t in fig.data if (t.meta or {}).get("baseline") == "cov")
+    assert drawn.meta["failed"] and drawn.name == f"{cov.label}: failed ({cov.failures}), not a result"
+    assert list(drawn.text) == [f"{cov.label}: FAILED, {cov.failures}"] and drawn.marker.symbol == "x-thin-open"
+    ok = next(t for t in fig.data if (t.meta or {}).get("baseline") == "mean")
+    assert not ok.meta["failed"] and ok.marker.symbol == "diamond"
+    runs = [t for t in fig.data if (t.meta or {}).get("failed_runs")]
+    assert len(runs) == 1 and runs[0].name.startswith("runs with failed MLPs")
+    assert list(runs[0].text) == ["2 of 2 MLPs failed: FLOP budget"]
+    assert not any(t.name == "recorded runs (1)" for t in fig.data)  # never among the ordinary dots
+
+    said = str(figs.readout_panel(view, "final", ["baseline", "cov"]))
+    assert "Failed: 3 of 3 MLPs failed: FLOP budget" in said and "than sampling" not in said
+    said = str(figs.readout_panel(view, "final", ["run", view.runs[0].run_id]))
+    assert "Failed: 2 of 2 MLPs failed: FLOP budget" in said and "than sampling" not in said
+    assert "than sampling" in str(figs.readout_panel(view, "final", ["baseline", "mean"]))

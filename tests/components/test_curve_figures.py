@@ -15,11 +15,10 @@ from whestboard.band import compute_band, convergence_view
 from whestboard.compare import paired_curves
 from whestboard.data import bake, open_dataset, plan_from_args
 from whestboard.scoring import (
+    curve_data,
     curve_requests,
-    fixed_cost,
     resolve_estimator,
     run_curve,
-    sampling_crossing,
     stored_reports,
 )
 
@@ -46,8 +45,8 @@ def dataset(baked_folder):
 
 
 def curve_of(ds, spec: str, budgets: list[int]) -> dict:
-    points = run_curve(curve_requests(ds, "", resolve_estimator(spec), "v2-phase2", budgets)).summaries()
-    return {"label": spec, "points": points, "crossing": sampling_crossing(points), "fixed_cost": fixed_cost(points)}
+    """The curve as every page draws it: ``scoring.curve_data`` of the points scored."""
+    return curve_data(spec, run_curve(curve_requests(ds, "", resolve_estimator(spec), "v2-phase2", budgets)).summaries())
 
 
 MC_BUDGETS = [PER_SAMPLE * n for n in (50, 500, 5000)]
@@ -102,19 +101,63 @@ def test_a_fixed_cost_estimator_is_a_vertical_line_that_says_so(dataset):
     assert any(figs.FIXED_NOTE in (t.text or ()) for t in fig.data if t.mode == "text")
 
 
-def test_a_resolved_crossing_is_marked_where_the_curve_passes_sampling(dataset, mc_curve):
-    """Covariance propagation below its own cost fails (the zero prediction, far above sampling); from the
-    budget that pays for it, it is far below: one resolved crossing, between those two points."""
+def test_a_failed_point_is_drawn_as_failed_and_no_crossing_is_read_from_it(dataset, mc_curve):
+    """Covariance propagation below its own cost fails on every MLP (the zero prediction, far above sampling);
+    from the budget that pays for it, it is far below. The failed points are a cross of their own, named, never
+    joined to the line, and no crossing is interpolated from them (the points that carry claims are all below)."""
     view = convergence_view(dataset)
     cost = curve_of(dataset, "cov", [PER_SAMPLE * 10_000])["points"][0]["flops_used"]["mean"]
-    cov = curve_of(dataset, "cov", [int(cost / 3), int(cost / 2), int(cost) + 1, int(cost * 3)])
-    crossing = cov["crossing"]
-    assert crossing is not None and crossing["better_after"]
-    f = [p["flops_used"]["mean"] for p in cov["points"]]
-    assert f[1] < crossing["flops"] < f[2]
-    star = next(t for t in figs.curve_figure(view, [cov]).data if t.name == "cov crosses sampling")
-    assert list(star.x) == [crossing["flops"]] and list(star.y) == [crossing["mse"]]
+    budgets = [int(cost / 3), int(cost / 2), int(cost) + 1, int(cost * 3)]
+    cov = curve_of(dataset, "cov", budgets)
+    assert [p["failed"] for p in cov["points"]] == [True, True, False, False]
+    assert cov["crossing"] is None and cov["failed_points"] == budgets[:2] and cov["claims_from"] == 2
+    assert cov["fixed_cost"]  # the two points that ran spent identical FLOPs: the failed ones were stopped early
+    fig = figs.curve_figure(view, [cov])
+    line = _named(fig, "cov")
+    assert list(line.x) == [p["flops_used"]["mean"] for p in cov["points"][2:]]
+    failed = next(t for t in fig.data if (t.meta or {}).get("failed_curve") == "cov")
+    assert failed.name.startswith("cov: failed points") and failed.marker.symbol == figs.FAILED_MARKER["symbol"]
+    assert list(failed.text) == ["6 of 6 MLPs failed: FLOP budget"] * 2
+    assert list(failed.y) == [p["final_layer_mse"]["mean"] for p in cov["points"][:2]]
+    assert not any(t.name == "cov crosses sampling" for t in fig.data)
+    notes = [str(li.children) for li in figs.curve_notes([cov])]
+    assert sum("Drawn as a failed point" in n for n in notes) == 2
+    assert any("does not cross sampling" in n for n in notes)
     assert mc_curve["crossing"] is None  # sampling does not cross itself: its noise stays inside its intervals
+
+
+class _WastefulMean:
+    """Mean propagation that also burns half of its budget: its error stays put while its cost grows, so
+    sampling at the same FLOPs passes it (a crossing between two points that both ran)."""
+
+    def predict(self, mlp, budget):
+        import flopscope
+        import flopscope.numpy as fnp
+        from whestbench.estimators import MeanPropagationEstimator
+
+        out = MeanPropagationEstimator().predict(mlp, budget)
+        x = fnp.ones(int(min(10**7, max(16, budget // 8))), dtype=fnp.float32)
+        while flopscope.current_budget().flops_used < budget // 2:
+            x = fnp.add(x, x)
+        return out
+
+
+def test_a_crossing_between_points_that_ran_is_marked_where_the_curve_passes_sampling(dataset):
+    from whestboard.scoring import EstimatorHandle
+
+    view = convergence_view(dataset)
+    handle = EstimatorHandle(label="wasteful-mean", kind="test", code_sha256="1" * 64, factory=_WastefulMean)
+    budgets = [PER_SAMPLE * n for n in (20, 200, 2000, 20000)]
+    curve = curve_data("wasteful", run_curve(curve_requests(dataset, "", handle, "v2-phase2", budgets)).summaries())
+    crossing = curve["crossing"]
+    assert curve["claims_from"] == 4 and crossing is not None and not crossing["better_after"]
+    f = [p["flops_used"]["mean"] for p in curve["points"]]
+    sampling = [p["mean_avg_variance"] * p["mc_flops_per_sample"] / p["flops_used"]["mean"] for p in curve["points"]]
+    side = [p["final_layer_mse"]["high"] < s for p, s in zip(curve["points"], sampling, strict=True)]
+    k = side.index(False)  # the first point sampling beats: the crossing lies before it
+    assert side[:k] == [True] * k and f[k - 1] < crossing["flops"] < f[k]
+    star = next(t for t in figs.curve_figure(view, [curve]).data if t.name == "wasteful crosses sampling")
+    assert list(star.x) == [crossing["flops"]] and list(star.y) == [crossing["mse"]]
 
 
 def test_the_paired_difference_per_budget_is_a_minus_b_mlp_by_mlp(dataset):

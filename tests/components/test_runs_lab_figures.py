@@ -100,3 +100,20 @@ def test_below_floor_badge_appears_only_when_flagged(outcome):
 def test_the_figures_draw_on_the_default_template_without_naming_one(outcome, foreign_template):
     for fig in (figs.budget_gauge(outcome.report), figs.per_layer_mse(outcome.report)):
         assert fig.layout.template.layout.paper_bgcolor == foreign_template
+
+
+def test_a_run_with_failed_mlps_is_drawn_as_failed_against_sampling():
+    """Covariance propagation at a budget below its cost (v1-warmup, B = 6.8e8 < 1.08e9 FLOPs) fails on every
+    MLP: the lab's figure against sampling names the failure and draws the run's bars in the failure colour."""
+    from components.figures.style import FAILED_COLOR
+    from whestboard.data import get_dataset
+    from whestboard.scoring import RunRequest, execute, resolve_estimator, rulebook_for
+
+    report = execute(RunRequest(get_dataset("v1-warmup"), "0:2", resolve_estimator("cov"),
+                                rulebook_for("v1-warmup", 680_000_000))).report
+    assert all(e["budget_exhausted"] for e in report["results"]["per_mlp"])
+    fig = figs.versus_sampling(report)
+    assert fig.layout.title.text == "Against sampling · 2 of 2 MLPs failed: FLOP budget (their MSE is the grader's fallback)"
+    colours = dict(zip(fig.data[0].y, fig.data[0].marker.color, strict=True))
+    assert colours["final-layer MSE"] == colours["score (MSE x multiplier)"] == FAILED_COLOR
+    assert colours["MC@B (all of B on sampling)"] != FAILED_COLOR

@@ -34,11 +34,11 @@ from whestboard.band._folder import (
     state_band_dir,
 )
 from whestboard.band._measure import QUANTILES, BandError
-from whestboard.rules import library_versions
+from whestboard.rules import FAILURE_FLAGS, UNRECORDED, failure_kind, library_versions, load_caused
 from whestboard.scoring import (
     CUMULANT_KINDS,
     RunRequest,
-    execute,
+    execute_for_keeps,
     get_run,
     list_runs,
     resolve_estimator,
@@ -55,6 +55,8 @@ KEPT_FIELDS = (
     "adjusted_final_layer_score", "flops_used", "effective_compute", "score_multiplier", "failed",
     "failure_reason", "wall_time_s", "residual_wall_time_s", "noise_floor", "final_layer_mse_corrected",
     "avg_variance", "whestbench_version", "flopscope_version",
+    # what the rules judge a failure's cause from (``rules.failure_kind``, ``rules.load_caused``)
+    *FAILURE_FLAGS, "error_code", "predict_wait_s", "cpu_wait_s", "scoring_wall_s",
 )
 
 ProgressFn = Callable[[str, int, int], None]
@@ -265,7 +267,8 @@ def compute_baselines(
         if stored and (stored.get("reference_samples") != dataset.info.n_samples
                        or stored.get("budget") != rulebook.flop_budget):
             stored = None
-        entries = {int(e["mlp_index"]): e for e in (stored or {}).get("per_mlp", [])}
+        entries = {int(e["mlp_index"]): e for e in (stored or {}).get("per_mlp", [])
+                   if not _scored_again(e, rulebook)}
         todo = [i for i in dataset.indices if i not in entries]
         if not todo:
             continue
@@ -281,11 +284,17 @@ def compute_baselines(
                 on_progress(kind, done, total)
 
         request = RunRequest(dataset=dataset, indices=todo, estimator=resolve_estimator(kind), rulebook=rulebook)
-        execute(request, on_progress=save)
+        execute_for_keeps(request, on_progress=save)  # a load accident is scored again, never saved
     if directory is None or Path(directory) in _candidates(dataset):
         return load_baselines(dataset)
     return {kind: BaselineResult(kind, BASELINE_LABELS[kind], stored["per_mlp"], "file")
             for kind in kinds if (stored := _stored(_file(Path(directory), kind))) is not None}
+
+
+def _scored_again(entry: dict, rulebook) -> bool:
+    """A stored MLP that a bake scores again: a failure the rules attribute to waiting, or one whose cause
+    the entry does not record (written before the flags were kept), which nothing can vouch for."""
+    return load_caused(entry, rulebook) or failure_kind(entry, rulebook) == UNRECORDED
 
 
 def _custom_budget(dataset) -> int | None:

@@ -32,7 +32,8 @@ from whestboard.band._measure import (
 )
 from whestboard.cache import Region
 from whestboard.data import datasets_for_round, served_datasets
-from whestboard.scoring import list_runs, runs_revision
+from whestboard.rules import failure_kind, failures_sentence
+from whestboard.scoring import get_run, list_runs, runs_revision
 from whestboard.store import finite
 
 
@@ -50,6 +51,7 @@ class BaselinePoint:
     adjusted_score: float
     mean_multiplier: float
     source: str
+    failures: str | None = None  # "1 of 8 MLPs failed: residual time" (rules.failures_sentence), None when none did
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class RunPoint:
     sigma2: dict[str, float | None]  # metric -> mean sigma^2 of the run's own MLPs
     noise_floor: dict[str, float | None]
     sigma2_basis: str = "its own MLPs"
+    failures: str | None = None  # what failed, when any MLP did (read from the run's report)
 
     def matches(self, highlight: str | None) -> bool:
         """``estimator:LABEL``, ``team:NAME`` or a bare name matching either (case-insensitive)."""
@@ -171,6 +174,7 @@ def _baseline_point(result: BaselineResult) -> BaselinePoint:
         adjusted_score=final["adjusted_score"],
         mean_multiplier=final["mean_multiplier"],
         source=result.source,
+        failures=failures_sentence([failure_kind(e) for e in result.per_mlp]),
     )
 
 
@@ -233,7 +237,19 @@ def _run_point(row: dict, variances: dict[str, _Variances], fallback: _Variances
         noise_floor=floor,
         sigma2_basis="its own MLPs" if source is not None else f"this dataset's MLPs ({row.get('dataset_key')} "
                                                                   "is not served)",
+        failures=_run_failures(row) if int(row.get("n_failed") or 0) else None,
     )
+
+
+def _run_failures(row: dict) -> str:
+    """What failed in a run with failed MLPs, from its stored report (only such runs are read)."""
+    n_failed, n_mlps = int(row.get("n_failed") or 0), int(row.get("n_mlps") or 0)
+    try:
+        report = get_run(str(row.get("run_id"))) or {}
+    except Exception:  # noqa: BLE001 - an unreachable store still says how many failed
+        report = {}
+    per_mlp = (report.get("results") or {}).get("per_mlp") or []
+    return failures_sentence([failure_kind(e) for e in per_mlp]) or f"{n_failed} of {n_mlps} MLPs failed"
 
 
 def _stored_band(dataset, notes: list[str]) -> Band | None:

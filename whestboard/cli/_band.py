@@ -6,7 +6,7 @@ import argparse
 import warnings
 from pathlib import Path
 
-from whestboard.band import DEFAULT_MAX_BUDGET_MULTIPLE, compute_band, compute_baselines
+from whestboard.band import BASELINE_LABELS, DEFAULT_MAX_BUDGET_MULTIPLE, compute_band, compute_baselines
 from whestboard.data import get_dataset, open_dataset, served_datasets
 
 
@@ -21,6 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "the app looks only in those two)")
     p.add_argument("--restart", action="store_true", help="discard a stored band made with other settings")
     p.add_argument("--no-baselines", action="store_true", help="skip mean / covariance propagation")
+    p.add_argument("--baseline", action="append", dest="baselines", choices=list(BASELINE_LABELS), metavar="KIND",
+                   help="only this white-box baseline (repeatable; default: every one): "
+                        + ", ".join(BASELINE_LABELS))
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -50,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
     )
     _print_band(report, dataset)
     if not args.no_baselines:
-        _baselines(dataset, budget, report.directory, quiet=args.quiet)
+        kinds = tuple(args.baselines or BASELINE_LABELS)
+        _baselines(dataset, budget, report.directory, kinds=kinds, quiet=args.quiet)
     return 0
 
 
@@ -67,7 +71,7 @@ def _print_band(report, dataset) -> None:
               f"{report.samples_per_second:,.0f} samples/s = {matmul / 1e9:.1f} GFLOP/s of matmul")
 
 
-def _baselines(dataset, budget, directory, *, quiet: bool) -> None:
+def _baselines(dataset, budget, directory, *, kinds: tuple[str, ...], quiet: bool) -> None:
     from flopscope import SymmetryLossWarning
     from tqdm import tqdm
 
@@ -84,7 +88,7 @@ def _baselines(dataset, budget, directory, *, quiet: bool) -> None:
 
     warnings.filterwarnings("ignore", category=SymmetryLossWarning)  # whestbench's cov propagation, benign
     try:
-        results = compute_baselines(dataset, budget=budget, directory=directory, on_progress=progress)
+        results = compute_baselines(dataset, kinds=kinds, budget=budget, directory=directory, on_progress=progress)
     finally:
         for bar in bars.values():
             bar.close()

@@ -17,6 +17,7 @@ from whestboard.compare import (
     anatomy_inputs,
     anatomy_of,
     dataset_of,
+    mlps_needed_text,
     resolve_side,
     too_few_sentence,
     verdict,
@@ -41,12 +42,11 @@ def _print_stat(name: str, stat: dict) -> None:
               f"ties {stat['ties']}; sign-flip p = {_sci(stat['p_value'])}")
         return
     verdict_word = {"A lower": "A lower (better)", "B lower": "B lower (better)"}.get(stat["verdict"], "not resolved")
-    needed = stat["mlps_needed"]
     print(f"{name}: A {_sci(stat['mean_a'])}, B {_sci(stat['mean_b'])}; mean A - B {_sci(stat['mean_difference'])} "
           f"[95% {_sci(stat['ci_low'])}, {_sci(stat['ci_high'])}] -> {verdict_word}")
     print(f"  A / B (geometric mean) {_sci(stat['ratio'])} [{_sci(stat['ratio_low'])}, {_sci(stat['ratio_high'])}]; "
           f"A wins {stat['wins']}, loses {stat['losses']}, ties {stat['ties']}; sign-flip p = {_sci(stat['p_value'])}; "
-          f"MLPs needed {'—' if needed is None else math.ceil(needed)}")
+          f"MLPs needed {mlps_needed_text(stat)}")
 
 
 def _print_human(out: dict) -> None:

@@ -27,12 +27,12 @@ from whestboard.scoring import (
     BUDGETS_HELP,
     SPEC_HELP,
     RunError,
+    curve_data,
     curve_requests,
     is_file_spec,
     parse_budget_ladder,
     rulebook_for,
     run_curve,
-    sampling_crossing,
     stored_budgets,
     whest_shaped,
 )
@@ -67,9 +67,13 @@ def _print_human(curve, round_tag: str, resumed: list[int]) -> None:
         print(f"{p['budget']:>11.4g} {p['flops_used']['mean']:>11.4g} {sci(mse['mean']):>11} "
               f"{sci(mse['low']):>11}..{sci(mse['high']):<10} {sci(p['score']['mean']):>11} "
               f"{sci(p['mse_over_variance']['mean']):>10} {p['n_failed_mlps']:>6}  {p['run_id']}{mark}")
-    if curve.fixed_cost:
+    data = curve_data(curve.label, curve.summaries())  # what may be said of it, decided where the pages decide it
+    for budget, failures in data["failures"].items():
+        print(f"failed at B = {budget:.4g}: {failures or 'MLPs failed'}; its MSE is the grader's fallback, "
+              "no claim rests on it")
+    if data["fixed_cost"]:
         print("fixed cost: identical FLOPs at every budget; this estimator does not use more budget")
-    crossing = sampling_crossing(curve.summaries())
+    crossing = data["crossing"]
     if crossing:
         side = "better" if crossing["better_after"] else "worse"
         print(f"crosses sampling (sigma^2/N at the same FLOPs) near {crossing['flops']:.3g} FLOPs, "
@@ -122,11 +126,13 @@ def _payload(args: argparse.Namespace, curve, extras: dict, round_tag: str, resu
         report = whest_shaped(point.outcome.report, cached=point.outcome.cached)
         report["whestboard"].update(own)
         points.append({"budget": point.budget, "report": report, "summary": point.summary})
+    data = curve_data(curve.label, curve.summaries())
     return {
         "estimator": curve.label,
         "round_tag": round_tag,
         "points": points,
-        "fixed_cost": curve.fixed_cost,
-        "sampling_crossing": sampling_crossing(curve.summaries()),
+        "fixed_cost": data["fixed_cost"],
+        "sampling_crossing": data["crossing"],
+        "failed_points": data["failed_points"],
         "served_from_run_records": resumed,
     }

@@ -20,6 +20,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="submissions CSV to extend (default: data/submissions/baselines.csv, the shipped file)")
     p.add_argument("--no-store", action="store_true", help="write the CSV only, not the app's store")
     p.add_argument("--dry-run", action="store_true", help="show what would be graded and stop")
+    p.add_argument("--again", action="store_true",
+                   help="grade the chosen entries again even when finished (re-measure them on a quiet machine)")
     p.add_argument("--no-progress", action="store_true")
 
 
@@ -35,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
         to_store=not args.no_store,
         dry_run=args.dry_run,
         show_progress=not args.no_progress,
+        again=args.again,
     )
     print(f"sweep output: {out}")
     return 0

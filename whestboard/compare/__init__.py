@@ -19,8 +19,8 @@ from whestboard.compare._anatomy import (
     squared_errors,
 )
 from whestboard.compare._comparison import anatomy_inputs, anatomy_of, dataset_of, heatmap_of, verdict
-from whestboard.compare._curves import CURVE_METRICS, paired_curves
-from whestboard.compare._paired import paired_stat, too_few_sentence
+from whestboard.compare._curves import CURVE_METRICS, curve_defaults, paired_curves
+from whestboard.compare._paired import mlps_needed_text, paired_stat, too_few_sentence, verdict_sentence
 from whestboard.compare._sides import (
     ID_HELP,
     CompareError,
@@ -42,6 +42,7 @@ __all__ = [
     "class_shares",
     "CLASSES",
     "CompareError",
+    "curve_defaults",
     "CURVE_METRICS",
     "dataset_of",
     "error_by_truth",
@@ -51,6 +52,7 @@ __all__ = [
     "ID_HELP",
     "load_report_file",
     "load_side",
+    "mlps_needed_text",
     "paired_curves",
     "paired_stat",
     "resolve_side",
@@ -58,5 +60,6 @@ __all__ = [
     "squared_errors",
     "stores_revision",
     "too_few_sentence",
+    "verdict_sentence",
     "verdict",
 ]

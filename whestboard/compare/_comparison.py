@@ -11,10 +11,17 @@ import numpy as np
 
 from whestboard.cache import Region
 from whestboard.compare import _anatomy
-from whestboard.compare._paired import PUBLIC_SUITE_MLPS, noise_split, paired_stat, reference_noise_variance
+from whestboard.compare._paired import (
+    FEWEST_MLPS_FOR_A_VERDICT,
+    PUBLIC_SUITE_MLPS,
+    noise_split,
+    paired_stat,
+    reference_noise_variance,
+)
 from whestboard.compare._sides import CompareError, Side, shared_indices
 from whestboard.data import open_dataset, served_datasets
-from whestboard.rules import blas_setup, describe_blas
+from whestboard.rules import blas_setup, describe_blas, failures_sentence
+from whestboard.scoring import selection_text
 from whestboard.store import json_safe
 
 SCHEMA = "whestboard.compare/1"
@@ -47,12 +54,17 @@ def verdict(a: Side, b: Side) -> dict:
         "final_layer_mse": mses.as_dict(),
         "noise": _noise(a, b, shared, variance, mses.mean_difference),
         "blas": blas_comparison(a, b),
+        # what failed on each side among the shared MLPs: their scores are the grader's fallback, named everywhere
+        "failures": {name: failures_sentence([side.entries[i]["failure"] for i in shared])
+                     for name, side in (("a", a), ("b", b))},
         "per_mlp": {
             "mlp_index": shared,
             "mlp_name": [a.entries[i]["mlp_name"] or b.entries[i]["mlp_name"] for i in shared],
             "score_a": column(a, "adjusted_score").tolist(), "score_b": column(b, "adjusted_score").tolist(),
             "mse_a": column(a, "final_layer_mse").tolist(), "mse_b": column(b, "final_layer_mse").tolist(),
             "avg_variance": variance.tolist(),
+            "failed_a": [bool(a.entries[i]["failure"]) for i in shared],
+            "failed_b": [bool(b.entries[i]["failure"]) for i in shared],
         },
     }
     return json_safe(out)
@@ -71,14 +83,34 @@ def blas_comparison(a: Side, b: Side) -> dict:
 
 
 def _noise(a: Side, b: Side, shared: list[int], variance: np.ndarray, mean_difference: float) -> dict:
-    """The reference-noise part of the MSE interval: needs both sides' predictions and N_ref."""
+    """The reference-noise part of the MSE interval: needs an interval, both sides' predictions and N_ref.
+
+    When it cannot be taken apart, ``reason`` says why and ``rescore`` lists, for each side without
+    predictions that Whestboard can score (a built-in, Monte Carlo, a baseline), the run that would give
+    them: ``{"side", "dataset", "estimator", "mlps"}`` (the lab's fields, ``score``'s options).
+    """
     n_ref = a.n_reference_samples or b.n_reference_samples
-    missing = [s.label for s in (a, b) if not all(i in s.predictions for i in shared)]
+    missing = [(name, s) for name, s in (("A", a), ("B", b)) if not all(i in s.predictions for i in shared)]
     if missing or not n_ref or not np.isfinite(variance).all():
-        why = ("stored predictions of " + " and ".join(missing) if missing else
-               "the reference's sample count" if not n_ref else "every MLP's avg_variance")
-        return {"available": False, "reason": f"Taking the interval apart needs {why}; "
-                "runs scored by Whestboard store them, imported submissions do not."}
+        if not missing:
+            why = "the reference's sample count" if not n_ref else "every MLP's avg_variance"
+            return {"available": False, "rescore": [], "headline": f"needs {why}",
+                    "reason": f"Taking the interval apart needs {why}."}
+        mlps = selection_text(shared)
+        rescore = [{"side": name, "dataset": s.dataset_key, "estimator": s.curve_spec, "mlps": mlps}
+                   for name, s in missing if s.curve_spec and s.dataset_key]
+        kinds = " and ".join(f"{name} ({_why_no_predictions(s)})" for name, s in missing)
+        todo = ("Score " + " and ".join(f"{r['estimator']} on {r['dataset']} MLPs {r['mlps']}" for r in rescore)
+                + " (the lab, or python -m whestboard score --json), then compare those runs: a run keeps its "
+                "predictions." if rescore else
+                "Only runs scored by Whestboard keep predictions; this side's code is not here to score again.")
+        return {"available": False, "rescore": rescore, "headline": "needs both sides' predictions",
+                "reason": f"Taking the interval apart needs both sides' predictions on the shared MLPs; {kinds}. "
+                          + todo}
+    if len(shared) < FEWEST_MLPS_FOR_A_VERDICT:
+        return {"available": False, "rescore": [], "headline": f"no interval on {len(shared)} MLP(s)",
+                "reason": f"No 95% interval on {len(shared)} shared MLP(s) (a paired test needs at least "
+                          f"{FEWEST_MLPS_FOR_A_VERDICT}), so there is nothing to take apart."}
     noise = np.array([reference_noise_variance(a.predictions[i][-1], b.predictions[i][-1], v, n_ref)
                       for i, v in zip(shared, variance, strict=True)])
     differences = np.array([a.entries[i]["final_layer_mse"] - b.entries[i]["final_layer_mse"] for i in shared])
@@ -86,6 +118,14 @@ def _noise(a: Side, b: Side, shared: list[int], variance: np.ndarray, mean_diffe
     return {"available": True, "n_reference_samples": int(n_ref),
             "approximation": "sigma_i^2 taken as the MLP's avg_variance (the reference stores no per-neuron "
                              "variance)", **split.as_dict(mean_difference)}
+
+
+def _why_no_predictions(side: Side) -> str:
+    if side.kind == "baseline":
+        return "a baseline: its files keep per-MLP results, not predictions"
+    if side.kind == "submission":
+        return "an imported submission: the grader's files carry no predictions"
+    return f"a {side.kind} that stored no predictions"
 
 
 # ---------------------------------------------------------------------------

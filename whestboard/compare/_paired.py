@@ -122,6 +122,31 @@ def too_few_sentence(stat: dict, name: str) -> str:
             f"{ask} shared MLPs.")
 
 
+def verdict_sentence(stat: dict, name: str) -> str:
+    """The one sentence a comparison says of one metric (the page's card, the CLI's line): no verdict on too
+    few MLPs, else who is lower when the 95% interval excludes 0, else "not resolved" with the MLPs to ask for."""
+    if not stat.get("verdict_possible", True):
+        return too_few_sentence(stat, name)
+    low, high = stat["ci_low"], stat["ci_high"]
+    if high < 0:
+        return f"A's {name} is lower (better): the 95% interval of A - B lies below 0."
+    if low > 0:
+        return f"B's {name} is lower (better): the 95% interval of A - B lies above 0."
+    ask = stat.get("mlps_to_ask_for")
+    more = (f"; about {ask:,} shared MLPs would resolve a difference this size (95% test, 80% power)"
+            if ask is not None and ask > stat["n"] else "")
+    return f"Not resolved: the 95% interval of A - B on {name} includes 0{more}."
+
+
+def mlps_needed_text(stat: dict) -> str:
+    """"MLPs needed" as every view shows it: ``mlps_to_ask_for``, the power estimate but never fewer than a
+    verdict needs (so it never says 1 beside "cannot reach 95% on fewer than 6"); "never" without a difference."""
+    ask = stat.get("mlps_to_ask_for")
+    if ask is not None:
+        return f"{ask:,}"
+    return "never (no difference observed)" if stat.get("n") else "—"
+
+
 def paired_stat(a: np.ndarray, b: np.ndarray, *, metric: str, draws: int = BOOTSTRAP_DRAWS,
                 seed: int = SEED) -> PairedStat:
     """The paired verdict of two aligned per-MLP arrays (position m is the same MLP on both sides)."""

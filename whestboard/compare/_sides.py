@@ -33,13 +33,18 @@ from whestboard.leaderboard import (
     get_submission,
     mlp_frame,
 )
+from whestboard.rules import failure_kind
 from whestboard.scoring import (
     RunError,
     get_run,
     get_run_predictions,
+    is_file_spec,
+    kept_target,
     list_runs,
     resolve_run_id,
     runs_revision,
+    served_handle,
+    served_spec,
 )
 from whestboard.store import session
 
@@ -72,6 +77,9 @@ class Side:
     predictions: dict[int, np.ndarray] = field(default_factory=dict)  # mlp_index -> (depth, width)
     dataset_path: str | None = None  # where a run's dataset was read from, for one the app does not serve
     environment: dict | None = None  # the BLAS the run was computed with (rules.versions), when recorded
+    #: the estimator spec a budget curve of this side sweeps (a built-in, Monte Carlo or a baseline); None for
+    #: code only its author has (an upload, an imported submission)
+    curve_spec: str | None = None
 
     def describe(self) -> dict:
         return {"id": self.side_id, "label": self.label, "kind": self.kind, "dataset": self.dataset_key,
@@ -98,6 +106,7 @@ def normalized_entry(entry: dict) -> dict:
         "adjusted_score": _number(score),
         "avg_variance": _number(entry.get("avg_variance")),
         "failed": bool(entry.get("failed")),
+        "failure": failure_kind(entry),  # the verdict word of a failed MLP (rules.failure_kind), None when it ran
         "per_layer_mse": [float(x) for x in per_layer] if isinstance(per_layer, list) else None,
     }
 
@@ -109,6 +118,23 @@ def _entries(per_mlp) -> dict[int, dict]:
 def _served_samples(dataset_key: str | None) -> int | None:
     ds = served_datasets().get(dataset_key or "")
     return int(ds.info.n_samples) if ds is not None else None
+
+
+def curve_spec_of(estimator: dict | None) -> str | None:
+    """The spec that sweeps the estimator a run recorded (``report["estimator"]``): its label, when that
+    names the very same built-in or Monte Carlo code here (same code hash); None for a file or an upload,
+    which runs only in the sandbox and whose code a budget curve here cannot name."""
+    label = (estimator or {}).get("label")
+    if not isinstance(label, str) or not label or is_file_spec(label):
+        return None
+    try:  # what a page may name (never a path looked up for a visitor); sandboxed code has no curve here
+        served = served_spec(label, uploads=False)
+        if kept_target(served) is not None:
+            return None
+        handle = served_handle(served, uploads=False)
+    except ValueError:
+        return None
+    return label if handle.code_sha256 == (estimator or {}).get("code_sha256") else None
 
 
 def side_id_parts(side_id: str) -> tuple[str, list[str]]:
@@ -150,7 +176,8 @@ def _run_side(run_id: str) -> Side:
     label = f"{estimator.get('label') or 'run'} · {(report.get('source') or 'run')} {run_id[:8]}"
     return Side(f"run:{run_id}", label, "run", dataset.get("key"), (report.get("rulebook") or {}).get("round_tag"),
                 dataset.get("n_samples"), _entries((report.get("results") or {}).get("per_mlp")),
-                get_run_predictions(run_id), dataset.get("path"), report.get("environment"))
+                get_run_predictions(run_id), dataset.get("path"), report.get("environment"),
+                curve_spec_of(estimator))
 
 
 def _submission_side(submission_id: str) -> Side:
@@ -177,7 +204,7 @@ def _baseline_side(dataset_key: str, kind: str) -> Side:
         raise CompareError(f"{BASELINE_LABELS[kind]} has not been scored on {dataset_key}: "
                            f"python -m whestboard band --dataset {dataset_key} computes it")
     return Side(f"base:{dataset_key}:{kind}", f"{BASELINE_LABELS[kind]} · {dataset_key}", "baseline", dataset_key,
-                ds.info.round_tag, int(ds.info.n_samples), _entries(found.per_mlp))
+                ds.info.round_tag, int(ds.info.n_samples), _entries(found.per_mlp), curve_spec=kind)
 
 
 def load_report_file(path: str | Path) -> Side:
@@ -205,7 +232,8 @@ def load_report_file(path: str | Path) -> Side:
     return Side(f"file:{path}", f"{estimator.get('label') or path.name} · {path.name}", "report",
                 dataset.get("key"), (extras.get("rulebook") or {}).get("round_tag"), dataset.get("n_samples"),
                 entries, predictions, dataset.get("path"),
-                extras.get("environment") if isinstance(extras.get("environment"), dict) else None)
+                extras.get("environment") if isinstance(extras.get("environment"), dict) else None,
+                curve_spec_of(estimator))
 
 
 def shared_indices(a: Side, b: Side) -> list[int]:

@@ -43,7 +43,16 @@ from whestboard.cache import memoize
 from whestboard.leaderboard import _flags, _ranking, _store
 from whestboard.leaderboard._flags import RESIDUAL_ACCURACY_FACTOR, RESIDUAL_SHARE_LIMIT
 from whestboard.leaderboard._store import ORGANIZER_SPLITS, PUBLIC, SPLITS
-from whestboard.rules import VERDICTS, CapMargins, Caps, cap_margins, get_round, telemetry_of
+from whestboard.rules import (
+    UNRECORDED,
+    VERDICTS,
+    CapMargins,
+    Caps,
+    cap_margins,
+    failures_sentence,
+    get_round,
+    telemetry_of,
+)
 
 #: Private worse than public beyond noise: one-sided permutation p-value under this.
 OVERFIT_ALPHA = 0.01
@@ -57,8 +66,6 @@ TOP_NEIGHBOURS = 5
 TIE_ALPHA = _ranking.ALPHA
 TIE_POWER = _ranking.POWER
 SEED = _ranking.SEED
-#: A failed MLP whose kind the file did not record.
-UNRECORDED = "unrecorded"
 #: Columns of a board that come from private or rerun MLPs: only the organizer gets them.
 ORGANIZER_COLUMNS = ("private_score", "private_ratio", "overfit_p", "overfit", "flops_ratio", "flops_cv_public",
                      "flops_cv_private", "flops_differ", "overfit_text")
@@ -348,6 +355,18 @@ def failure_breakdown(mlp_results: pd.DataFrame) -> dict[str, dict[str, int]]:
 
 def breakdown_text(counts: dict[str, int]) -> str:
     return ", ".join(f"{n} {kind}" for kind, n in counts.items())
+
+
+def failure_sentences(submission_ids: list[str], *, url: str | None = None) -> dict[str, str]:
+    """What failed in each of these submissions, from its public per-MLP rows: ``"32 of 32 MLPs failed:
+    combined budget"`` (``rules.failures_sentence``), for the figures that draw a failed submission as such.
+    Submissions without per-MLP rows, or without a failed one, are left out."""
+    if not submission_ids:
+        return {}
+    rows = _store.mlp_frame(list(submission_ids), splits=(PUBLIC,), url=url)
+    totals = rows.groupby("submission_id").size()
+    return {sid: failures_sentence([kind for kind, n in counts.items() for _ in range(n)], int(totals[sid]))
+            for sid, counts in failure_breakdown(rows).items()}
 
 
 # ---------------------------------------------------------------------------

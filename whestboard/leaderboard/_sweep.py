@@ -41,12 +41,12 @@ from whestboard.leaderboard._store import (
     MLPResult,
     Submission,
 )
-from whestboard.rules import ALL_ROUNDS, Round, get_round, library_versions
+from whestboard.rules import ALL_ROUNDS, FAILURE_FLAGS, Round, get_round, is_failed, library_versions
 from whestboard.scoring import (
     CUMULANT_KINDS,
     EstimatorHandle,
     RunRequest,
-    execute,
+    execute_for_keeps,
     order3_flops,
     resolve_estimator,
     rulebook_for,
@@ -145,18 +145,28 @@ def submission_id(round_tag: str, dataset_key: str, estimator_key: str) -> str:
 # ---------------------------------------------------------------------------
 
 
+#: What the manifest keeps of each failed MLP: enough for the rules to judge its cause again
+#: (``rules.failure_kind``, ``rules.load_caused``), which the submissions file has no columns for.
+FAILURE_EVIDENCE = (*FAILURE_FLAGS, "error_code", "flops_used", "effective_compute", "wall_time_s",
+                    "residual_wall_time_s", "predict_wait_s", "cpu_wait_s", "scoring_wall_s", "failure_reason")
+
+
 def grade(member: SweepEstimator, dataset, *, on_mlp: Callable[[], None] | None = None
-          ) -> tuple[Submission, list[MLPResult], float]:
-    """Score ``member`` on every baked MLP of ``dataset``; returns the submission, its MLPs, seconds."""
+          ) -> tuple[Submission, list[MLPResult], float, dict[str, dict]]:
+    """Score ``member`` on every baked MLP of ``dataset``: the submission, its MLPs, seconds, and each failed
+    MLP's evidence (by MLP index). A failure the rules attribute to a busy machine is scored again, and
+    refused (``scoring.LoadCausedFailure``) rather than recorded when it stays one."""
 
     handle = baseline_handle(member)
     request = RunRequest(dataset, dataset.indices, handle, rulebook_for(dataset.info.round_tag),
                               source="sweep", team=member.team)
     started = time.perf_counter()
-    outcome = execute(request, on_progress=(lambda *_: on_mlp()) if on_mlp else None)
+    outcome = execute_for_keeps(request, on_progress=(lambda *_: on_mlp()) if on_mlp else None)
     seconds = time.perf_counter() - started
     sub, mlps = from_run_report(outcome.report, member, dataset)
-    return sub, mlps, seconds
+    failures = {str(e["mlp_index"]): {k: e.get(k) for k in FAILURE_EVIDENCE}
+                for e in outcome.report["results"]["per_mlp"] if is_failed(e)}
+    return sub, mlps, seconds, failures
 
 
 def baseline_handle(member: SweepEstimator):
@@ -279,7 +289,9 @@ def plan(
     *,
     max_seconds_per_mlp: float | None,
     flop_rate: float,
+    again: bool = False,
 ) -> list[PlannedEntry]:
+    """What each (dataset, member) needs; ``again`` grades finished entries again (a re-measure)."""
     entries = []
     for ds in datasets:
         rnd = ds.info.round
@@ -287,7 +299,7 @@ def plan(
             expected = member.expected_flops(rnd) / flop_rate
             sid = submission_id(rnd.tag, ds.info.key, member.key)
             old = existing.get(sid)
-            if old is not None and old.n_mlps == len(ds.indices):  # every readable MLP
+            if old is not None and old.n_mlps == len(ds.indices) and not again:  # every readable MLP
                 action = "done"
             elif max_seconds_per_mlp is not None and expected > max_seconds_per_mlp:
                 action = "too slow"
@@ -321,6 +333,7 @@ def run_sweep(
     to_store: bool = True,
     dry_run: bool = False,
     show_progress: bool = True,
+    again: bool = False,
     log: Callable[[str], None] = print,
 ) -> dict:
     """Grade every planned entry, saving after each; returns the timings manifest."""
@@ -330,7 +343,7 @@ def run_sweep(
     datasets = sweep_datasets(round_tags, log)
     subs, mlps = read_output(out)
     rate = measured_flop_rate()
-    entries = plan(datasets, members, subs, max_seconds_per_mlp=max_seconds_per_mlp, flop_rate=rate)
+    entries = plan(datasets, members, subs, max_seconds_per_mlp=max_seconds_per_mlp, flop_rate=rate, again=again)
     for e in entries:
         log(f"{e.action:9s} {e.dataset.info.key:10s} {e.member.key:10s} "
             f"~{e.expected_seconds_per_mlp:8.2f} s/MLP x {e.dataset.info.n_mlps} MLPs")
@@ -344,7 +357,7 @@ def run_sweep(
     try:
         for e in todo:
             bar.set_postfix_str(f"{e.dataset.info.key} {e.member.key}")
-            sub, results, seconds = grade(e.member, e.dataset, on_mlp=lambda: bar.update(1))
+            sub, results, seconds, failures = grade(e.member, e.dataset, on_mlp=lambda: bar.update(1))
             subs[sub.submission_id], mlps[sub.submission_id] = sub, results
             write_output(out, subs, mlps)
             if to_store:
@@ -355,6 +368,7 @@ def run_sweep(
                 "dataset": e.dataset.info.key, "estimator": e.member.key, "n_mlps": len(results),
                 "seconds": round(seconds, 3), "seconds_per_mlp": round(seconds / max(1, len(results)), 3),
                 "graded_at": sub.submitted_at.isoformat(),
+                "failed_mlps": failures,
             }
             manifest["last_command"] = _command_line()
             manifest["machine"] = {"cpu_count": os.cpu_count(), "platform": platform.platform(),

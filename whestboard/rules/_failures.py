@@ -129,6 +129,58 @@ def _judge(entry: dict, limits: Limits | None = None) -> tuple[str, str | None]:
     return verdict, f"{text} ({hint})" if hint and hint not in text else text
 
 
+#: A failed MLP whose cause was not recorded (an old file, an import without a ``failure`` column).
+UNRECORDED = "unrecorded"
+#: How a figure or a sentence names each verdict of a failed MLP ("1 of 8 MLPs failed: residual time").
+VERDICT_NAMES = {
+    "budget": "FLOP budget", "combined": "combined budget", "time": "wall-clock cap", "residual": "residual time",
+    "exception": "exception", "shape": "wrong shape", "non-finite": "non-finite values", "memory": "out of memory",
+    "fork": "process refused", "disk": "disk write refused", "crash": "crash", UNRECORDED: "cause not recorded",
+}
+#: The verdicts a time rule gives: the only ones waiting for a core can cause.
+TIMED_VERDICTS = ("time", "residual", "combined")
+
+
+def failure_kind(entry: dict, limits: Limits | None = None) -> str | None:
+    """The verdict word of one MLP's result, None when it did not fail.
+
+    Read from the grader's flags when the entry carries them (a run, a baseline), else from a recorded
+    ``failure`` word (a submission's per-MLP row), else :data:`UNRECORDED`.
+    """
+    if not (entry.get("failed") or is_failed(entry)):
+        return None
+    judged = judge(entry, limits)[0]
+    if judged != "ok":
+        return judged
+    recorded = entry.get("failure")
+    return recorded if isinstance(recorded, str) and recorded in VERDICTS else UNRECORDED
+
+
+def failures_sentence(kinds: list[str | None], n_mlps: int | None = None) -> str | None:
+    """``"1 of 8 MLPs failed: residual time"`` from the verdict words of a run's MLPs (None: none failed).
+
+    ``kinds`` holds one word (or None for a valid MLP) per MLP; ``n_mlps`` is the run's MLP count when
+    ``kinds`` lists only the failed ones.
+    """
+    failed = [k for k in kinds if k]
+    if not failed:
+        return None
+    total = n_mlps if n_mlps is not None else len(kinds)
+    counts: dict[str, int] = {}
+    for kind in failed:
+        counts[kind] = counts.get(kind, 0) + 1
+    order = {kind: i for i, kind in enumerate((*VERDICTS, UNRECORDED))}
+    causes = sorted(counts.items(), key=lambda item: order.get(item[0], len(order)))
+    named = ", ".join(VERDICT_NAMES.get(kind, kind) + (f" ({n})" if len(causes) > 1 else "") for kind, n in causes)
+    return f"{len(failed)} of {total} MLP{'s' if total != 1 else ''} failed: {named}"
+
+
+def load_caused(entry: dict, limits: Limits | None) -> bool:
+    """Whether the rules attribute this MLP's failure to waiting (:func:`waiting_mattered`): a load accident,
+    never a result to keep. Needs the entry's flags and waits; an entry without them is not judged so."""
+    return is_failed(entry) and waiting_mattered(entry, limits)
+
+
 def verdict_of(entry: dict, limits: Limits | None = None) -> tuple[str, str]:
     """``judge`` with an empty sentence for a valid MLP: what a verdict table shows."""
     verdict, sentence = judge(entry, limits)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from whestboard.rules import failure_kind, failures_sentence
 from whestboard.scoring import _run_records
 from whestboard.scoring._estimators import builtin_choices
 from whestboard.scoring._handle import EstimatorHandle
@@ -104,8 +105,13 @@ def mean_interval(values: list[float] | np.ndarray) -> dict:
 
 
 def point_summary(report: dict) -> dict:
-    """What a curve draws of one point: means with 95% intervals over the run's MLPs, floor and MC@B."""
+    """What a curve draws of one point: means with 95% intervals over the run's MLPs, floor and MC@B.
+
+    A point with a failed MLP is a failed point (``failed``, ``failures`` names them: "1 of 4 MLPs failed:
+    FLOP budget"): its means hold the grader's fallback, so it is drawn as failed and no claim rests on it.
+    """
     per_mlp = report["results"]["per_mlp"]
+    kinds = [failure_kind(e) for e in per_mlp]
     mse = [float(e["final_layer_mse"]) for e in per_mlp]
     var = [float(e["avg_variance"]) for e in per_mlp]
     noise = report["noise"]
@@ -120,6 +126,8 @@ def point_summary(report: dict) -> dict:
         "effective_compute": mean_interval([float(e.get("effective_compute", 0.0)) for e in per_mlp]),
         "flops_per_mlp": [int(e["flops_used"]) for e in per_mlp],
         "n_failed_mlps": int(report["results"]["n_failed_mlps"]),
+        "failed": any(kinds),
+        "failures": failures_sentence(kinds),
         "noise_floor": float(noise["noise_floor"]),
         "below_noise_floor": bool(noise["below_noise_floor"]),
         "mean_avg_variance": float(np.mean(var)) if var else math.nan,
@@ -161,8 +169,17 @@ class Curve:
         return [p.budget for p in self.points if not p.outcome.cached]
 
 
+def carries_claims(summary: dict) -> bool:
+    """Whether a claim (a crossing, a fixed cost, a verdict) may rest on this point: none of its MLPs failed.
+    A failed MLP is scored as the all-zero prediction, so its mean is the grader's fallback, not the
+    estimator's error at that budget."""
+    return not summary.get("failed") and not summary.get("n_failed_mlps")
+
+
 def fixed_cost(summaries: list[dict]) -> bool:
-    """True when two or more points spent identical FLOPs on every MLP: the estimator ignores its budget."""
+    """True when two or more points spent identical FLOPs on every MLP: the estimator ignores its budget.
+    Only points that carry claims count (a failed point was stopped where its budget ran out)."""
+    summaries = [s for s in summaries if carries_claims(s)]
     if len(summaries) < 2:
         return False
     first = summaries[0]["flops_per_mlp"]
@@ -249,11 +266,12 @@ def sampling_crossing(summaries: list[dict]) -> dict | None:
     Sampling at F FLOPs per MLP reaches mean(avg_variance) / (F / mc_flops_per_sample). Only a resolved
     crossing counts: between two neighbouring points whose 95% intervals over MLPs both exclude sampling's
     value, one above it and one below. A curve that stays within its interval of sampling (Monte Carlo
-    itself) does not cross it, whatever its noise does. Returns the FLOPs, budget and MSE of the first such
-    crossing and which side wins past it; None if there is none.
+    itself) does not cross it, whatever its noise does. Points with a failed MLP are left out
+    (:func:`carries_claims`): a crossing is never interpolated from a fallback. Returns the FLOPs, budget and
+    MSE of the first such crossing and which side wins past it; None if there is none.
     """
     rows = []
-    for s in summaries:
+    for s in filter(carries_claims, summaries):
         mse = s["final_layer_mse"]
         flops, per_sample, var = s["flops_used"]["mean"], s.get("mc_flops_per_sample"), s.get("mean_avg_variance")
         if not flops or not mse["mean"] or not per_sample or not var or flops <= 0 or mse["mean"] <= 0:
@@ -270,3 +288,29 @@ def sampling_crossing(summaries: list[dict]) -> dict | None:
                   for name, a, b in (("flops", f0, f1), ("mse", m0, m1), ("budget", b0, b1), ("variance", v0, v1))}
             return {**at, "mse_over_variance": at["mse"] / at["variance"], "better_after": s1 < 0}
     return None
+
+
+def curve_data(label: str, summaries: list[dict]) -> dict:
+    """One budget curve as every page draws it, and every claim it may make, decided here once.
+
+    ``{"label", "points" (summaries in budget order), "crossing", "fixed_cost", "failed_points" (budgets of the
+    points with a failed MLP), "failures" (what failed, per such budget), "claims_from" (how many points carry
+    claims)}``: the lab, the convergence page and compare all draw this dict with one component.
+    """
+    points = sorted(summaries, key=lambda s: s["budget"])
+    failed = [s for s in points if not carries_claims(s)]
+    return {
+        "label": label,
+        "points": points,
+        "crossing": sampling_crossing(points),
+        "fixed_cost": fixed_cost(points),
+        "failed_points": [s["budget"] for s in failed],
+        "failures": {s["budget"]: s.get("failures") for s in failed},
+        "claims_from": len(points) - len(failed),
+    }
+
+
+def stored_curve(label: str, requests: list[RunRequest]) -> tuple[dict, int]:
+    """``curve_data`` of the points already in the run records, and how many of the ladder's are missing."""
+    points = stored_points(requests)
+    return curve_data(label, points), len(requests) - len(points)

@@ -154,6 +154,20 @@ def parse_mlp_selection(text: str | int | Iterable[int] | None, available: list[
     return _select(spans, available)
 
 
+def selection_text(indices: Iterable[int]) -> str:
+    """The shortest selection ``parse_mlp_selection`` reads back as these indices: runs as ``a:b``
+    (``[0, 1, 2, 3, 7]`` -> ``"0:4,7"``), so a page can put a set of MLPs in its address."""
+    parts, run = [], []
+    for i in sorted(set(int(i) for i in indices)):
+        if run and i != run[-1] + 1:
+            parts.append(f"{run[0]}:{run[-1] + 1}" if len(run) > 1 else str(run[0]))
+            run = []
+        run.append(i)
+    if run:
+        parts.append(f"{run[0]}:{run[-1] + 1}" if len(run) > 1 else str(run[0]))
+    return ",".join(parts)
+
+
 Span = tuple[int, int | None, int]  # start, stop (None: to the dataset's end), step
 
 

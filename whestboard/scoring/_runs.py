@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -42,9 +43,11 @@ from whestboard.rules import (
     FALLBACK,
     aggregate_budget_breakdowns,
     blas_environment,
+    failure_kind,
     is_failed,
     judge,
     library_versions,
+    load_caused,
     metered_mc_flops_per_sample,
     sampling_mse,
 )
@@ -531,6 +534,77 @@ def execute(
     report["estimator_output"] = captured_output(estimator)
     report["missing_files"] = getattr(estimator, "missing_files", None)  # what it reached for and did not get
     return RunOutcome(report, predictions, cancelled=cancelled)
+
+
+#: How many times a kept result's MLP is scored before a failure the rules attribute to waiting is refused.
+LOAD_ATTEMPTS = 3
+
+
+class LoadCausedFailure(RunError):
+    """Results meant to be kept (a shipped baseline, a sweep's submission) refused: MLPs failed a time rule
+    only because the machine was busy (``rules.load_caused``), on every attempt."""
+
+    def __init__(self, request: RunRequest, entries: list[dict], attempts: int) -> None:
+        self.entries = entries
+        self.indices = [int(e["mlp_index"]) for e in entries]
+        kinds = ", ".join(sorted({failure_kind(e, request.rulebook) or "?" for e in entries}))
+        try:
+            load = f"; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
+        except OSError:
+            load = ""
+        super().__init__(
+            f"{request.estimator.label} on {request.dataset.info.key}: MLP(s) {', '.join(map(str, self.indices))} "
+            f"failed a time rule ({kinds}) on each of {attempts} attempts, and the rules attribute it to waiting "
+            f"for a core{load}. Nothing of them was kept: a busy machine's failure is not a result. Run again on a "
+            "quiet machine (load average under 1); the MLPs already kept are not scored again.")
+
+
+def execute_for_keeps(
+    request: RunRequest,
+    *,
+    on_progress: ProgressFn | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+    attempts: int = LOAD_ATTEMPTS,
+) -> RunOutcome:
+    """``execute`` for results kept as data: a load accident is scored again, never kept.
+
+    An MLP whose failure the rules attribute to waiting (``rules.load_caused``: a time rule it would have
+    met without the time it spent not computing) is scored again, up to ``attempts`` times in all; when it
+    still is, ``LoadCausedFailure`` names it. ``on_progress`` sees only entries that are kept, so a caller
+    that saves after each MLP never writes a load accident; the report is built over the kept entries, in
+    the request's MLP order, as one ``execute`` would have built it.
+    """
+    kept: dict[int, dict] = {}
+    accidents: dict[int, dict] = {}  # the latest attempt's load accidents
+    predictions: dict[int, np.ndarray] = {}
+    started = time.time()
+
+    def keep(_done: int, _total: int, entry: dict) -> None:
+        index = int(entry["mlp_index"])
+        if load_caused(entry, request.rulebook):
+            accidents[index] = entry
+            return
+        accidents.pop(index, None)
+        kept[index] = entry
+        if on_progress is not None:
+            on_progress(len(kept), len(request.indices), entry)
+
+    pending = list(request.indices)
+    for _ in range(max(1, attempts)):
+        outcome = execute(dataclasses.replace(request, indices=pending), on_progress=keep,
+                          should_cancel=should_cancel)
+        predictions.update({i: p for i, p in outcome.predictions.items() if i in kept})
+        pending = [i for i in pending if i in accidents]
+        if outcome.cancelled or not pending:
+            break
+    if pending and not outcome.cancelled:
+        raise LoadCausedFailure(request, [accidents[i] for i in pending], max(1, attempts))
+    per_mlp = [kept[i] for i in request.indices if i in kept]
+    built = build_report(request, per_mlp, key=cache_key(request), started=started, finished=time.time(),
+                         cancelled=outcome.cancelled, environment=outcome.report.get("environment"))
+    # what execute adds beside the built report (the estimator's output, missing files, ...) comes from the last
+    # attempt; everything built from the MLPs is built again over the kept ones
+    return RunOutcome({**outcome.report, **built}, predictions, cancelled=outcome.cancelled)
 
 
 def run_and_record(

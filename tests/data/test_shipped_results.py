@@ -1,0 +1,119 @@
+"""No result shipped in data/ is a busy machine's: every failed MLP of a baseline or a sweep submission is
+judged by the rules (``rules.failure_kind``) from the evidence kept with it, and none is one the rules attribute
+to waiting for a core (``rules.load_caused``).
+
+A failure here is fixed by re-measuring on a quiet machine (load average under 1), never by editing this test:
+``python -m whestboard band --dataset <round> --baseline <kind>`` for a baseline file (it scores again every
+MLP whose failure is a load accident or unrecorded), ``python -m whestboard sweep --round <round> --only <key>
+--again --no-store`` for a sweep submission.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from whestboard.rules import UNRECORDED, failure_kind, load_caused
+from whestboard.scoring import EstimatorHandle, RunRequest, execute, rulebook_for
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+BASELINE_FILES = sorted(DATA.glob("*/band/baselines/*.json"))
+SUBMISSIONS = DATA / "submissions" / "baselines.csv"
+PER_MLP = DATA / "submissions" / "baselines.per_mlp.csv"
+MANIFEST = DATA / "submissions" / "sweep-manifest.json"
+
+
+def accidents(entries: list[dict], rulebook) -> list[str]:
+    """What keeps these per-MLP results from being shipped: failures the rules attribute to waiting, and
+    failures whose cause the entry does not record (nothing can vouch for them)."""
+    found = []
+    for entry in entries:
+        kind = failure_kind(entry, rulebook)
+        if kind == UNRECORDED:
+            found.append(f"MLP {entry['mlp_index']} failed and its entry does not record why (no flags)")
+        elif kind is not None and load_caused(entry, rulebook):
+            found.append(f"MLP {entry['mlp_index']} failed on {kind}, which the rules attribute to waiting: "
+                         f"{entry.get('failure_reason')}")
+    return found
+
+
+def test_the_shipped_files_are_there():
+    assert len(BASELINE_FILES) >= 14 and SUBMISSIONS.is_file() and PER_MLP.is_file() and MANIFEST.is_file()
+
+
+@pytest.mark.parametrize("path", BASELINE_FILES, ids=lambda p: f"{p.parts[-4]}/{p.name}")
+def test_no_shipped_baseline_failed_because_the_machine_was_busy(path):
+    data = json.loads(path.read_text())
+    rulebook = rulebook_for(data["round_tag"], int(data["budget"]))
+    assert rulebook.as_dict()["flop_budget"] == data["rulebook"]["flop_budget"]
+    found = accidents(data["per_mlp"], rulebook)
+    kind = data["estimator"]
+    assert not found, (f"{path}: " + "; ".join(found) + f". Re-bake on a quiet machine: python -m whestboard band "
+                       f"--dataset {data['dataset']} --baseline {kind}")
+
+
+def test_no_shipped_submission_failed_because_the_machine_was_busy():
+    """Each failed MLP of a sweep submission: its evidence in the sweep's manifest is the row's (same FLOPs,
+    same verdict word), and the rules do not attribute it to waiting."""
+    subs = pd.read_csv(SUBMISSIONS).set_index("submission_id")
+    rows = pd.read_csv(PER_MLP)
+    manifest = json.loads(MANIFEST.read_text())["entries"]
+    failed = rows[rows["failed"].astype(bool)]
+    problems = []
+    for row in failed.itertuples():
+        sid, index = row.submission_id, int(row.mlp_index)
+        tag = subs.loc[sid, "round"]
+        evidence = ((manifest.get(sid) or {}).get("failed_mlps") or {}).get(str(index))
+        if evidence is None:
+            problems.append(f"{sid} MLP {index}: failed, and the manifest keeps no evidence of why")
+            continue
+        entry = {**evidence, "mlp_index": index, "failed": True}
+        rulebook = rulebook_for(tag)
+        kind = failure_kind(entry, rulebook)
+        if float(evidence["flops_used"]) != float(row.flops_used):
+            problems.append(f"{sid} MLP {index}: the evidence is of another grading ({evidence['flops_used']} "
+                            f"FLOPs, the row {row.flops_used})")
+        if isinstance(row.failure, str) and row.failure != kind:
+            problems.append(f"{sid} MLP {index}: the row says {row.failure}, the rules say {kind}")
+        problems += [f"{sid} {p}" for p in accidents([entry], rulebook)]
+    assert not problems, ("; ".join(problems) + ". Grade them again on a quiet machine: python -m whestboard sweep "
+                          "--round <round> --only <key> --again --no-store")
+
+
+class _Sleeper:
+    """An estimator that waits: predict sleeps ``seconds`` (not computing), then returns zeros."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def predict(self, mlp, budget):
+        import flopscope.numpy as fnp
+
+        time.sleep(self.seconds)
+        return fnp.zeros((mlp.depth, mlp.width), dtype=fnp.float32)
+
+
+def test_the_check_finds_a_failure_that_waiting_caused():
+    """A real run whose predict sleeps past the priced residual time of v1-warmup (C = F + 1e11 R > B) is a
+    failure the rules attribute to waiting, and the check over data/ names it; the same estimator without the
+    sleep is not a failure at all."""
+    from whestboard.data import get_dataset
+
+    dataset = get_dataset("v1-warmup")
+    rulebook = rulebook_for("v1-warmup")
+    runs = {}
+    for seconds in (1.0, 0.0):
+        handle = EstimatorHandle(label=f"sleeps {seconds:g} s", kind="test", code_sha256="0" * 64,
+                                 factory=lambda s=seconds: _Sleeper(s))
+        runs[seconds] = execute(RunRequest(dataset, "0", handle, rulebook)).report["results"]["per_mlp"]
+    slept = runs[1.0][0]
+    assert slept["failed"] and slept["combined_budget_exhausted"]
+    found = accidents(runs[1.0], rulebook)
+    assert len(found) == 1 and "attribute to waiting" in found[0]
+    assert not runs[0.0][0]["failed"] and accidents(runs[0.0], rulebook) == []
+    legacy = {k: v for k, v in slept.items() if k not in ("combined_budget_exhausted", "cpu_wait_s")}
+    assert "does not record why" in accidents([legacy], rulebook)[0]
