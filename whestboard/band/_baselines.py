@@ -38,6 +38,7 @@ from whestboard.rules import library_versions
 from whestboard.scoring import (
     CUMULANT_KINDS,
     RunRequest,
+    builtin_choices,
     execute,
     get_run,
     list_runs,
@@ -47,7 +48,7 @@ from whestboard.scoring import (
 from whestboard.store import blob_meta, get_blob, put_blob, write_json
 
 BASELINE_LABELS = {"mean": "Mean propagation", "cov": "Covariance propagation",
-                   **{kind: f"Cumulant propagation, K = {kind.split(':')[1]}" for kind in CUMULANT_KINDS}}
+                   **{choice["value"]: choice["label"] for choice in builtin_choices() if choice["value"] in CUMULANT_KINDS}}
 BASELINES_DIR = "baselines"
 #: The per-MLP fields kept from a run entry: enough for the plot, its hover and a readout.
 KEPT_FIELDS = (
