@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
                 cases.append({"width": width, "depth": depth, "seed": seed, "k_max": k_max, "kind": kind,
                               "factor": factor, "means": means})
-    command = "python " + " ".join(["scripts/arc_reference_means.py", *(argv or sys.argv[1:])])
+    command = shlex.join(["python", "scripts/arc_reference_means.py", *(argv or sys.argv[1:])])
     if args.append:
         with open(args.out) as handle:
             record = json.load(handle)

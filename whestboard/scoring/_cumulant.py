@@ -109,12 +109,12 @@ def _matmul(m: int, k: int, n: int) -> int:
 def _order3_layer_flops(n: int, carried: int, held: int, first: bool, radial: bool) -> int:
     """FLOPs of one layer of ``_predict_order3``: ``carried`` factor columns mapped by the linear step,
     ``held`` columns whose diagonal slices are taken. The matmuls are flopscope's exact prices (the
-    covariance's, and with ``radial`` the metric's, float64 ones at the doubled dtype-aware price, an
-    upper bound where billing is flat); the O(n^2) and O(nR) elementwise work is an upper bound
-    (160 n^2 + 12 n R)."""
-    cost = 160 * n * n + 2 * 2 * _matmul(n, n, n)  # mean and covariance: w.T @ cov @ w in float64
+    covariance's float64 ones at the doubled dtype-aware price, an upper bound where billing is flat;
+    with ``radial`` the float32 metric); the O(n^2) and O(nR) elementwise work is an upper bound
+    (64 n^2, 80 n^2 more with ``radial``, + 12 n R)."""
+    cost = 64 * n * n + 2 * 2 * _matmul(n, n, n)  # mean and covariance: w.T @ cov @ w in float64
     if radial:
-        cost += 2 * _matmul(n, n, n)  # the metric w.T @ w of the fourth cumulant's radial piece
+        cost += _matmul(n, n, n) + 80 * n * n  # the metric w.T @ w and the fourth cumulant's slices
     if not first:
         cost += 3 * _matmul(n, n, carried) + 3 * n * carried + 2 * _matmul(n, n, n)  # map factors, new block
         cost += 3 * n * held  # concatenating each factor

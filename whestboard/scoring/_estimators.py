@@ -42,8 +42,9 @@ BUILTIN_KINDS = ("mean", "cov", "combined", *CUMULANT_KINDS)
 ALIASES = {"covariance": "cov", "mean-propagation": "mean", "cov-propagation": "cov"}
 SPEC_HELP = ("mean | cov | combined (whestbench's baselines; also covariance, mean-propagation, cov-propagation) | "
              "cumulant:1 | cumulant:2 | cumulant:3 (cumulant propagation to order K: mean propagation, covariance "
-             "propagation, the paper's BASE) | cumulant:K:simple, cumulant:K:base (the paper's variants, K = 1, 2, "
-             "3), cumulant:2:augment (cumulant:1:augment = cumulant:1:simple) | "
+             "propagation, the paper's BASE) | "
+             + " | ".join(k for k in CUMULANT_KINDS if k.count(":") == 2)
+             + " (the paper's other variants; cumulant:K:VARIANT in general) | "
              "mc:N (Monte Carlo, N samples) | mc:0.5B (a fraction of the budget) | PATH.py (the file alone, as "
              "`whest package --estimator FILE` ships it) | DIR (a folder with estimator.py, as `whest package "
              "--estimator DIR` ships it) | PATH.tar.gz or PATH.tgz (the archive `whest package` writes) | "
