@@ -21,8 +21,9 @@ from whestboard.band import PaperShape, sampling_line
 SAMPLING = "rgb(214, 39, 40)"
 FLOOR_FILL = "rgba(120, 120, 120, 0.13)"
 FLOOR_MARK = "rgba(90, 90, 90, 0.85)"
-#: Colour by variant family, symbol by order K (the paper's SIMPLE light, BASE dark).
-VARIANT_COLORS = {"diagonal": "rgb(255, 127, 14)", "simple": "rgb(31, 119, 180)", "base": "rgb(23, 42, 94)"}
+#: Colour by variant family, symbol by order K (the paper's SIMPLE light blue, BASE dark, AUGMENT green).
+VARIANT_COLORS = {"diagonal": "rgb(255, 127, 14)", "simple": "rgb(31, 119, 180)", "base": "rgb(23, 42, 94)",
+                  "augment": "rgb(44, 160, 44)"}
 ORDER_SYMBOLS = {1: "circle", 2: "square", 3: "diamond"}
 #: Above this MSE / Var an estimate is worse than knowing nothing by orders of magnitude: pinned to the top.
 Y_CEILING = 1e2
