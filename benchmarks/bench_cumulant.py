@@ -23,7 +23,7 @@ from whestbench.budget import ROUNDS, mc_at_bm
 from whestboard.data import served_datasets
 from whestboard.scoring import RunRequest, execute, resolve_estimator, rulebook_for, third_order_window
 
-SPECS = ("mean", "cov", "cumulant:1", "cumulant:2", "cumulant:3")
+SPECS = ("mean", "cov", "cumulant:1", "cumulant:1:simple", "cumulant:2", "cumulant:3", "cumulant:3:simple")
 
 
 def _interval(values: np.ndarray) -> str:
@@ -52,8 +52,10 @@ def run_round(tag: str, n_mlps: int) -> list[str]:
         failed = sum(bool(e.get("failed")) for e in per_mlp)
         variances = np.array([float(e["avg_variance"]) for e in per_mlp])
         note = ""
-        if spec == "cumulant:3":
-            note = f"window {third_order_window(info.width, info.depth, rulebook.flop_budget)} of {info.depth - 1}"
+        if spec.startswith("cumulant:3"):
+            variant = spec.split(":")[2] if spec.count(":") == 2 else "base"
+            note = (f"window {third_order_window(info.width, info.depth, rulebook.flop_budget, variant)} "
+                    f"of {info.depth - 1}")
         reasons = sorted({str(e.get("failure_reason"))[:60] for e in per_mlp if e.get("failed")})
         note = "; ".join([note, *reasons]).strip("; ")
         rows.append(f"| {tag} | {spec} | {_interval(mse)} | {_interval(score)} | {flops.mean():.3g} "

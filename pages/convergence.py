@@ -21,6 +21,7 @@ from dash import Input, Output, State, callback, clientside_callback, dcc, html,
 
 from components.budget_curve import budget_curve_panel
 from components.figures import convergence as figs
+from components.figures import paper as paper_figs
 from components.selectors import not_found_panel, resolve_selection, selector_row
 from components.url_state import address_store, keep_address_in_step, query_string
 from server import faults
@@ -31,6 +32,7 @@ from whestboard.band import (
     cached_convergence_view,
     compute_baselines,
     missing_baselines,
+    paper_view,
 )
 from whestboard.cache import memoize
 from whestboard.data import get_dataset
@@ -125,7 +127,7 @@ def _curve_controls(curves: list[str], budgets: str, mlps: str, x_axis: str, y_a
 
 def layout(dataset: str | None = None, round: str | None = None, highlight: str | None = None,  # noqa: A002
            view: str | None = None, curves: str | None = None, budgets: str | None = None, mlps: str | None = None,
-           x: str | None = None, y: str | None = None, **_query) -> html.Div:
+           x: str | None = None, y: str | None = None, paper: str | None = None, **_query) -> html.Div:
     selection = resolve_selection(dataset=dataset, round=round)
     title = html.H2("Monte Carlo convergence")
     if not selection.ok:
@@ -159,6 +161,7 @@ def layout(dataset: str | None = None, round: str | None = None, highlight: str 
                         x if x in ("flops", "ratio") else "flops", y if y in ("mse", "score", "var") else "mse"),
         dcc.Store(id="curve-refresh", data=0),
         dcc.Loading(html.Div(id="curve-body"), type="default", delay_show=300),
+        _paper_section(paper or selection.round_tag),
     ])
 
 
@@ -371,3 +374,44 @@ def _sweep(set_progress, n_clicks, dataset_key, specs, budgets, mlps):
         return n_clicks, dbc.Alert(f"The sweep could not finish: {message}", color="danger", className="py-2",
                                    id="curve-error")
     return n_clicks, html.Span(f"Swept {total} point(s).", id="curve-done")
+
+
+# ---------------------------------------------------------------------------
+# the paper's figure: cumulant propagation's MSE / Var against FLOPs, beside sampling's 1/m
+# ---------------------------------------------------------------------------
+
+PAPER_DEFAULT = "256x16"
+PAPER_NOTE = (
+    "ARC's paper plots each variant and order of cumulant propagation as a point against sampling's line "
+    "MSE / Var = 1/m, m the forward passes the same FLOPs buy. Here every cumulant spec is metered by flopscope "
+    "on whestbench's MLPs (the paper's widths 8 to 256 at depth 16, seeds 0..m-1, with the whole third-cumulant "
+    "history; and the rounds' own first MLPs under their budgets), against a Monte Carlo reference of N_ref "
+    "samples on each MLP's own stream; the grey dash under each point is that reference's noise floor, "
+    "σ²/N_ref ÷ σ² = 1/N_ref, below which nothing is resolved. Bars: 10–90% across the MLPs. Measured by "
+    "python -m whestboard paper (data/paper/)."
+)
+
+
+def _paper_section(chosen: str | None) -> dbc.Card:
+    view = paper_view()
+    keys = [o["value"] for o in view.options()]
+    value = chosen if chosen in keys else PAPER_DEFAULT if PAPER_DEFAULT in keys else (keys[0] if keys else None)
+    return dbc.Card(dbc.CardBody([
+        html.H5("The paper's figure: cumulant propagation against sampling", className="mb-2"),
+        html.P(PAPER_NOTE, className="small text-muted"),
+        dbc.Row([
+            dbc.Col(html.Label("Shape", htmlFor="paper-shape", className="col-form-label-sm fw-semibold"), width="auto"),
+            dbc.Col(dcc.Dropdown(id="paper-shape", options=view.options(), value=value, clearable=False,
+                                 style={"minWidth": "22rem"}), width="auto"),
+        ], className="g-2 align-items-center mb-2"),
+        *[dbc.Alert(problem, color="warning", className="py-2 small mb-2") for problem in view.problems],
+        dcc.Graph(id="paper-graph", config={**GRAPH_CONFIG, "toImageButtonOptions": {"format": "png",
+                                                                                      "filename": "paper-figure"}},
+                  figure=paper_figs.paper_figure(view.shape(value)), style={"height": "560px"}),
+    ]), className="mb-3 mt-3", id="paper-section")
+
+
+@callback(Output("paper-graph", "figure"), Input("paper-shape", "value"), prevent_initial_call=True)
+def _render_paper(shape_key: str | None):
+    """Redraw for another shape: the view is read from the measured files, the key is only looked up in it."""
+    return paper_figs.paper_figure(paper_view().shape(shape_key if isinstance(shape_key, str) else None))

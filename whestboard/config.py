@@ -72,6 +72,11 @@ def data_dir() -> Path:
     return Path(_raw("WHESTBOARD_DATA_DIR") or REPO_ROOT / "data")
 
 
+def paper_dir() -> Path:
+    """Folder of the paper figure's measurements (``WHESTBOARD_PAPER_DIR``, default ``data/paper``)."""
+    return Path(_raw("WHESTBOARD_PAPER_DIR") or data_dir() / "paper")
+
+
 def extra_dataset_paths() -> list[Path]:
     """The user's own dataset directories (``WHESTBOARD_DATASETS``, separated by ``os.pathsep``)."""
     return [Path(p.strip()).expanduser() for p in (_raw("WHESTBOARD_DATASETS") or "").split(os.pathsep)

@@ -58,7 +58,7 @@ def workdir(tmp_path_factory) -> Path:
 
 def test_every_readme_command_runs_as_written(preloaded, workdir, tmp_path):
     commands = readme_commands()
-    assert [c[0] for c in commands] == ["bake", "datasets", "band", "score", "score", "check", "score", "compare",
+    assert [c[0] for c in commands] == ["bake", "datasets", "band", "paper", "score", "score", "check", "score", "compare",
                                         "runs", "compare", "import", "import", "export", "sweep"]
     env = {k: v for k, v in os.environ.items() if k != "WHESTBOARD_DATABASE_URL"}
     env.update(WHESTBOARD_STATE_DIR=str(tmp_path / "state"), HF_DATASETS_OFFLINE="1")

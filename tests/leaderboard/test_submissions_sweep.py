@@ -123,3 +123,28 @@ def test_baseline_variant_files_are_graded_as_whestbench_grades_them(tiny_round_
         expected = evaluate_estimator(estimator, data)["per_mlp"][0]
         assert result.final_layer_mse == expected["final_layer_mse"]
         assert result.flops_used == expected["flops_used"]
+
+
+def test_the_papers_simple_variant_at_k3_is_swept_as_whestbench_grades_it(tiny_round_data, tmp_path):
+    """``cumulant:3:simple`` is a member of the sweep and its recorded grade is whestbench's own."""
+    from whestbench.scoring import ContestData, ContestSpec, evaluate_estimator
+
+    from whestboard.scoring import CumulantPropagationEstimator
+
+    assert "cumulant:3:simple" in {m.key for m in _sweep.sweep_family()}
+    out = tmp_path / "out" / "baselines.csv"
+    _sweep.run_sweep(out=out, round_tags=["v1-warmup"], only=["cumulant:3:simple"], show_progress=False,
+                     log=lambda _: None)
+    subs, mlps = _sweep.read_output(out)
+    key = _sweep.submission_id("v1-warmup", "v1-warmup", "cumulant:3:simple")
+    assert subs[key].team == "baseline: cumulant propagation" and subs[key].n_mlps == 2
+    dataset = get_dataset("v1-warmup")
+    for result in mlps[key]:
+        means, avg_var = dataset.truth(result.mlp_index)
+        spec = ContestSpec(width=256, depth=8, n_mlps=1, flop_budget=68_000_000_000, ground_truth_samples=2048,
+                           wall_time_limit_s=60.0, residual_wall_time_limit_s=None, lambda_flops_per_second=1e11)
+        data = ContestData(spec=spec, mlps=[dataset.mlp(result.mlp_index)], all_layer_targets=[means],
+                           final_targets=[means[-1]], avg_variances=[avg_var])
+        expected = evaluate_estimator(CumulantPropagationEstimator(3, "simple"), data)["per_mlp"][0]
+        assert result.final_layer_mse == expected["final_layer_mse"]
+        assert result.flops_used == expected["flops_used"] <= 68_000_000_000

@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "runs": ("whestboard.cli._runs", "list the recorded runs, newest first, with the ids compare takes"),
     "compare": ("whestboard.cli._compare", "compare two runs or submissions paired on their shared MLPs (noise-aware)"),
     "final": ("whestboard.cli._final", "the final evaluation: rerun nominated submissions on a fresh private suite, rank by the official rules"),
+    "paper": ("whestboard.cli._paper", "measure the paper's figure: cumulant propagation's MSE/Var against FLOPs (resumable)"),
     "check": ("whestboard.cli._check", "contract-check an estimator file in the sandbox (metered, stricter than whest validate)"),
 }
 

@@ -46,8 +46,10 @@ from whestboard.scoring import (
     CUMULANT_KINDS,
     EstimatorHandle,
     RunRequest,
+    describe_cumulant,
     execute_for_keeps,
     order3_flops,
+    parse_cumulant_spec,
     resolve_estimator,
     rulebook_for,
     third_order_window,
@@ -84,14 +86,16 @@ def _cov_flops(r: Round) -> float:
     return 4.0 * r.depth * r.width**3
 
 
-def _cumulant_flops(order: int) -> Callable[[Round], float]:
-    """What ``cumulant:K`` will spend: the propagations' at K <= 2; at K = 3 its own planned upper bound
-    at the window the round's budget buys (``whestboard.scoring.third_order_window``)."""
+def _cumulant_flops(kind: str) -> Callable[[Round], float]:
+    """What ``cumulant:K[:VARIANT]`` will spend: the propagations' at K <= 2; at K = 3 its own planned upper
+    bound at the window the round's budget buys (``whestboard.scoring.third_order_window``)."""
+    order, variant = parse_cumulant_spec(kind)
     if order == 1:
         return _mean_flops
     if order == 2:
-        return _cov_flops
-    return lambda r: float(order3_flops(r.width, r.depth, third_order_window(r.width, r.depth, r.budget)))
+        return _cov_flops if variant != "augment" else lambda r: 1.3 * _cov_flops(r)
+    return lambda r: float(order3_flops(r.width, r.depth, third_order_window(r.width, r.depth, r.budget, variant),
+                                        variant))
 
 
 def sweep_family() -> list[SweepEstimator]:
@@ -117,8 +121,7 @@ def sweep_family() -> list[SweepEstimator]:
     ]
     members += [
         SweepEstimator(kind, "baseline: cumulant propagation", kind,
-                       f"cumulant propagation to order K = {kind.split(':')[1]} (ARC's paper, metered)",
-                       _cumulant_flops(int(kind.split(":")[1])))
+                       f"{describe_cumulant(kind)} (ARC's paper, metered)", _cumulant_flops(kind))
         for kind in CUMULANT_KINDS
     ]
     return members

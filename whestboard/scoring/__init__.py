@@ -44,6 +44,8 @@ from whestboard.scoring._estimators import (
     CUMULANT_KINDS,
     SPEC_HELP,
     builtin_choices,
+    describe_cumulant,
+    parse_cumulant_spec,
     resolve_estimator,
 )
 from whestboard.scoring._handle import EstimatorHandle
@@ -162,6 +164,8 @@ __all__ = [
     "builtin_choices",
     "BUILTIN_KINDS",
     "order3_flops",
+    "describe_cumulant",
+    "parse_cumulant_spec",
     "third_order_window",
     "cache_key",
     "cached_playground",

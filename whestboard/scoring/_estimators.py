@@ -34,13 +34,17 @@ from whestboard.scoring._handle import EstimatorHandle
 from whestboard.scoring._inputs import RunError, quoted
 from whestboard.scoring._sandboxed import is_file_spec, sandboxed_handle
 
-#: The cumulant orders offered by name (``cumulant:K`` with its default variant).
-CUMULANT_KINDS = tuple(f"cumulant:{k}" for k in range(1, _cumulant.MAX_ORDER + 1))
+#: The cumulant propagations offered by name: ``cumulant:K`` (the order's default variant) and each other
+#: distinct estimate, ``cumulant:K:VARIANT`` (names that compute the same estimate as another are accepted
+#: as specs but not listed twice).
+CUMULANT_KINDS = tuple(_cumulant.label(k, v) for k, v in _cumulant.IMPLEMENTED if (k, v) not in _cumulant.SAME_AS)
 BUILTIN_KINDS = ("mean", "cov", "combined", *CUMULANT_KINDS)
 ALIASES = {"covariance": "cov", "mean-propagation": "mean", "cov-propagation": "cov"}
 SPEC_HELP = ("mean | cov | combined (whestbench's baselines; also covariance, mean-propagation, cov-propagation) | "
-             "cumulant:1 | cumulant:2 | cumulant:3 (cumulant propagation to order K; cumulant:K:simple for K <= 2, "
-             "cumulant:K:base for K <= 3) | "
+             "cumulant:1 | cumulant:2 | cumulant:3 (cumulant propagation to order K: mean propagation, covariance "
+             "propagation, the paper's BASE) | "
+             + " | ".join(k for k in CUMULANT_KINDS if k.count(":") == 2)
+             + " (the paper's other variants; cumulant:K:VARIANT in general) | "
              "mc:N (Monte Carlo, N samples) | mc:0.5B (a fraction of the budget) | PATH.py (the file alone, as "
              "`whest package --estimator FILE` ships it) | DIR (a folder with estimator.py, as `whest package "
              "--estimator DIR` ships it) | PATH.tar.gz or PATH.tgz (the archive `whest package` writes) | "
@@ -234,13 +238,13 @@ def _mc_handle(text: str) -> EstimatorHandle:
     )
 
 
-CUMULANT_HELP = "write cumulant:K or cumulant:K:VARIANT with K = 1, 2 or 3 and VARIANT simple (K <= 2) or base"
+CUMULANT_HELP = ("write cumulant:K or cumulant:K:VARIANT with K = 1, 2 or 3 and VARIANT simple or base "
+                 "(also augment at K = 1, 2 and diagonal at K = 1)")
 
 
 @functools.cache
 def _cumulant_handle(order: int, variant: str) -> EstimatorHandle:
-    canonical = (f"cumulant:{order}" if variant == _cumulant.default_variant(order)
-                 else _cumulant.label(order, variant))
+    canonical = _cumulant.label(order, variant)
     code = _sha256(inspect.getsource(_cumulant), library_versions()["flopscope_version"], canonical)
     return EstimatorHandle(
         label=canonical,
@@ -253,7 +257,7 @@ def _cumulant_handle(order: int, variant: str) -> EstimatorHandle:
 
 
 def parse_cumulant_spec(text: str) -> tuple[int, str]:
-    """``cumulant:3`` -> (3, "base"); ``cumulant:2:simple`` -> (2, "simple"); RunError saying what to write."""
+    """``cumulant:3`` -> (3, "base"); ``cumulant:3:simple`` -> (3, "simple"); RunError saying what to write."""
     parts = [p.strip().lower() for p in text.split(":")]
     if len(parts) not in (2, 3) or not re.fullmatch(r"[0-9]{1,2}", parts[1]):
         raise RunError(f"cannot read the cumulant spec {quoted(text)}: {CUMULANT_HELP}")
@@ -264,6 +268,11 @@ def parse_cumulant_spec(text: str) -> tuple[int, str]:
     except _cumulant.CumulantRefused as exc:
         raise RunError(f"{quoted(text)}: {exc}") from None
     return order, variant
+
+
+def describe_cumulant(spec: str) -> str:
+    """What a ``cumulant:K[:VARIANT]`` spec computes, in words."""
+    return _cumulant.describe(*parse_cumulant_spec(spec))
 
 
 def resolve_estimator(spec: str) -> EstimatorHandle:
@@ -289,8 +298,6 @@ def builtin_choices() -> list[dict]:
         {"value": "mean", "label": "Mean propagation (whestbench)"},
         {"value": "cov", "label": "Covariance propagation (whestbench)"},
         {"value": "combined", "label": "Combined: covariance if the budget allows (whestbench)"},
-        {"value": "cumulant:1", "label": "Cumulant propagation, K = 1 (= mean propagation)"},
-        {"value": "cumulant:2", "label": "Cumulant propagation, K = 2 (= covariance propagation)"},
-        {"value": "cumulant:3", "label": "Cumulant propagation, K = 3 (factored third cumulant)"},
+        *({"value": kind, "label": _cumulant.short_label(*parse_cumulant_spec(kind))} for kind in CUMULANT_KINDS),
         {"value": "mc", "label": "Monte Carlo sampling"},
     ]

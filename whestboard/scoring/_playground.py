@@ -42,9 +42,10 @@ from whestboard.scoring._runs import MLPCase, score_one
 from whestboard.scoring._served import is_sandboxed_spec, served_spec
 from whestboard.store import get_blob_arrays, prune_blobs, put_blob_arrays
 
-BUILTIN_SPECS = ("mean", "cov", "combined", "cumulant:3")
+BUILTIN_SPECS = ("mean", "cov", "combined", "cumulant:3", "cumulant:3:simple")
 BUILTIN_LABELS = {"mean": "mean propagation", "cov": "covariance propagation", "combined": "combined",
-                  "cumulant:3": "cumulant propagation, K = 3"}
+                  "cumulant:3": "cumulant propagation, K = 3 (BASE)",
+                  "cumulant:3:simple": "cumulant propagation, K = 3 (SIMPLE)"}
 DEFAULT_MC_SAMPLES = 1_000
 SCORE_FILES_KEPT = 2048
 SCORES = "playground-score"
