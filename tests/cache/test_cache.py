@@ -202,6 +202,21 @@ def test_without_redis_a_shared_region_is_shared_through_the_state_folder(tmp_pa
 
 
 
+def test_a_value_another_release_stored_is_not_served(tmp_path, monkeypatch):
+    """A shared value carries the code's revision in its key: after a deploy of changed code (a figure drawn
+    differently), the value the older release stored within its 24 hours is recomputed, not served."""
+    import whestboard.cache as cache
+
+    monkeypatch.delenv("WHESTBOARD_REDIS_URL", raising=False)
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path))
+    assert cache.code_revision() == cache.code_revision() and len(cache.code_revision()) == 16
+    monkeypatch.setattr(cache, "code_revision", lambda: "release-1")
+    assert Region("test-release", shared=True).get_or_load("k", lambda: "drawn by release 1") == "drawn by release 1"
+    assert Region("test-release", shared=True).get_or_load("k", lambda: pytest.fail("not shared")) == "drawn by release 1"
+    monkeypatch.setattr(cache, "code_revision", lambda: "release-2")
+    assert Region("test-release", shared=True).get_or_load("k", lambda: "drawn by release 2") == "drawn by release 2"
+
+
 # --------------------------------------------------------------------------- shared values are data, never code
 
 

@@ -22,6 +22,9 @@ Contract:
   The folder backend hands back raw bytes only (diskcache's own pickled entries are refused).
 - ``revision`` (a callable) is read at every call and is part of every key: a caller whose inputs change
   under the same arguments (a file rewritten, a run recorded) bumps it and old values are never served.
+- A shared key also carries the code's revision (:func:`code_revision`, a digest of the app's Python
+  source): values a process of another release stored (a figure drawn by older code, still within its
+  24 hours) are never served by this one, while every machine and worker of one release share them.
 - :func:`memoize` wraps a function in a shared region keyed by its arguments: the pages' decorator,
   ``@memoize("compare-verdict", timeout=24 * 3600)``.
 """
@@ -171,7 +174,7 @@ class Region(Generic[V]):
     # ----------------------------------------------------------------- the shared backend
 
     def _backend_key(self, full: Hashable) -> str:
-        digest = hashlib.sha256(repr(full).encode()).hexdigest()
+        digest = hashlib.sha256(repr((code_revision(), full)).encode()).hexdigest()
         return f"{KEY_PREFIX}{self.name}:{digest}"
 
     def _from_backend(self, full: Hashable) -> V | object:
@@ -211,6 +214,28 @@ SIGNING_SECRET = "cache-signing"
 #: What a signed value starts with: the format's name, then the 32-byte HMAC-SHA256, then the pickle.
 SIGNED_MAGIC = b"wbcache-hmac1:"
 _DIGEST_BYTES = 32
+
+
+#: The app's source folders (beside ``whestboard/``) whose code draws or computes what the cache holds.
+_SOURCE_FOLDERS = ("whestboard", "components", "pages", "server")
+
+
+@functools.cache
+def code_revision() -> str:
+    """A digest of the app's Python source, read once per process: the release a shared value was made by.
+
+    Every machine running one checkout computes the same digest; a deployment of changed code gets new keys,
+    so a figure an older release drew is not shown by the new one (old entries expire on their own)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
+    digest = hashlib.sha256()
+    for folder in _SOURCE_FOLDERS:
+        for directory, _subdirs, files in sorted(os.walk(os.path.join(root, folder))):
+            for name in sorted(f for f in files if f.endswith(".py")):
+                path = os.path.join(directory, name)
+                digest.update(os.path.relpath(path, root).encode())
+                with open(path, "rb") as source:
+                    digest.update(hashlib.sha256(source.read()).digest())
+    return digest.hexdigest()[:16]
 
 
 def _signing_key() -> bytes:
@@ -339,6 +364,7 @@ def memoize(name: str, *, timeout: int = DEFAULT_TIMEOUT, max_entries: int = 512
     return decorate
 
 __all__ = [
+    "code_revision",
     "KEY_PREFIX",
     "memoize",
     "Region",
