@@ -39,6 +39,7 @@ from whestboard.compare import (
 )
 from whestboard.data import get_dataset, served_datasets
 from whestboard.scoring import (
+    Sweep,
     curve_cost,
     curve_data,
     curve_spec_choices,
@@ -332,11 +333,15 @@ keep_address_in_step("compare-address")
 # ---------------------------------------------------------------------------
 
 
+def _curve_sweep(dataset_key, ca, cb, budgets, mlps) -> Sweep:
+    """A and B on the same MLPs and ladder, parsed once by the core (each spec one this page serves, never a
+    path); its RunError names a field to fix."""
+    return parse_sweep(dataset_key, [ca, cb], budgets, mlps, default_ladder=CURVE_LADDER)
+
+
 def _curve_pair(dataset_key, ca, cb, budgets, mlps) -> list:
-    """(spec, requests) for A and B on the same MLPs and ladder, parsed once by the core (each spec one this page
-    serves, never a path); its RunError names a field to fix."""
-    asked = parse_sweep(dataset_key, [ca, cb], budgets, mlps, default_ladder=CURVE_LADDER)
-    return [(spec, list(requests)) for spec, requests in asked.curves]
+    """(spec, requests) for A and B (``_curve_sweep``'s curves)."""
+    return [(spec, list(requests)) for spec, requests in _curve_sweep(dataset_key, ca, cb, budgets, mlps).curves]
 
 
 @callback(
@@ -355,8 +360,9 @@ def _curves(dataset_key, ca, cb, budgets, mlps, metric, _refresh):
         return None
     metric = metric if metric in ("score", "mse") else "score"
     try:
-        pair = _curve_pair(dataset_key, ca, cb, budgets, mlps)
-        view, _ = cached_convergence_view(get_dataset(dataset_key))
+        asked = _curve_sweep(dataset_key, ca, cb, budgets, mlps)
+        pair = [(spec, list(requests)) for spec, requests in asked.curves]
+        view, _ = cached_convergence_view(get_dataset(asked.dataset))
     except (ValueError, KeyError, FileNotFoundError) as exc:
         return dbc.Alert(exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc), color="warning",
                          className="py-2 small", id="compare-curve-error")
@@ -368,7 +374,7 @@ def _curves(dataset_key, ca, cb, budgets, mlps, metric, _refresh):
     return html.Div([
         budget_curve_panel(view, curves, prefix="compare-curve", y_axis=metric, missing=missing,
                            to_score="press Sweep both",
-                           beside=dcc.Graph(id="compare-curve-diff", figure=figs.curve_difference_figure(rows, metric))),
+                           beside=dcc.Graph(id="compare-curve-diff", figure=figs.curve_difference_figure(rows, metric, ladder=list(asked.budgets)))),
         _difference_table(rows),
     ])
 

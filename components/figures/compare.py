@@ -219,16 +219,16 @@ def heatmap_figure(heat: ErrorHeatmap) -> go.Figure:
     return fig
 
 
-def curve_difference_figure(rows: list[dict], metric: str = "score") -> go.Figure:
+def curve_difference_figure(rows: list[dict], metric: str = "score", ladder: list[float] | None = None) -> go.Figure:
     """A minus B at each budget, paired over their shared MLPs: the mean difference and its 95% interval.
 
-    The x axis is the budget (log) over the ladder's budgets, drawn or not; y is linear, through zero (below
+    The x axis is the budget (log) over the ``ladder``'s budgets (and any row's), drawn or not; y is linear, through zero (below
     zero A is lower, i.e. better). A budget where the interval excludes zero is filled; one it does not is open;
     a budget one side lacks is named, and so is one where every shared MLP failed on a side (nothing to pair).
     """
     shown = [r for r in rows if not r.get("missing") and r["n"] and math.isfinite(r["mean_difference"])]
     word = METRICS.get(metric, METRICS["score"])[1]
-    budgets = [r["budget"] for r in rows if r.get("budget")]
+    budgets = list(ladder or []) + [r["budget"] for r in rows if r.get("budget")]
     x_range = [math.log10(min(budgets)) - 0.3, math.log10(max(budgets)) + 0.3] if budgets else None
     fig = go.Figure(layout={**LAYOUT, "title": {"text": f"A − B per budget ({word}, paired over shared MLPs)",
                                                 "font": {"size": 14}},

@@ -13,6 +13,7 @@ triangles pointing where they are.
 from __future__ import annotations
 
 import math
+import re
 
 import dash_bootstrap_components as dbc
 import numpy as np
@@ -219,6 +220,9 @@ def baseline_labels(view: ConvergenceView, metric: str, frame: Frame, fixed: lis
     return notes
 
 
+_SAME_AS = re.compile(r" \(= [^)]*\)$")
+
+
 def _group_text(baselines: list) -> str:
     """A baseline's label; for several with the same MSE statistics, their names once, and how F compares."""
     if len(baselines) == 1:
@@ -227,7 +231,8 @@ def _group_text(baselines: list) -> str:
     flops = [b.flops_used for b in baselines]
     spread = (max(flops) - min(flops)) / max(flops) if max(flops) > 0 else 0.0
     same = "identical F and MSE" if spread == 0 else f"identical MSE, F within {100 * spread:.2g}%"
-    return " = ".join(b.label for b in baselines) + f" ({same})"
+    names = [_SAME_AS.sub("", b.label) for b in baselines]  # "K = 1 (= mean propagation)": the group says it
+    return " = ".join(names) + f" ({same})"
 
 
 def _fixed_boxes(fixed: list[dict], frame: Frame) -> list:

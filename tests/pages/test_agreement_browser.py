@@ -28,6 +28,7 @@ import pytest
 
 from tests.browser_helpers import wait_for_dash
 from tests.conftest import REPO, checked_page, serve_app
+from whestboard.band import BASELINE_LABELS
 
 pytestmark = pytest.mark.browser
 LADDER = "0.01B:1B:5"  # the lab's and compare's default ladder
@@ -266,7 +267,7 @@ def test_compare_on_four_mlps_says_one_thing_and_its_curves_open_on_a_and_b(page
 
     # B changes: the curves follow it
     page.click("#compare-b")
-    page.get_by_role("option", name="Cumulant propagation, K = 3 · baseline · v1-warmup · 32 MLPs").click()
+    page.get_by_role("option", name=f"{BASELINE_LABELS['cumulant:3']} · baseline · v1-warmup · 32 MLPs").click()
     page.wait_for_function("() => document.querySelector('#compare-curve-b').innerText.includes('K = 3')")
     wait_for_dash(page)
     assert page.input_value("#compare-curve-mlps") == "0:4"
