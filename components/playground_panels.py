@@ -203,23 +203,25 @@ def graph(name: str, figure, note: str | None = None) -> dbc.Card:
     return dbc.Card(dbc.CardBody(body), className="mb-3 h-100")
 
 
-def job_panel() -> html.Div:
+def _progress_panel(prefix: str, height: str, status_id: str) -> html.Div:
+    """A job's progress bar, status line and Cancel, hidden until the job runs (ids ``{prefix}-progress``,
+    ``status_id``, ``{prefix}-cancel`` and the panel's ``{prefix}-job``)."""
     return html.Div([
-        dbc.Progress(id="pg-progress", value=0, label="", striped=True, animated=True, className="mb-2",
-                     style={"height": "1.4rem"}),
-        html.Div([html.Span(id="pg-job-status", className="small text-muted me-3"),
-                  dbc.Button("Cancel", id="pg-cancel", size="sm", color="secondary", outline=True)]),
-    ], id="pg-job", style={"display": "none"}, className="mb-3")
+        dbc.Progress(id=f"{prefix}-progress", value=0, label="", striped=True, animated=True, className="mb-2",
+                     style={"height": height}),
+        html.Div([html.Span(id=status_id, className="small text-muted me-3"),
+                  dbc.Button("Cancel", id=f"{prefix}-cancel", size="sm", color="secondary", outline=True)]),
+    ], id=f"{prefix}-job", style={"display": "none"}, className="mb-3")
+
+
+def job_panel() -> html.Div:
+    """Progress of the playground's job (the truth and every estimator), with Cancel."""
+    return _progress_panel("pg", "1.4rem", "pg-job-status")
 
 
 def keep_panel() -> html.Div:
     """Progress of keeping the MLP (a background job: its truth may take a while to draw), with Cancel."""
-    return html.Div([
-        dbc.Progress(id="pg-keep-progress", value=0, label="", striped=True, animated=True, className="mb-2",
-                     style={"height": "1.2rem"}),
-        html.Div([html.Span(id="pg-keep-status", className="small text-muted me-3"),
-                  dbc.Button("Cancel", id="pg-keep-cancel", size="sm", color="secondary", outline=True)]),
-    ], id="pg-keep-job", style={"display": "none"}, className="mb-3")
+    return _progress_panel("pg-keep", "1.2rem", "pg-keep-status")
 
 
 def kept_notice(summary: dict) -> dbc.Alert:
