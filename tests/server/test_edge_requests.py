@@ -185,7 +185,7 @@ def test_a_thousand_curves_are_refused_with_a_sentence(http, tmp_path):
     specs = [str(tmp_path / f"probe-{i}.py") for i in range(1000)]
     values = {"curve-estimators.value": specs, "curve-budgets.value": "1B", "curve-mlps.value": "0",
               "convergence-dataset.data": "v1-warmup"}
-    drawn = post(http, "curve-graph.figure", "curve-estimators.value", values)
+    drawn = post(http, "curve-body.children", "curve-estimators.value", values)
     assert "1,000 estimators in one request: at most 12 are scored at once" in drawn.get_data(as_text=True)
     swept = post(http, "curve-refresh.data", "curve-sweep.n_clicks", {**values, "curve-sweep.n_clicks": 1})
     assert "1,000 estimators in one request" in notice(swept)
