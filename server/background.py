@@ -46,7 +46,6 @@ from whestboard.jobs import (
     cancel_job,
     celery_app,
     deadline,
-    enqueue,
     fail_if_dead,
     fail_unkept,
     fail_unstarted,
@@ -55,7 +54,6 @@ from whestboard.jobs import (
     is_lost,
     process_handle,
     process_of,
-    reap_jobs,
     run_tracked,
     set_handle,
 )
@@ -176,8 +174,10 @@ def priced(what: str, cost):
     return mark
 
 
-def _admit(job_fn, args) -> None:
-    """The budgets' one question, asked before every launch: cost first, then the client's and all slots.
+def _admit(job_fn, args, launch: dict) -> None:
+    """The budgets' one question, asked before every launch: cost first, then the client's and all slots,
+    counted and the job recorded in the ledger (``launch``: its row) in one locked transaction, so launches
+    at once cannot share the last slot.
 
     A job whose cost cannot be estimated from its inputs is not started either: its inputs are not what
     the page sends (a hand-made request), and a job process would only fail on them."""
@@ -190,7 +190,8 @@ def _admit(job_fn, args) -> None:
                                  ) from None
     if cost is not None and flops is None:
         raise OverBudget(f"{what} cannot start: its inputs are not ones this page sends; reload the page")
-    admit(what, flops, request_client_id())
+    owner = launch.get("owner")
+    admit(what, flops, owner, enqueue={k: v for k, v in launch.items() if k != "owner"})
 
 
 def _within_wall_time(job_id: str, compute):
@@ -233,26 +234,24 @@ class _Ledger:
         return handle_signing_secret()
 
     def call_job_fn(self, key, job_fn, args, context):
-        try:
-            _admit(job_fn, args)
-        except OverBudget as refused:  # nothing launched; the first poll answers with the sentence
-            logs.event("job.refused", what=_describe_outputs(context), client=request_client_id(),
-                       verdict="refused", reason=str(refused))
-            self._store_result(key, {"background_callback_error": {"msg": f"{JOB_REFUSED}{refused}", "tb": ""}})
-            return REFUSED_HANDLE
         job_id = uuid.uuid4().hex
         kind, owner = _describe_outputs(context), request_client_id()
-        enqueued = False
         try:
-            reap_jobs()
-            enqueue(job_id, result_key=key, kind=kind, owner=owner, backend=self.backend_name)
-            enqueued = True
+            _admit(job_fn, args, {"job_id": job_id, "result_key": key, "kind": kind, "owner": owner,
+                                  "backend": self.backend_name})
+        except OverBudget as refused:  # nothing launched; the first poll answers with the sentence
+            logs.event("job.refused", what=kind, client=owner, verdict="refused", reason=str(refused))
+            self._store_result(key, {"background_callback_error": {"msg": f"{JOB_REFUSED}{refused}", "tb": ""}})
+            return REFUSED_HANDLE
+        except Exception as exc:  # noqa: BLE001 - the store or disk refused the ledger row: said by the first poll
+            return self._launch_failed(job_id, kind, owner, exc, enqueued=False)
+        try:
             context = dict(context, **REQUEST_ONLY)  # Dash hands a job the request's headers and cookies
             context[JOB_FIELD] = {"job_id": job_id, "result_key": key, "kind": kind, "owner": owner}
             handle = super().call_job_fn(key, job_fn, args, context)
             set_handle(job_id, str(handle))
         except Exception as exc:  # noqa: BLE001 - the row must not stay queued for a job nobody has
-            return self._launch_failed(job_id, kind, owner, exc, enqueued=enqueued)
+            return self._launch_failed(job_id, kind, owner, exc, enqueued=True)
         return handle
 
     @staticmethod
