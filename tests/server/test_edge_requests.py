@@ -330,3 +330,46 @@ def test_an_explorer_link_with_filters_nested_past_the_parser_opens_the_grid_unf
     assert answer.status_code == 200, answer.get_data(as_text=True)[:300]
     grid = _component(answer.get_json()["response"]["_pages_content"]["children"], "mlp-grid")
     assert grid is not None and grid["props"]["filterModel"] == {}
+
+
+# --------------------------------------------------------------------------- the convergence page's zoom
+
+
+def _figure(http, frame) -> dict:
+    values = {"convergence-dataset.data": "v1-warmup", "convergence-metric.value": "final",
+              "convergence-frame.data": frame}
+    answer = post(http, "convergence-graph.figure", "convergence-frame.data", values)
+    assert answer.status_code == 200, answer.get_data(as_text=True)[:300]
+    return answer.get_json()["response"]["convergence-graph"]["figure"]
+
+
+def _shared_keys() -> set[str]:
+    """The keys the shared cache holds (this deployment's folder backend, read as the disk holds it)."""
+    import diskcache
+
+    with diskcache.Cache(str(config.state_dir() / "cache")) as cache:
+        return {k for k in cache.iterkeys() if isinstance(k, str)}
+
+
+@pytest.mark.parametrize("frame", [
+    {"metric": "final", "x": "abc", "y": [1, 2]},
+    {"metric": "final", "x": [1e308, 2], "y": [-1, 1, 3]},
+    {"metric": "final", "x": [6, 5]},
+    {"metric": "final", "x": list(range(10_000))},
+    {"metric": "final", "x": [True, 5]},
+    ["final", [1, 2]],
+])
+def test_a_zoom_the_page_never_sends_draws_the_default_frame(http, frame):
+    """The zoom store is the page's own script's, but anyone can post it: an axis that is not two finite log10
+    bounds in order reads as the default's (five of these answered 400 or drew a frame nobody zoomed to)."""
+    assert _figure(http, frame) == _figure(http, None)
+
+
+def test_made_up_zooms_are_drawn_but_never_kept_in_the_shared_cache(http):
+    """Every frame a post makes up was a new figure kept a day in the shared cache (Redis, which nothing bounds
+    but its memory): now only the unzoomed figure is shared, a zoom is kept in the process that drew it."""
+    _figure(http, None)
+    before = _shared_keys()
+    zooms = [_figure(http, {"metric": "final", "x": [4 + i / 100, 12], "y": [-8, 1]}) for i in range(12)]
+    assert len({json.dumps(z, sort_keys=True) for z in zooms}) > 1  # the zooms were drawn, each its own
+    assert _shared_keys() == before
