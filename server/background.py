@@ -534,7 +534,7 @@ def _diskcache_manager():
         def _process_gone(self, job) -> bool:
             return not LaunchingDiskcacheManager.job_running(self, job)
 
-    store = _job_store_class(diskcache)(str(config.state_dir() / "dash-jobs"))
+    store = _job_store_class(diskcache)(str(config.state_dir() / "dash-jobs"), disk=_json_only_disk(diskcache))
     store.close()  # reopened lazily per process: no SQLite handle crosses gunicorn's fork
     manager = LedgerDiskcacheManager(store)
     _diskcache_managers.append(manager)
@@ -552,14 +552,14 @@ def _job_store_class(diskcache):
     """
 
     class JobStore(diskcache.Cache):
-        def __init__(self, directory: str, *args) -> None:
-            self._where, self._args, self._opened, self._opening = directory, args, False, False
+        def __init__(self, directory: str, **settings) -> None:
+            self._where, self._settings, self._opened, self._opening = directory, settings, False, False
             self._open()
 
         def _open(self) -> None:
             self._opening = True
             try:
-                diskcache.Cache.__init__(self, self._where, *self._args)
+                diskcache.Cache.__init__(self, self._where, **self._settings)
                 self._opened = True
             except sqlite3.OperationalError as exc:
                 if faults.classify(exc) != faults.DISK or getattr(self, "_con_wanted", False):
@@ -581,12 +581,40 @@ def _job_store_class(diskcache):
             return diskcache.Cache._con.fget(self)
 
         def __getattr__(self, name: str):  # what a half-done opening never set (``_disk``, the settings)
-            if name.startswith("__") or name in ("_where", "_args", "_opened", "_opening", "_con_wanted"):
+            if name.startswith("__") or name in ("_where", "_settings", "_opened", "_opening", "_con_wanted"):
                 raise AttributeError(name)
             self._ensure_open()
             return object.__getattribute__(self, name)
 
     return JobStore
+
+
+@functools.cache
+def _json_only_disk(diskcache):
+    """How the state folder's job store keeps values: as JSON, what Dash's Celery manager keeps in Redis.
+
+    Dash's DiskcacheManager pickles a job's result, progress and set_props into ``<state>/dash-jobs`` and
+    every web worker unpickles what a poll reads there, so anything that could write one entry into the
+    folder (an uploaded estimator's sandbox without Landlock runs as the app's user; a PostgreSQL deployment
+    keeps no secret in the folder to protect) ran code in the web workers, outside the sandbox, with the
+    organizer token in their environment. Here every value is written as JSON (plotly's encoder: components,
+    figures and arrays, as the Celery manager writes them) and read back as JSON; an entry stored any other
+    way is refused, never unpickled."""
+    from _plotly_utils.utils import PlotlyJSONEncoder
+
+    class JsonOnlyDisk(diskcache.Disk):
+        def store(self, value, read, key=diskcache.core.UNKNOWN):
+            if not read:
+                value = json.dumps(value, cls=PlotlyJSONEncoder).encode()
+            return super().store(value, read, key=key)
+
+        def fetch(self, mode, filename, value, read):
+            if mode not in (diskcache.core.MODE_RAW, diskcache.core.MODE_BINARY):
+                raise ValueError(f"a job store entry kept in diskcache mode {mode}, not as JSON: refused")
+            data = super().fetch(mode, filename, value, read)
+            return data if read else json.loads(data)
+
+    return JsonOnlyDisk
 
 
 def start_job_launcher() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 
 import pytest
 
@@ -373,3 +374,58 @@ def test_made_up_zooms_are_drawn_but_never_kept_in_the_shared_cache(http):
     zooms = [_figure(http, {"metric": "final", "x": [4 + i / 100, 12], "y": [-8, 1]}) for i in range(12)]
     assert len({json.dumps(z, sort_keys=True) for z in zooms}) > 1  # the zooms were drawn, each its own
     assert _shared_keys() == before
+
+
+# --------------------------------------------------------------------------- the state folder's job store
+
+
+class _Planted:
+    """A pickle that, once loaded, creates a file: what a writer of the state folder would plant."""
+
+    def __init__(self, marker) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return open, (self.marker, "w")
+
+
+def _launch_and_wait(http, job: dict) -> tuple[dict, dict]:
+    """A lab run launched and polled as the page does until it answers: (its handles, the answer)."""
+    key = _key(http, "lab-job-result.data", "lab-job.data")
+    body = {"output": key, "outputs": {"id": "lab-job-result", "property": "data"},
+            "inputs": [{"id": "lab-job", "property": "data", "value": job}], "state": [],
+            "changedPropIds": ["lab-job.data"]}
+    handles = http.post("/_dash-update-component", json=body).get_json()
+    body["inputs"][0]["value"] = None
+    for _ in range(600):
+        answer = http.post("/_dash-update-component", json=body,
+                           query_string={"cacheKey": handles["cacheKey"], "job": handles["job"]})
+        if answer.status_code != 200 or "response" in (answer.get_json() or {}):
+            return handles, answer
+        threading.Event().wait(0.2)
+    raise AssertionError("the lab run never answered")
+
+
+def test_dash_jobs_are_kept_as_json_and_a_pickle_planted_in_the_state_folder_is_never_loaded(http, tmp_path):
+    """Dash's job store in the state folder (results, progress, set_props of every background job) was
+    pickled, and every poll unpickled what it read: anything that could write one entry there ran code in the
+    web worker. A lab run's result now reaches the page through JSON; an entry planted under a poll's keys
+    is refused, never loaded."""
+    import diskcache
+
+    handles, answer = _launch_and_wait(http, {"dataset": "v1-warmup", "mlps": "0", "spec": "mean", "budget": None,
+                                              "nonce": 1})
+    assert answer.status_code == 200 and answer.get_json()["response"]["lab-job-result"]["data"]["run_id"]
+    key = handles["cacheKey"].split("~")[0]
+    marker = tmp_path / "planted-pickle-ran"
+    with diskcache.Cache(str(config.state_dir() / "dash-jobs")) as jobs:
+        for suffix in ("", "-progress", "-set_props"):
+            jobs.set(key + suffix, _Planted(marker))
+    body = {"output": _key(http, "lab-job-result.data", "lab-job.data"),
+            "outputs": {"id": "lab-job-result", "property": "data"},
+            "inputs": [{"id": "lab-job", "property": "data", "value": None}], "state": [],
+            "changedPropIds": ["lab-job.data"]}
+    polled = http.post("/_dash-update-component", json=body,
+                       query_string={"cacheKey": handles["cacheKey"], "job": handles["job"]})
+    assert not marker.exists(), "a pickle planted in the job store was loaded by the web worker"
+    assert polled.status_code == 400  # the poll ends with the refusal's sentence, as a hand-made one does
