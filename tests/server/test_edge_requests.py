@@ -429,3 +429,30 @@ def test_dash_jobs_are_kept_as_json_and_a_pickle_planted_in_the_state_folder_is_
                        query_string={"cacheKey": handles["cacheKey"], "job": handles["job"]})
     assert not marker.exists(), "a pickle planted in the job store was loaded by the web worker"
     assert polled.status_code == 400  # the poll ends with the refusal's sentence, as a hand-made one does
+
+
+# --------------------------------------------------------------------------- a curve post's work
+
+
+def test_a_curve_posts_reads_of_the_mlps_references_do_not_grow_with_its_points(http, monkeypatch):
+    """The most a curve post may name (12 estimators, 32 budgets: 384 points, each keyed on the same MLPs) read
+    every MLP's reference once per point: 384 reads of each, 17 s in the web request on a 1000-MLP split. Now
+    such a post reads no more references than a post of one point."""
+    from whestboard.data import Dataset
+
+    reads: list[int] = []
+    truth = Dataset.truth
+    monkeypatch.setattr(Dataset, "truth", lambda self, index: (reads.append(int(index)), truth(self, index))[1])
+
+    def drawn(specs: list[str], budgets: str) -> int:
+        reads.clear()
+        values = {"curve-estimators.value": specs, "curve-budgets.value": budgets, "curve-mlps.value": "",
+                  "convergence-dataset.data": "v1-phase1", "curve-x.value": "flops", "curve-y.value": "mse"}
+        answer = post(http, "curve-body.children", "curve-estimators.value", values)
+        assert answer.status_code == 200 and "curve-error" not in answer.get_data(as_text=True)
+        return len(reads)
+
+    one_point = drawn(["cov"], "1B")
+    most = drawn(["mean", "cov", "combined", "cumulant:1", "cumulant:2", "cumulant:3",
+                  *[f"mc:{100 + i}" for i in range(6)]], "0.001B:2B:32")
+    assert most <= one_point, f"384 points read {most} references, one point {one_point}"
