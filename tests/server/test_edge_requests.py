@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import time
 
 import pytest
 
@@ -261,6 +262,22 @@ def test_the_final_takes_no_path_and_no_upload_where_uploads_are_off(http, uploa
     upload = post(http, "final-job.data", "final-run.n_clicks",
                   {**form, "final-nominees.value": f"a=upload:{'ab' * 32}"})
     assert UPLOADS_OFF in upload.get_data(as_text=True)
+
+
+def test_a_launched_final_runs_after_waiting_past_its_grants_ten_minutes(http):
+    """A final queued behind other jobs longer than its grant's 10 minutes (or delivered again after its Celery
+    worker died) ended "grant has expired" in the job; its launcher checked the clock, so the job runs: here
+    it gets as far as the request's own fault."""
+    from pages.final import _grant_subject, _run_job
+    from whestboard.leaderboard import GRANT_TTL_S, organizer_grant
+
+    job = {"round": "no-such-round", "seed": "7", "n": "2", "samples": "1000", "extra": "2",
+           "lines": ["alpha=kept:nothing"]}
+    job["grant"] = organizer_grant(TOKEN, _grant_subject(job), now=time.time() - 3 * GRANT_TTL_S)
+    launched = post(http, "final-done.data", "final-job.data", {"final-job.data": job})
+    assert "grant has expired" in notice(launched)  # the launcher still refuses a stale grant
+    answer = _run_job(lambda _progress: None, job)  # the job body, as a worker takes it long after its launch
+    assert "grant" not in answer["error"] and "no-such-round" in answer["error"], answer
 
 
 def test_a_rescore_is_refused_where_uploads_are_off(http, uploads):
