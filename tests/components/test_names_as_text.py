@@ -169,3 +169,12 @@ def test_the_playgrounds_cap_margins_draw_an_uploads_label_as_text(playground_re
     _assert_text_only(margins_figure(margins, "estimator"))
     assert margins.split is not None, "the playground records where predict's time went"
     _assert_text_only(time_split_figure(margins.split, margins.caps.wall_time_limit_s, "estimator"))
+
+
+def test_operation_names_a_sandbox_reported_draw_as_text():
+    """An upload's FLOP breakdown is reported by its own sandbox (the worker meters itself), so its operation
+    names are whatever that code wrote: the lab's breakdown draws them as text."""
+    from components.figures.lab import flop_breakdown
+
+    breakdown = {"by_namespace": {"fnp": {"operations": {HOSTILE: {"flop_cost": 5_000}, "matmul": {"flop_cost": 9}}}}}
+    _assert_text_only(flop_breakdown({"results": {"breakdowns": {"estimator": breakdown}}}))
