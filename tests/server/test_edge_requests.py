@@ -473,3 +473,15 @@ def test_a_curve_posts_reads_of_the_mlps_references_do_not_grow_with_its_points(
     most = drawn(["mean", "cov", "combined", "cumulant:1", "cumulant:2", "cumulant:3",
                   *[f"mc:{100 + i}" for i in range(6)]], "0.001B:2B:32")
     assert most <= one_point, f"384 points read {most} references, one point {one_point}"
+
+
+@pytest.mark.parametrize("path", ["javascript:alert(document.domain)//", "https://evil.example/", "//evil.example",
+                                  {"not": "a path"}])
+def test_the_selectors_lead_only_to_the_pages_they_are_made_for(http, path):
+    """The round and dataset dropdowns navigate to the page their store names: a store is never believed, so a
+    post naming another address (a script URL, another site) leads to the explorer."""
+    answer = post(http, "url.href", "selector-dataset.value", {
+        "selector-round.value": "v1-warmup", "selector-dataset.value": "v1-warmup",
+        "selector-target.data": {"path": path, "dataset": "other", "round": "v1-warmup"}})
+    assert answer.status_code == 200, answer.get_data(as_text=True)[:300]
+    assert answer.get_json()["response"]["url"]["href"].startswith("/explorer?dataset=v1-warmup")
