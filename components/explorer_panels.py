@@ -213,7 +213,7 @@ def _checked_filters(text: str | None, fields: set[str]) -> dict:
         return {}
     try:
         model = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: brackets nested past what the parser goes (a link of "[[[[")
         return {}
     if not isinstance(model, dict):
         return {}

@@ -23,6 +23,8 @@ from whestboard.rules import ALL_ROUNDS
 ROUND_ID = "selector-round"
 DATASET_ID = "selector-dataset"
 TARGET_ID = "selector-target"
+#: The pages a selector row leads to (its ``target_path``): where a change of round or dataset may navigate.
+SELECTOR_PAGES = ("/explorer", "/lab", "/convergence", "/upload")
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,10 @@ def _dataset_options() -> list[dict]:
 
 
 def selector_row(selection: Selection, *, target_path: str = "/explorer") -> dbc.Row:
-    """Round and dataset dropdowns for ``selection``; a change navigates to ``target_path``."""
+    """Round and dataset dropdowns for ``selection``; a change navigates to ``target_path`` (one of
+    ``SELECTOR_PAGES``)."""
+    if target_path not in SELECTOR_PAGES:
+        raise ValueError(f"a selector row leads to one of {', '.join(SELECTOR_PAGES)}, not {target_path!r}")
     return dbc.Row(
         [
             dbc.Col(html.Label("Round", htmlFor=ROUND_ID, className="col-form-label-sm fw-semibold"),
@@ -162,8 +167,8 @@ def navigation_target(round_tag: str | None, dataset_key: str | None, shown: dic
     dropdown may report its value when it mounts, which must not navigate.
     A new round goes to its first dataset; a new dataset to itself, with its round.
     """
-    shown = shown or {}
-    path = shown.get("path") or "/explorer"
+    shown = shown if isinstance(shown, dict) else {}
+    path = shown.get("path") if shown.get("path") in SELECTOR_PAGES else "/explorer"  # a store: never believed
     if round_tag and round_tag != shown.get("round"):
         key = default_dataset_key(round_tag)
         return None if key is None else page_url(path, key, round_tag)

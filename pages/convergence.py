@@ -13,8 +13,6 @@ this page share points); "Sweep the budget" scores the missing points in a backg
 
 from __future__ import annotations
 
-import json
-
 import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, clientside_callback, dcc, html, no_update
@@ -22,6 +20,7 @@ from dash import Input, Output, State, callback, clientside_callback, dcc, html,
 from components.budget_curve import budget_curve_panel
 from components.figures import convergence as figs
 from components.figures import paper as paper_figs
+from components.figures.frame import Frame
 from components.selectors import not_found_panel, resolve_selection, selector_row
 from components.url_state import address_store, keep_address_in_step, query_string
 from server import faults
@@ -180,18 +179,28 @@ def _render(metric: str, highlight: str | None, _refresh, stored_frame: dict | N
         view, _ = cached_convergence_view(get_dataset(dataset_key))
     except Exception as exc:
         return figs.empty_figure(str(exc)), dbc.Alert(f"Cannot draw {dataset_key}: {exc}", color="danger")
-    frame_key = json.dumps(stored_frame, sort_keys=True) if stored_frame else ""
-    static = _static_figure(dataset_key, metric, frame_key, view.static_token)
-    visible = figs.frame_for(view, metric, stored_frame)
+    visible = figs.frame_for(view, metric, stored_frame)  # the browser's zoom, read by the figures' own rule
+    if visible == figs.default_frame(view, metric):
+        static = _static_figure(dataset_key, metric, view.static_token)
+    else:
+        static = _zoomed_figure(dataset_key, metric, (visible.x, visible.y), view.static_token)
     return figs.with_runs(static, figs.run_traces(view, metric, highlight, visible)), figs.status_alerts(view)
 
 
-# The band, baselines and axes are built once per (metric, frame, band and baselines) and shared by every
-# worker through the cache service (Redis when configured); only the run dots, which change with every recorded run, are redrawn.
+# The band, baselines and axes are built once per (metric, band and baselines) and shared by every worker through
+# the cache service (Redis when configured); only the run dots, which change with every recorded run, are redrawn.
 @memoize("convergence-static-figure", timeout=24 * 3600)
-def _static_figure(dataset_key: str, metric: str, frame_key: str, static_token: str) -> dict:
+def _static_figure(dataset_key: str, metric: str, static_token: str) -> dict:
     view, _ = cached_convergence_view(get_dataset(dataset_key))
-    visible = figs.frame_for(view, metric, json.loads(frame_key) if frame_key else None)
+    return figs.static_figure(view, metric).to_plotly_json()
+
+
+# A zoom is any pair of ranges a browser sends: drawn for it and kept in this process only (a few, by entries), never
+# in the shared cache, where every made-up frame would be a new value kept a day.
+@memoize("convergence-zoomed-figure", shared=False, max_entries=32)
+def _zoomed_figure(dataset_key: str, metric: str, frame: tuple, static_token: str) -> dict:
+    view, _ = cached_convergence_view(get_dataset(dataset_key))
+    visible = Frame(x=frame[0], y=frame[1])
     return figs.static_figure(view, metric, visible=visible).to_plotly_json()
 
 

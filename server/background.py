@@ -46,7 +46,6 @@ from whestboard.jobs import (
     cancel_job,
     celery_app,
     deadline,
-    enqueue,
     fail_if_dead,
     fail_unkept,
     fail_unstarted,
@@ -55,7 +54,6 @@ from whestboard.jobs import (
     is_lost,
     process_handle,
     process_of,
-    reap_jobs,
     run_tracked,
     set_handle,
 )
@@ -176,8 +174,10 @@ def priced(what: str, cost):
     return mark
 
 
-def _admit(job_fn, args) -> None:
-    """The budgets' one question, asked before every launch: cost first, then the client's and all slots.
+def _admit(job_fn, args, launch: dict) -> None:
+    """The budgets' one question, asked before every launch: cost first, then the client's and all slots,
+    counted and the job recorded in the ledger (``launch``: its row) in one locked transaction, so launches
+    at once cannot share the last slot.
 
     A job whose cost cannot be estimated from its inputs is not started either: its inputs are not what
     the page sends (a hand-made request), and a job process would only fail on them."""
@@ -190,7 +190,8 @@ def _admit(job_fn, args) -> None:
                                  ) from None
     if cost is not None and flops is None:
         raise OverBudget(f"{what} cannot start: its inputs are not ones this page sends; reload the page")
-    admit(what, flops, request_client_id())
+    owner = launch.get("owner")
+    admit(what, flops, owner, enqueue={k: v for k, v in launch.items() if k != "owner"})
 
 
 def _within_wall_time(job_id: str, compute):
@@ -233,26 +234,24 @@ class _Ledger:
         return handle_signing_secret()
 
     def call_job_fn(self, key, job_fn, args, context):
-        try:
-            _admit(job_fn, args)
-        except OverBudget as refused:  # nothing launched; the first poll answers with the sentence
-            logs.event("job.refused", what=_describe_outputs(context), client=request_client_id(),
-                       verdict="refused", reason=str(refused))
-            self._store_result(key, {"background_callback_error": {"msg": f"{JOB_REFUSED}{refused}", "tb": ""}})
-            return REFUSED_HANDLE
         job_id = uuid.uuid4().hex
         kind, owner = _describe_outputs(context), request_client_id()
-        enqueued = False
         try:
-            reap_jobs()
-            enqueue(job_id, result_key=key, kind=kind, owner=owner, backend=self.backend_name)
-            enqueued = True
+            _admit(job_fn, args, {"job_id": job_id, "result_key": key, "kind": kind, "owner": owner,
+                                  "backend": self.backend_name})
+        except OverBudget as refused:  # nothing launched; the first poll answers with the sentence
+            logs.event("job.refused", what=kind, client=owner, verdict="refused", reason=str(refused))
+            self._store_result(key, {"background_callback_error": {"msg": f"{JOB_REFUSED}{refused}", "tb": ""}})
+            return REFUSED_HANDLE
+        except Exception as exc:  # noqa: BLE001 - the store or disk refused the ledger row: said by the first poll
+            return self._launch_failed(job_id, kind, owner, exc, enqueued=False)
+        try:
             context = dict(context, **REQUEST_ONLY)  # Dash hands a job the request's headers and cookies
             context[JOB_FIELD] = {"job_id": job_id, "result_key": key, "kind": kind, "owner": owner}
             handle = super().call_job_fn(key, job_fn, args, context)
             set_handle(job_id, str(handle))
         except Exception as exc:  # noqa: BLE001 - the row must not stay queued for a job nobody has
-            return self._launch_failed(job_id, kind, owner, exc, enqueued=enqueued)
+            return self._launch_failed(job_id, kind, owner, exc, enqueued=True)
         return handle
 
     @staticmethod
@@ -535,7 +534,7 @@ def _diskcache_manager():
         def _process_gone(self, job) -> bool:
             return not LaunchingDiskcacheManager.job_running(self, job)
 
-    store = _job_store_class(diskcache)(str(config.state_dir() / "dash-jobs"))
+    store = _job_store_class(diskcache)(str(config.state_dir() / "dash-jobs"), disk=_json_only_disk(diskcache))
     store.close()  # reopened lazily per process: no SQLite handle crosses gunicorn's fork
     manager = LedgerDiskcacheManager(store)
     _diskcache_managers.append(manager)
@@ -553,14 +552,14 @@ def _job_store_class(diskcache):
     """
 
     class JobStore(diskcache.Cache):
-        def __init__(self, directory: str, *args) -> None:
-            self._where, self._args, self._opened, self._opening = directory, args, False, False
+        def __init__(self, directory: str, **settings) -> None:
+            self._where, self._settings, self._opened, self._opening = directory, settings, False, False
             self._open()
 
         def _open(self) -> None:
             self._opening = True
             try:
-                diskcache.Cache.__init__(self, self._where, *self._args)
+                diskcache.Cache.__init__(self, self._where, **self._settings)
                 self._opened = True
             except sqlite3.OperationalError as exc:
                 if faults.classify(exc) != faults.DISK or getattr(self, "_con_wanted", False):
@@ -582,12 +581,40 @@ def _job_store_class(diskcache):
             return diskcache.Cache._con.fget(self)
 
         def __getattr__(self, name: str):  # what a half-done opening never set (``_disk``, the settings)
-            if name.startswith("__") or name in ("_where", "_args", "_opened", "_opening", "_con_wanted"):
+            if name.startswith("__") or name in ("_where", "_settings", "_opened", "_opening", "_con_wanted"):
                 raise AttributeError(name)
             self._ensure_open()
             return object.__getattribute__(self, name)
 
     return JobStore
+
+
+@functools.cache
+def _json_only_disk(diskcache):
+    """How the state folder's job store keeps values: as JSON, what Dash's Celery manager keeps in Redis.
+
+    Dash's DiskcacheManager pickles a job's result, progress and set_props into ``<state>/dash-jobs`` and
+    every web worker unpickles what a poll reads there, so anything that could write one entry into the
+    folder (an uploaded estimator's sandbox without Landlock runs as the app's user; a PostgreSQL deployment
+    keeps no secret in the folder to protect) ran code in the web workers, outside the sandbox, with the
+    organizer token in their environment. Here every value is written as JSON (plotly's encoder: components,
+    figures and arrays, as the Celery manager writes them) and read back as JSON; an entry stored any other
+    way is refused, never unpickled."""
+    from _plotly_utils.utils import PlotlyJSONEncoder
+
+    class JsonOnlyDisk(diskcache.Disk):
+        def store(self, value, read, key=diskcache.core.UNKNOWN):
+            if not read:
+                value = json.dumps(value, cls=PlotlyJSONEncoder).encode()
+            return super().store(value, read, key=key)
+
+        def fetch(self, mode, filename, value, read):
+            if mode not in (diskcache.core.MODE_RAW, diskcache.core.MODE_BINARY):
+                raise ValueError(f"a job store entry kept in diskcache mode {mode}, not as JSON: refused")
+            data = super().fetch(mode, filename, value, read)
+            return data if read else json.loads(data)
+
+    return JsonOnlyDisk
 
 
 def start_job_launcher() -> None:

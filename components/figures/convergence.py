@@ -93,12 +93,30 @@ def default_frame(view: ConvergenceView, metric: str = "final") -> Frame:
     )
 
 
-def frame_for(view: ConvergenceView, metric: str, stored: dict | None) -> Frame:
-    """The stored (zoomed) frame for this metric, completed from the default where it says nothing."""
-    default = default_frame(view, metric)
-    if not stored or stored.get("metric") != metric:
+#: The farthest a zoom may reach, in decades either way (a frame past it is not one plotly drew).
+ZOOM_DECADES = 60.0
+
+
+def _zoom_range(value: object, default: tuple[float, float]) -> tuple[float, float]:
+    """One axis of a stored zoom: two finite log10 bounds, low below high, else the default's."""
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
         return default
-    return Frame(x=tuple(stored.get("x") or default.x), y=tuple(stored.get("y") or default.y))
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+               and abs(v) <= ZOOM_DECADES for v in value):
+        return default
+    low, high = float(value[0]), float(value[1])
+    return (low, high) if low < high else default
+
+
+def frame_for(view: ConvergenceView, metric: str, stored: object) -> Frame:
+    """The stored (zoomed) frame for this metric, completed from the default where it says nothing.
+
+    ``stored`` comes from the browser (a store the page's own script writes, which anyone can post): each
+    axis is used only when it is two finite log10 bounds in order, else it is the default's."""
+    default = default_frame(view, metric)
+    if not isinstance(stored, dict) or stored.get("metric") != metric:
+        return default
+    return Frame(x=_zoom_range(stored.get("x"), default.x), y=_zoom_range(stored.get("y"), default.y))
 
 
 # ---------------------------------------------------------------------------

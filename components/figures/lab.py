@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from dash import html
 
 from components.figures.style import FAILED_COLOR
+from components.figures.text import plain_all
 from components.format import integer, sci
 from whestboard.rules import failure_kind, failures_sentence
 from whestboard.scoring import charged_compute, operation_flops
@@ -87,7 +88,8 @@ def operation_totals(report: dict) -> dict[str, int]:
 
 
 def flop_breakdown(report: dict, *, top: int = 8) -> go.Figure:
-    """Where the FLOPs went: flopscope's count per operation (the largest ``top``, the rest summed)."""
+    """Where the FLOPs went: flopscope's count per operation (the largest ``top``, the rest summed). An
+    uploaded estimator's counts come from its sandbox, which names the operations: drawn as text."""
     ranked = [(op, n) for op, n in operation_totals(report).items() if n > 0]
     totals = dict(ranked[:top])
     if len(ranked) > top:
@@ -96,7 +98,7 @@ def flop_breakdown(report: dict, *, top: int = 8) -> go.Figure:
     ops = list(totals)[::-1]
     fig = go.Figure(
         go.Bar(
-            x=[totals[o] for o in ops], y=ops, orientation="h", marker_color=RUN_COLOR,
+            x=[totals[o] for o in ops], y=plain_all(ops), orientation="h", marker_color=RUN_COLOR,
             text=[f"{totals[o] / total:.2%}" for o in ops], textposition="auto",
             hovertemplate="%{y}: %{x:,} FLOPs<extra></extra>",
         )

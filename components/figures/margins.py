@@ -3,7 +3,8 @@
 One panel (``margins_panel``) for the leaderboard's team panel and every lab, upload and playground
 result: a table of each cap's worst MLP and its margin, the figure of every MLP's use of every cap as a
 share of it (the cap at 100%), and, where flopscope's times were recorded, where predict's wall time
-went. The numbers are ``whestboard.rules.cap_margins``'s; this module only draws them.
+went. The numbers are ``whestboard.rules.cap_margins``'s; this module only draws them. An item's label may be
+a name someone chose (an upload's file name on the playground): figures show it through ``text.plain``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import dash_bootstrap_components as dbc
 import plotly.graph_objects as go
 from dash import dcc, html
 
+from components.figures.text import plain, plain_all
 from components.format import sci
 from whestboard.rules import CLOSE_SHARE, EDGE_SHARE, FALLBACK, CapMargin, CapMargins, TimeSplit
 
@@ -85,7 +87,7 @@ def margins_figure(margins: CapMargins, item: str = "MLP") -> go.Figure:
                     continue
                 xs.append(min(share, 3.0))
                 ys.append(row + ((k * 0.6180339887) % 1.0 - 0.5) * 0.5)  # a fixed spread, so dots do not hide
-                texts.append(f"{label}<br>{margin.title}: {amount(used, margin.unit)} of "
+                texts.append(f"{plain(label)}<br>{margin.title}: {amount(used, margin.unit)} of "
                              f"{amount(margin.limit, margin.unit)} ({_percent(share)})"
                              + ("<br>failed on it" if failed else ""))
         if xs:
@@ -113,7 +115,7 @@ def time_split_figure(split: TimeSplit, wall_cap: float | None, item: str = "MLP
         values = getattr(split, part)
         if not any(values):
             continue
-        fig.add_trace(go.Bar(x=list(split.labels), y=list(values), name=name, marker_color=colour,
+        fig.add_trace(go.Bar(x=plain_all(split.labels), y=list(values), name=name, marker_color=colour,
                              hovertemplate=f"%{{x}}<br>{name}: %{{y:.3g}} s<extra></extra>"))
     totals = [sum(parts) for parts in zip(*(getattr(split, p) for p in TimeSplit.PARTS), strict=True)]
     # the cap is drawn where it is in view of the bars; far above them, it is named in the title instead

@@ -157,3 +157,24 @@ def test_recorded_runs_on_the_convergence_page_draw_their_label_and_team_as_text
             traces = cfigs.run_traces(view, "final", highlight, frame)
             _assert_text_only({"data": traces})
             assert [row[:2] for t in traces for row in t["customdata"]] == [["run", "run-1"]]  # what a click reads
+
+
+def test_the_playgrounds_cap_margins_draw_an_uploads_label_as_text(playground_result):
+    """The margins panel names each estimator by its label (an upload's file name) in its hover texts and the
+    time split's bars: as text too."""
+    from components.figures.margins import margins_figure, time_split_figure
+    from whestboard.scoring import playground_margins
+
+    margins = playground_margins(playground_result)
+    _assert_text_only(margins_figure(margins, "estimator"))
+    assert margins.split is not None, "the playground records where predict's time went"
+    _assert_text_only(time_split_figure(margins.split, margins.caps.wall_time_limit_s, "estimator"))
+
+
+def test_operation_names_a_sandbox_reported_draw_as_text():
+    """An upload's FLOP breakdown is reported by its own sandbox (the worker meters itself), so its operation
+    names are whatever that code wrote: the lab's breakdown draws them as text."""
+    from components.figures.lab import flop_breakdown
+
+    breakdown = {"by_namespace": {"fnp": {"operations": {HOSTILE: {"flop_cost": 5_000}, "matmul": {"flop_cost": 9}}}}}
+    _assert_text_only(flop_breakdown({"results": {"breakdowns": {"estimator": breakdown}}}))

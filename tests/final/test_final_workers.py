@@ -182,3 +182,19 @@ def test_a_worker_killed_mid_batch_leaves_the_rest_to_the_coordinator_and_nothin
     (phase,) = record["workers"]["phases"]
     assert "no worker showed progress for 3 s" in phase["local"]
     assert {job.status for job in batches} == {"finished"} and max(job.attempts for job in batches) == 2
+
+
+@pytest.mark.parametrize("spec", ["/etc", "tests/final", "mean", "kept:anything", "upload:short"])
+def test_a_batch_through_the_broker_names_an_upload_never_a_path(spec, tmp_path, monkeypatch):
+    """What a Celery worker takes from the broker is read as a page's spec: a batch naming a folder of the
+    worker's machine (which its sandbox would look up and copy into the upload store) is refused unread."""
+    from whestboard.final._dispatch import score_batch
+    from whestboard.store import blob_keys
+
+    monkeypatch.setenv("WHESTBOARD_STATE_DIR", str(tmp_path))
+    monkeypatch.delenv("WHESTBOARD_DATABASE_URL", raising=False)
+    payload = {"round": "v1-warmup", "suite_seed": 1, "n_mlps": 1, "truth_samples": 100, "team": "mallory",
+               "spec": spec, "code_sha256": "0" * 64, "indices": [0]}
+    with pytest.raises(ValueError, match="upload:SHA256|unknown estimator|not an estimator this server keeps"):
+        score_batch(payload)
+    assert blob_keys("upload") == []

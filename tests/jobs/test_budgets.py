@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import func, select, update
 
 from whestboard.data import default_samples, parse_shape, playground_work
 from whestboard.jobs import _budgets, _ledger
@@ -127,3 +128,44 @@ def test_the_deadline_interrupts_a_body_whose_process_ignores_sigint():
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def _race(admissions: list[tuple[str, _budgets.Limits]]) -> list[int]:
+    """Each admission in a forked process of its own, all at once (as launches land on several workers): the
+    exit status of each, 0 admitted and recorded, 1 refused, 2 anything else."""
+    children = []
+    for owner, limits in admissions:
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                _budgets.admit("This job", 1.0, owner, limits=limits,
+                               enqueue={"job_id": uuid.uuid4().hex, "kind": "race.children", "backend": "diskcache"})
+            except _budgets.OverBudget:
+                code = 1
+            except BaseException:  # noqa: BLE001 - reported through the exit status
+                code = 2
+            os._exit(code)
+        children.append(pid)
+    return [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children]
+
+
+def _owners() -> dict[str, int]:
+    with session() as s:
+        rows = s.execute(select(_ledger.Job.owner, func.count()).group_by(_ledger.Job.owner)).all()
+    return {owner: n for owner, n in rows}
+
+
+def test_launches_at_once_never_share_a_clients_last_slot(store):
+    """Twelve processes launch for one client at once: exactly its two slots are taken and recorded (a check
+    made apart from the ledger row once let 3 of 8 concurrent launches from one address through)."""
+    _job("bob")  # the store is in use already, as on a live server
+    codes = _race([("alice", _budgets.Limits(per_client=2, total=100))] * 12)
+    assert sorted(codes) == [0] * 2 + [1] * 10
+    assert _owners() == {"alice": 2, "bob": 1}
+
+
+def test_launches_at_once_never_take_the_deployment_past_its_total(store):
+    codes = _race([(f"client-{i}", _budgets.Limits(per_client=2, total=3)) for i in range(12)])
+    assert sorted(codes) == [0] * 3 + [1] * 9
+    assert sum(_owners().values()) == 3

@@ -265,3 +265,30 @@ def test_an_upload_that_fails_the_contract_is_not_scored(state, served):
     assert job.status == "failed" and job.error.startswith("contract failed at predict: non-finite")
     assert "Fix: " not in job.error and "guard divisions" in job.error
     assert list_runs() == []
+
+
+def test_submissions_at_once_never_take_a_clients_places_past_its_bound(state):
+    """Twelve processes submit for one client at once: exactly its two places are taken, and the queue's own
+    bound holds the same way (counted and recorded under one lock)."""
+    _queue.queue_job("bob", {"n": 0})
+
+    def race(clients: list[str], settings: _queue.QueueSettings) -> list[int]:
+        children = []
+        for client in clients:
+            pid = os.fork()
+            if pid == 0:
+                code = 0
+                try:
+                    _queue.queue_job(client, {"n": 1}, settings=settings)
+                except _queue.QueueFull:
+                    code = 1
+                except BaseException:  # noqa: BLE001 - reported through the exit status
+                    code = 2
+                os._exit(code)
+            children.append(pid)
+        return [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children]
+
+    assert sorted(race(["alice"] * 12, _queue.QueueSettings(per_client=2, max_queued=50))) == [0] * 2 + [1] * 10
+    assert sorted(race([f"c{i}" for i in range(12)], _queue.QueueSettings(per_client=2, max_queued=6))) == \
+        [0] * 3 + [1] * 9
+    assert _queue.counts() == {"queued": 6, "running": 0}

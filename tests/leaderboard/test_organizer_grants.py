@@ -55,3 +55,14 @@ def test_a_grant_expires_and_dies_with_a_new_token(monkeypatch):
 def test_anything_but_an_issued_grant_is_refused(forged):
     with pytest.raises(OrganizerDenied):
         require_grant(forged, SUBJECT)
+
+
+def test_a_launched_job_keeps_its_grant_while_it_waits_for_a_worker():
+    """The launcher refuses an expired grant; the job it admitted checks its request and the token, not the
+    clock (tests/server/test_edge_requests.py runs the final's job body on one)."""
+    issued = organizer_grant(TOKEN, SUBJECT, now=1_000_000)
+    with pytest.raises(OrganizerDenied, match="expired"):
+        require_grant(issued, SUBJECT, now=1_000_000 + GRANT_TTL_S + 1)
+    require_grant(issued, SUBJECT, now=1_000_000 + 10 * GRANT_TTL_S, admitted=True)
+    with pytest.raises(OrganizerDenied, match="no organizer grant"):
+        require_grant(issued, dict(SUBJECT, seed="8"), admitted=True)

@@ -359,6 +359,23 @@ def test_a_huge_range_is_answered_without_enumerating_it():
     assert peak < 8 * 2**20  # the parts and the dataset's indices: nothing per index a range names
 
 
+@pytest.mark.parametrize("listed", [[4, 1, 4], [0, 3, 4, 9], [3, 4, 40, 41, 40], [9, 8, 7, 6, 4, 3], [2, 6, 7, 8, 9, 12],
+                                    list(range(8)), [0], [99]])
+def test_a_list_of_indices_reads_as_the_same_indices_written_out(listed):
+    """Every run request checks its MLPs again as a list (a sweep: once a point): the list is read by set
+    arithmetic, never marked index by index, and says exactly what the written selection says."""
+    available = [0, 1, 2, 5, 6, 7, 8, 12]
+    written = ",".join(str(i) for i in listed)
+    try:
+        expected = _inputs.parse_mlp_selection(written, available)
+    except _inputs.RunError as exc:
+        with pytest.raises(_inputs.RunError) as refused:
+            _inputs.parse_mlp_selection(listed, available)
+        assert str(refused.value) == str(exc)
+    else:
+        assert _inputs.parse_mlp_selection(listed, available) == expected
+
+
 def test_gaps_in_a_partly_baked_dataset_are_named():
     with pytest.raises(_inputs.RunError, match=r"MLPs 3, 4 are not in this dataset \(it has 4 MLPs: 0, 1, 2, 5\)"):
         _inputs.parse_mlp_selection("0:5", [0, 1, 2, 5])

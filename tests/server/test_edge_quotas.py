@@ -4,7 +4,8 @@ uploads on, an organizer token set; plain HTTP posts to ``/_dash-update-componen
 addresses (127.0.0.1, .2, .3: three clients as the front sees them).
 
 * rotating the User-Agent buys no job slot: one address holds ``WHESTBOARD_JOB_PER_CLIENT`` (2), a second
-  address its own 2, a third is refused by ``WHESTBOARD_JOB_TOTAL`` (4);
+  address its own 2, a third is refused by ``WHESTBOARD_JOB_TOTAL`` (4); sixteen launches at the same moment
+  from each address do no better;
 * a 60 KiB package with a 45 MiB member of zeros, posted 20 times (the upload page and the final page's
   drop zone): each client stores at most ``WHESTBOARD_UPLOADS_PER_CLIENT_MB`` (100 here) and the store
   never more than ``WHESTBOARD_UPLOADS_MAX_MB`` (150 here), in the shared store and on this machine, after
@@ -25,6 +26,7 @@ import base64
 import json
 import pickle
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -131,6 +133,50 @@ def test_a_new_user_agent_per_request_buys_no_job_slot_and_each_address_has_its_
     print(f"job slots: address 1 under 4 User-Agents {one.answers.count(None)} of 4 launched, address 2 "
           f"{two.answers.count(None)} of 3, address 3 {three.answers.count(None)} of 1")
     healthy(front.base)
+
+
+@pytest.fixture(scope="module")
+def busy_front(tmp_path_factory):
+    """The stack with 2 workers x 8 threads, so sixteen launches from one address land at the same moment."""
+    with redis_server() as url, serve_stack(tmp_path_factory.mktemp("edge-slots") / "state", workers=2, threads=8,
+                                            WHESTBOARD_REDIS_URL=url, WHESTBOARD_JOB_PER_CLIENT="2",
+                                            WHESTBOARD_JOB_TOTAL="4") as server:
+        yield server
+
+
+def test_launches_at_the_same_moment_never_take_more_than_the_slots(busy_front):
+    """Sixteen lab runs posted at once from one address, then from a second and a third: each address gets
+    its 2 slots and no more, the third none (the total of 4); the slots are counted and the job recorded in
+    one locked transaction (before, 8 at once from one address held 3 slots of its 2)."""
+    _, deps = dashclient.DashClient(busy_front.base, timeout=120).open("/lab")
+    dep = next(d for d in deps if d["output"].lstrip(".").startswith("lab-job-result.data"))
+    body = {"output": dep["output"], "outputs": {"id": "lab-job-result", "property": "data"},
+            "inputs": [{"id": "lab-job", "property": "data", "value": {
+                "dataset": "v1-warmup", "mlps": "0", "spec": "mean", "budget": None, "nonce": 1}}],
+            "state": [], "changedPropIds": ["lab-job.data"]}
+
+    def burst(source: str) -> list[str]:
+        ready, handles = threading.Barrier(16), []
+
+        def launch() -> None:
+            http = requests.Session()
+            http.mount("http://", _FromAddress(source))
+            ready.wait()
+            answer = http.post(busy_front.base + "/_dash-update-component", json=body, timeout=120)
+            handles.append(answer.json()["job"])
+
+        threads = [threading.Thread(target=launch) for _ in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return handles
+
+    launched = [sum(not h.startswith("refused~") for h in burst(source)) for source in ADDRESSES]
+    owners = ledger(busy_front.state_dir, "select owner, count(*) from jobs where backend != 'queue' group by owner")
+    assert launched == [2, 2, 0] and sorted(n for _, n in owners) == [2, 2], (launched, owners)
+    print(f"sixteen launches at once from each of three addresses: {launched} launched")
+    healthy(busy_front.base)
 
 
 # --------------------------------------------------------------------------- the upload store

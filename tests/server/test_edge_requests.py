@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
+import time
 
 import pytest
 
@@ -185,7 +187,7 @@ def test_a_thousand_curves_are_refused_with_a_sentence(http, tmp_path):
     specs = [str(tmp_path / f"probe-{i}.py") for i in range(1000)]
     values = {"curve-estimators.value": specs, "curve-budgets.value": "1B", "curve-mlps.value": "0",
               "convergence-dataset.data": "v1-warmup"}
-    drawn = post(http, "curve-graph.figure", "curve-estimators.value", values)
+    drawn = post(http, "curve-body.children", "curve-estimators.value", values)
     assert "1,000 estimators in one request: at most 12 are scored at once" in drawn.get_data(as_text=True)
     swept = post(http, "curve-refresh.data", "curve-sweep.n_clicks", {**values, "curve-sweep.n_clicks": 1})
     assert "1,000 estimators in one request" in notice(swept)
@@ -262,6 +264,22 @@ def test_the_final_takes_no_path_and_no_upload_where_uploads_are_off(http, uploa
     assert UPLOADS_OFF in upload.get_data(as_text=True)
 
 
+def test_a_launched_final_runs_after_waiting_past_its_grants_ten_minutes(http):
+    """A final queued behind other jobs longer than its grant's 10 minutes (or delivered again after its Celery
+    worker died) ended "grant has expired" in the job; its launcher checked the clock, so the job runs: here
+    it gets as far as the request's own fault."""
+    from pages.final import _grant_subject, _run_job
+    from whestboard.leaderboard import GRANT_TTL_S, organizer_grant
+
+    job = {"round": "no-such-round", "seed": "7", "n": "2", "samples": "1000", "extra": "2",
+           "lines": ["alpha=kept:nothing"]}
+    job["grant"] = organizer_grant(TOKEN, _grant_subject(job), now=time.time() - 3 * GRANT_TTL_S)
+    launched = post(http, "final-done.data", "final-job.data", {"final-job.data": job})
+    assert "grant has expired" in notice(launched)  # the launcher still refuses a stale grant
+    answer = _run_job(lambda _progress: None, job)  # the job body, as a worker takes it long after its launch
+    assert "grant" not in answer["error"] and "no-such-round" in answer["error"], answer
+
+
 def test_a_rescore_is_refused_where_uploads_are_off(http, uploads):
     uploads(False)
     answer = http.post("/api/rescore", json={"id": "anything"}, headers={"Authorization": f"Bearer {TOKEN}"})
@@ -297,3 +315,173 @@ def test_every_answer_above_is_json_a_page_can_show(http):
     """The hooks answer a refused job's poll with the notice; the page keeps serving."""
     assert http.get("/healthz").status_code == 200
     assert json.loads(http.get("/_dash-dependencies").get_data())
+
+
+# --------------------------------------------------------------------------- the address
+
+
+def _open(http, path: str, search: str):
+    """The page as the browser's router asks for it: the path and the address's query, posted."""
+    return http.post("/_dash-update-component", json={
+        "output": ".._pages_content.children..._pages_store.data..",
+        "outputs": [{"id": "_pages_content", "property": "children"}, {"id": "_pages_store", "property": "data"}],
+        "inputs": [{"id": "_pages_location", "property": "pathname", "value": path},
+                   {"id": "_pages_location", "property": "search", "value": search}],
+        "state": [], "changedPropIds": ["_pages_location.pathname"]})
+
+
+def _component(tree, component_id: str):
+    if isinstance(tree, dict):
+        if (tree.get("props") or {}).get("id") == component_id:
+            return tree
+        return next((found for value in tree.values() if (found := _component(value, component_id))), None)
+    if isinstance(tree, list):
+        return next((found for item in tree if (found := _component(item, component_id))), None)
+    return None
+
+
+@pytest.mark.parametrize("filters", ["[" * 1500, "%5B" * 1500])
+def test_an_explorer_link_with_filters_nested_past_the_parser_opens_the_grid_unfiltered(http, filters):
+    """A shared link's ``filters=`` too deeply nested for the JSON parser is a filter that reads as none, as
+    every other unreadable filter: the page opens (it answered 400, "nested too deeply", with a traceback logged)."""
+    answer = _open(http, "/explorer", f"?dataset=v1-warmup&filters={filters}")
+    assert answer.status_code == 200, answer.get_data(as_text=True)[:300]
+    grid = _component(answer.get_json()["response"]["_pages_content"]["children"], "mlp-grid")
+    assert grid is not None and grid["props"]["filterModel"] == {}
+
+
+# --------------------------------------------------------------------------- the convergence page's zoom
+
+
+def _figure(http, frame) -> dict:
+    values = {"convergence-dataset.data": "v1-warmup", "convergence-metric.value": "final",
+              "convergence-frame.data": frame}
+    answer = post(http, "convergence-graph.figure", "convergence-frame.data", values)
+    assert answer.status_code == 200, answer.get_data(as_text=True)[:300]
+    return answer.get_json()["response"]["convergence-graph"]["figure"]
+
+
+def _shared_keys() -> set[str]:
+    """The keys the shared cache holds (this deployment's folder backend, read as the disk holds it)."""
+    import diskcache
+
+    with diskcache.Cache(str(config.state_dir() / "cache")) as cache:
+        return {k for k in cache.iterkeys() if isinstance(k, str)}
+
+
+@pytest.mark.parametrize("frame", [
+    {"metric": "final", "x": "abc", "y": [1, 2]},
+    {"metric": "final", "x": [1e308, 2], "y": [-1, 1, 3]},
+    {"metric": "final", "x": [6, 5]},
+    {"metric": "final", "x": list(range(10_000))},
+    {"metric": "final", "x": [True, 5]},
+    ["final", [1, 2]],
+])
+def test_a_zoom_the_page_never_sends_draws_the_default_frame(http, frame):
+    """The zoom store is the page's own script's, but anyone can post it: an axis that is not two finite log10
+    bounds in order reads as the default's (five of these answered 400 or drew a frame nobody zoomed to)."""
+    assert _figure(http, frame) == _figure(http, None)
+
+
+def test_made_up_zooms_are_drawn_but_never_kept_in_the_shared_cache(http):
+    """Every frame a post makes up was a new figure kept a day in the shared cache (Redis, which nothing bounds
+    but its memory): now only the unzoomed figure is shared, a zoom is kept in the process that drew it."""
+    _figure(http, None)
+    before = _shared_keys()
+    zooms = [_figure(http, {"metric": "final", "x": [4 + i / 100, 12], "y": [-8, 1]}) for i in range(12)]
+    assert len({json.dumps(z, sort_keys=True) for z in zooms}) > 1  # the zooms were drawn, each its own
+    assert _shared_keys() == before
+
+
+# --------------------------------------------------------------------------- the state folder's job store
+
+
+class _Planted:
+    """A pickle that, once loaded, creates a file: what a writer of the state folder would plant."""
+
+    def __init__(self, marker) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return open, (self.marker, "w")
+
+
+def _launch_and_wait(http, job: dict) -> tuple[dict, dict]:
+    """A lab run launched and polled as the page does until it answers: (its handles, the answer)."""
+    key = _key(http, "lab-job-result.data", "lab-job.data")
+    body = {"output": key, "outputs": {"id": "lab-job-result", "property": "data"},
+            "inputs": [{"id": "lab-job", "property": "data", "value": job}], "state": [],
+            "changedPropIds": ["lab-job.data"]}
+    handles = http.post("/_dash-update-component", json=body).get_json()
+    body["inputs"][0]["value"] = None
+    for _ in range(600):
+        answer = http.post("/_dash-update-component", json=body,
+                           query_string={"cacheKey": handles["cacheKey"], "job": handles["job"]})
+        if answer.status_code != 200 or "response" in (answer.get_json() or {}):
+            return handles, answer
+        threading.Event().wait(0.2)
+    raise AssertionError("the lab run never answered")
+
+
+def test_dash_jobs_are_kept_as_json_and_a_pickle_planted_in_the_state_folder_is_never_loaded(http, tmp_path):
+    """Dash's job store in the state folder (results, progress, set_props of every background job) was
+    pickled, and every poll unpickled what it read: anything that could write one entry there ran code in the
+    web worker. A lab run's result now reaches the page through JSON; an entry planted under a poll's keys
+    is refused, never loaded."""
+    import diskcache
+
+    handles, answer = _launch_and_wait(http, {"dataset": "v1-warmup", "mlps": "0", "spec": "mean", "budget": None,
+                                              "nonce": 1})
+    assert answer.status_code == 200 and answer.get_json()["response"]["lab-job-result"]["data"]["run_id"]
+    key = handles["cacheKey"].split("~")[0]
+    marker = tmp_path / "planted-pickle-ran"
+    with diskcache.Cache(str(config.state_dir() / "dash-jobs")) as jobs:
+        for suffix in ("", "-progress", "-set_props"):
+            jobs.set(key + suffix, _Planted(marker))
+    body = {"output": _key(http, "lab-job-result.data", "lab-job.data"),
+            "outputs": {"id": "lab-job-result", "property": "data"},
+            "inputs": [{"id": "lab-job", "property": "data", "value": None}], "state": [],
+            "changedPropIds": ["lab-job.data"]}
+    polled = http.post("/_dash-update-component", json=body,
+                       query_string={"cacheKey": handles["cacheKey"], "job": handles["job"]})
+    assert not marker.exists(), "a pickle planted in the job store was loaded by the web worker"
+    assert polled.status_code == 400  # the poll ends with the refusal's sentence, as a hand-made one does
+
+
+# --------------------------------------------------------------------------- a curve post's work
+
+
+def test_a_curve_posts_reads_of_the_mlps_references_do_not_grow_with_its_points(http, monkeypatch):
+    """The most a curve post may name (12 estimators, 32 budgets: 384 points, each keyed on the same MLPs) read
+    every MLP's reference once per point: 384 reads of each, 17 s in the web request on a 1000-MLP split. Now
+    such a post reads no more references than a post of one point."""
+    from whestboard.data import Dataset
+
+    reads: list[int] = []
+    truth = Dataset.truth
+    monkeypatch.setattr(Dataset, "truth", lambda self, index: (reads.append(int(index)), truth(self, index))[1])
+
+    def drawn(specs: list[str], budgets: str) -> int:
+        reads.clear()
+        values = {"curve-estimators.value": specs, "curve-budgets.value": budgets, "curve-mlps.value": "",
+                  "convergence-dataset.data": "v1-phase1", "curve-x.value": "flops", "curve-y.value": "mse"}
+        answer = post(http, "curve-body.children", "curve-estimators.value", values)
+        assert answer.status_code == 200 and "curve-error" not in answer.get_data(as_text=True)
+        return len(reads)
+
+    one_point = drawn(["cov"], "1B")
+    most = drawn(["mean", "cov", "combined", "cumulant:1", "cumulant:2", "cumulant:3",
+                  *[f"mc:{100 + i}" for i in range(6)]], "0.001B:2B:32")
+    assert most <= one_point, f"384 points read {most} references, one point {one_point}"
+
+
+@pytest.mark.parametrize("path", ["javascript:alert(document.domain)//", "https://evil.example/", "//evil.example",
+                                  {"not": "a path"}])
+def test_the_selectors_lead_only_to_the_pages_they_are_made_for(http, path):
+    """The round and dataset dropdowns navigate to the page their store names: a store is never believed, so a
+    post naming another address (a script URL, another site) leads to the explorer."""
+    answer = post(http, "url.href", "selector-dataset.value", {
+        "selector-round.value": "v1-warmup", "selector-dataset.value": "v1-warmup",
+        "selector-target.data": {"path": path, "dataset": "other", "round": "v1-warmup"}})
+    assert answer.status_code == 200, answer.get_data(as_text=True)[:300]
+    assert answer.get_json()["response"]["url"]["href"].startswith("/explorer?dataset=v1-warmup")

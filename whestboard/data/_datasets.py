@@ -25,6 +25,7 @@ import hashlib
 import itertools
 import json
 import threading
+import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -33,6 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from whestboard.cache import Region
 from whestboard.data import _compact
 from whestboard.data._weights_cache import WEIGHTS_CACHE
 from whestboard.rules import Round, get_round, round_for_shape
@@ -168,7 +170,8 @@ class Dataset:
     def refuse_damaged(self, indices) -> None:
         """Raise ``MLPDamaged`` (file, reason, fix) when a selection includes a damaged MLP: a run
         checks its selection with this before any work, so it never half-runs."""
-        hit = [int(i) for i in indices if int(i) in self.damaged]
+        damaged = self.damaged
+        hit = [int(i) for i in indices if int(i) in damaged] if damaged else []
         if hit:
             raise MLPDamaged(self.damaged[hit[0]], also=hit[1:])
 
@@ -462,13 +465,29 @@ def dataset_identity(dataset: Dataset, indices: list[int] | None = None) -> dict
     ident: dict[str, Any] = {"key": info.key, "format": info.format, "round_tag": info.round_tag,
                              "width": info.width, "depth": info.depth, "n_samples": info.n_samples}
     if indices is not None:
-        digest = hashlib.sha256()
-        for index in indices:
-            means, avg_variance = dataset.truth(index)
-            digest.update(np.ascontiguousarray(means, dtype=np.float32).tobytes())
-            digest.update(repr((int(dataset.estimator_seed(index)), float(avg_variance))).encode())
-        ident["references_sha256"] = digest.hexdigest()
+        ident["references_sha256"] = _references_sha256(dataset, indices)
     return ident
+
+
+#: The references' digest of a dataset's MLPs, by (the dataset object, its MLPs): a sweep keys every point of
+#: every curve on the same MLPs (12 curves x 32 budgets read each MLP's reference 384 times, seconds in a web
+#: request on 32 MLPs, minutes on a 1000-MLP split). Held by a weak reference, so a dataset the registry let go
+#: (its files changed) is never answered from here.
+_REFERENCES: Region[tuple[weakref.ref, str]] = Region("dataset-references", max_entries=256)
+
+
+def _references_sha256(dataset: Dataset, indices: list[int]) -> str:
+    key = (id(dataset), tuple(int(i) for i in indices))
+    held = _REFERENCES.get(key)
+    if held is not None and held[0]() is dataset:
+        return held[1]
+    digest = hashlib.sha256()
+    for index in indices:
+        means, avg_variance = dataset.truth(index)
+        digest.update(np.ascontiguousarray(means, dtype=np.float32).tobytes())
+        digest.update(repr((int(dataset.estimator_seed(index)), float(avg_variance))).encode())
+    _REFERENCES.set(key, (weakref.ref(dataset), digest.hexdigest()))
+    return digest.hexdigest()
 
 
 def same_dataset(stored: dict[str, Any], ident: dict[str, Any]) -> bool:

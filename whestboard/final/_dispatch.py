@@ -28,7 +28,14 @@ from whestboard.final._scoring import PAIR_RESULTS, Pair, batch_key, score_team
 from whestboard.final._suite import FinalSuite
 from whestboard.jobs import STALE_AFTER_S, celery_app, find_job, owner_alive, register_body, spread
 from whestboard.rules import get_round
-from whestboard.scoring import EstimatorHandle, RunError, rulebook_for, sandboxed_handle, stored_spec
+from whestboard.scoring import (
+    EstimatorHandle,
+    RunError,
+    rulebook_for,
+    sandboxed_handle,
+    served_spec,
+    stored_spec,
+)
 from whestboard.store import stored_blob_keys
 
 #: The job body's kind: one team's batch of one final.
@@ -56,10 +63,17 @@ def batch_payload(suite: FinalSuite, team: str, handle: EstimatorHandle, spec: s
 
 
 def score_batch(payload: dict) -> dict:
-    """The body a Celery worker runs: rebuild the suite and the team's handle, score the batch."""
+    """The body a Celery worker runs: rebuild the suite and the team's handle, score the batch.
+
+    The payload comes through the broker, so its package is read as a page's spec is: ``upload:SHA256``
+    (what :func:`worker_specs` sends) and never a path, which would have the worker's sandbox look up, and
+    store, whatever folder a writer of the broker named."""
     rnd = get_round(payload["round"])
+    spec = served_spec(payload["spec"], uploads=True)
+    if not spec.startswith("upload:"):
+        raise RunError(f"{payload['team']}: a final's batch names its package as upload:SHA256, not {spec!r}")
     suite = FinalSuite(rnd, payload["suite_seed"], payload["n_mlps"], payload["truth_samples"])
-    handle = sandboxed_handle(payload["spec"], round_tag=rnd.tag)
+    handle = sandboxed_handle(spec, round_tag=rnd.tag)
     if handle.code_sha256 != payload["code_sha256"]:
         raise RunError(f"{payload['team']}: the package {payload['spec']} has sha256 {handle.code_sha256}, "
                        f"not the nominee's {payload['code_sha256']}")

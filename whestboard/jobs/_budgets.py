@@ -27,10 +27,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
 
 from whestboard import config, logs
 from whestboard.jobs import _ledger
-from whestboard.store import session
+from whestboard.store import locked, session
 
 
 class OverBudget(ValueError):
@@ -71,38 +72,55 @@ def check_cost(what: str, flops: float, *, limits: Limits | None = None) -> None
 QUEUED_BACKEND = "queue"
 
 
-def active_jobs(owner: str | None = None) -> int:
-    """Jobs launched straight away (background callbacks) still queued or running, of ``owner`` when given."""
+#: The lock (``store.locked``) every launch holds while it counts the slots and records its job.
+SLOTS_LOCK = "job-slots"
+
+
+def active_jobs(owner: str | None = None, *, within: Session | None = None) -> int:
+    """Jobs launched straight away (background callbacks) still queued or running, of ``owner`` when given;
+    ``within``: counted in that open transaction."""
     q = select(func.count()).select_from(_ledger.Job).where(_ledger.Job.status.in_(_ledger.ACTIVE),
                                                            _ledger.Job.backend != QUEUED_BACKEND)
     if owner is not None:
         q = q.where(_ledger.Job.owner == owner)
+    if within is not None:
+        return int(within.scalar(q) or 0)
     with session() as s:
         return int(s.scalar(q) or 0)
 
 
-def check_slots(owner: str | None, *, limits: Limits | None = None) -> None:
-    """Refuse a new job when its client, or the whole deployment, already runs as many as allowed."""
+def check_slots(owner: str | None, *, limits: Limits | None = None, enqueue: dict | None = None) -> None:
+    """Refuse a new job when its client, or the whole deployment, already runs as many as allowed.
+
+    ``enqueue``: the job's ledger row (``_ledger.enqueue``'s keywords with ``job_id``), recorded in the
+    transaction that counted, under :data:`SLOTS_LOCK`, which every process of every machine takes: two
+    launches at once cannot both see the last free slot and both take it (8 at once from one address once
+    held 3 of its 2)."""
     limits = limits or Limits.from_env()
     cancel_overdue(limits=limits)
     _ledger.reap_jobs()
-    if owner is not None:
-        mine = active_jobs(owner)
-        if mine >= limits.per_client:
-            raise OverBudget(f"You already have {mine} job(s) queued or running (this server allows "
-                             f"{limits.per_client} per visitor): wait for one to finish or cancel it.")
-    everyone = active_jobs()
-    if everyone >= limits.total:
-        raise OverBudget(f"This server is running {everyone} jobs, its limit (WHESTBOARD_JOB_TOTAL = "
-                         f"{limits.total}): try again in a few minutes.")
+    with locked(SLOTS_LOCK) as s:
+        if owner is not None:
+            mine = active_jobs(owner, within=s)
+            if mine >= limits.per_client:
+                raise OverBudget(f"You already have {mine} job(s) queued or running (this server allows "
+                                 f"{limits.per_client} per visitor): wait for one to finish or cancel it.")
+        everyone = active_jobs(within=s)
+        if everyone >= limits.total:
+            raise OverBudget(f"This server is running {everyone} jobs, its limit (WHESTBOARD_JOB_TOTAL = "
+                             f"{limits.total}): try again in a few minutes.")
+        if enqueue is not None:
+            _ledger.enqueue(**enqueue, owner=owner, within=s)
 
 
-def admit(what: str, flops: float | None, owner: str | None, *, limits: Limits | None = None) -> None:
-    """Both checks, cost first: the one question asked wherever a job is created."""
+def admit(what: str, flops: float | None, owner: str | None, *, limits: Limits | None = None,
+          enqueue: dict | None = None) -> None:
+    """Both checks, cost first: the one question asked wherever a job is created; with ``enqueue``, the job
+    is recorded in the ledger as its slot is counted (:func:`check_slots`)."""
     limits = limits or Limits.from_env()
     if flops is not None:
         check_cost(what, flops, limits=limits)
-    check_slots(owner, limits=limits)
+    check_slots(owner, limits=limits, enqueue=enqueue)
 
 
 def overtime_reason(seconds: float) -> str:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Float, Index, Integer, String, Text, func, select, update
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from whestboard import logs
 from whestboard.jobs._liveness import this_worker, worker_is_dead
@@ -121,14 +121,17 @@ def recent_jobs(limit: int = 50, url: str | None = None) -> list[Job]:
 
 
 def count(*, backend: str, status: str | tuple[str, ...], owner: str | None = None,
-          created_before: float | None = None, url: str | None = None) -> int:
-    """How many jobs of ``backend`` are in ``status`` (of ``owner``, created before a moment)."""
+          created_before: float | None = None, url: str | None = None, within: Session | None = None) -> int:
+    """How many jobs of ``backend`` are in ``status`` (of ``owner``, created before a moment); ``within``: read
+    in that open transaction (one holding the lock a bound is checked under)."""
     statuses = (status,) if isinstance(status, str) else status
     q = select(func.count()).select_from(Job).where(Job.backend == backend, Job.status.in_(statuses))
     if owner is not None:
         q = q.where(Job.owner == owner)
     if created_before is not None:
         q = q.where(Job.created_at < created_before)
+    if within is not None:
+        return int(within.scalar(q) or 0)
     with session(url) as s:
         return int(s.scalar(q) or 0)
 
@@ -158,12 +161,18 @@ def death_reason(job: Job, now: float | None = None) -> str:
 
 
 def enqueue(job_id: str, *, result_key: str = "", kind: str = "", owner: str | None = None, backend: str = "",
-            spec: dict | None = None, url: str | None = None) -> None:
-    """Record a job before it is handed to a job process, a broker or the queue."""
-    with session(url) as s:
-        s.add(Job(id=job_id, result_key=result_key, kind=kind[:200], owner=owner, backend=backend,
-                  status="queued", created_at=time.time(),
-                  spec=json.dumps(spec) if spec is not None else None))
+            spec: dict | None = None, url: str | None = None, within: Session | None = None) -> None:
+    """Record a job before it is handed to a job process, a broker or the queue. ``within``: in that open
+    transaction, the one that counted the slots the job takes under their lock (``jobs._budgets``), so no
+    other launch counts between the check and this row."""
+    row = Job(id=job_id, result_key=result_key, kind=kind[:200], owner=owner, backend=backend, status="queued",
+              created_at=time.time(), spec=json.dumps(spec) if spec is not None else None)
+    if within is not None:
+        within.add(row)
+        within.flush()
+    else:
+        with session(url) as s:
+            s.add(row)
     logs.event("job.queued", job=job_id, what=kind, client=owner, backend=backend)
 
 

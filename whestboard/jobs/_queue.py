@@ -10,7 +10,8 @@ table, one heartbeat, one liveness rule for every job); on top of it:
   ``flock``, which the kernel releases if the process dies. Default 1;
 * **bounds** – at most ``WHESTBOARD_SANDBOX_PER_CLIENT`` queued-or-running jobs
   per client (default 2) and ``WHESTBOARD_SANDBOX_QUEUE_MAX`` waiting in all
-  (default 20); a submission beyond either is refused with the reason;
+  (default 20); a submission beyond either is refused with the reason (counted and
+  recorded under one lock of the shared store, so submissions at once cannot overshoot);
 * **position** – a waiting job's 1-based place among the queued (first in, first out);
 * **cancel** – a queued job is dropped at once; a running one is flagged and the
   executor kills its sandbox worker within a fraction of a second;
@@ -40,8 +41,11 @@ from typing import Any
 from whestboard import config, logs
 from whestboard.jobs import _ledger
 from whestboard.jobs._liveness import this_worker
+from whestboard.store import locked
 
 BACKEND = "queue"
+#: The lock (``store.locked``) a submission holds while it counts the queue's places and records its job.
+QUEUE_LOCK = "sandbox-queue"
 POLL_S = 1.0
 
 
@@ -106,15 +110,16 @@ def _new_id() -> str:
 def queue_job(client: str, spec: dict, *, kind: str = "upload", settings: QueueSettings | None = None) -> str:
     """Queue a job for ``client``; :class:`QueueFull` when a bound is reached."""
     settings = settings or QueueSettings.from_env()
-    mine = _ledger.count(backend=BACKEND, status=_ledger.ACTIVE, owner=client)
-    if mine >= settings.per_client:
-        raise QueueFull(f"you already have {mine} job(s) queued or running (limit {settings.per_client}); "
-                        "wait for one to finish or cancel it")
-    waiting = _ledger.count(backend=BACKEND, status="queued")
-    if waiting >= settings.max_queued:
-        raise QueueFull(f"the queue is full ({waiting} jobs waiting); try again in a few minutes")
     job_id = _new_id()
-    _ledger.enqueue(job_id, kind=kind, owner=client, backend=BACKEND, spec=spec)
+    with locked(QUEUE_LOCK) as s:  # counted and recorded in one transaction: two at once never both take a last place
+        mine = _ledger.count(backend=BACKEND, status=_ledger.ACTIVE, owner=client, within=s)
+        if mine >= settings.per_client:
+            raise QueueFull(f"you already have {mine} job(s) queued or running (limit {settings.per_client}); "
+                            "wait for one to finish or cancel it")
+        waiting = _ledger.count(backend=BACKEND, status="queued", within=s)
+        if waiting >= settings.max_queued:
+            raise QueueFull(f"the queue is full ({waiting} jobs waiting); try again in a few minutes")
+        _ledger.enqueue(job_id, kind=kind, owner=client, backend=BACKEND, spec=spec, within=s)
     _wake.set()
     return job_id
 

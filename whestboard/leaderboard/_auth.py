@@ -10,7 +10,8 @@ The token never leaves the web request that checks it. Work an organizer starts 
 carries a *grant* instead (:func:`organizer_grant`): an HMAC, under a key kept in the store (never in
 the job broker), of the exact request, an expiry and a digest of the token it was checked against.
 The job's launcher and the job itself verify it (:func:`require_grant`); it cannot be stretched to
-another request, outlives neither its expiry nor a change of token, and reveals nothing of the token.
+another request, is not launched past its expiry, dies with a change of token, and reveals nothing of the
+token. A job once launched keeps its grant while it waits for a worker or is delivered again.
 """
 
 from __future__ import annotations
@@ -81,9 +82,13 @@ def organizer_grant(token: str | None, subject: dict, *, now: float | None = Non
     return f"{expires}.{_grant_mac(subject, expires)}"
 
 
-def require_grant(grant: object, subject: dict, *, now: float | None = None) -> None:
+def require_grant(grant: object, subject: dict, *, now: float | None = None, admitted: bool = False) -> None:
     """Raise OrganizerDenied unless ``grant`` was issued by :func:`organizer_grant` for this very ``subject``,
-    under the token configured now, and has not expired."""
+    under the token configured now, and has not expired.
+
+    ``admitted``: asked by the job itself, which its launcher admitted while the grant was good; the job
+    checks the request and the token but not the clock, so a final that waited in the job queue behind other
+    jobs, or is delivered again after its worker died, still runs (and resumes) instead of failing as expired."""
     if not organizer_actions_enabled():
         raise OrganizerDenied("organizer actions are disabled on this server: set WHESTBOARD_ORGANIZER_TOKEN "
                               "to enable them")
@@ -91,5 +96,5 @@ def require_grant(grant: object, subject: dict, *, now: float | None = None) -> 
     if not expires.isdigit() or not hmac.compare_digest(mac.encode(), _grant_mac(subject, int(expires)).encode()):
         raise OrganizerDenied("this job carries no organizer grant for what it asks; start it from the page "
                               "with the organizer token")
-    if int(expires) < (time.time() if now is None else now):
+    if not admitted and int(expires) < (time.time() if now is None else now):
         raise OrganizerDenied("this job's organizer grant has expired; start it again with the organizer token")

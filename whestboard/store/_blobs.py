@@ -28,14 +28,15 @@ import tarfile
 import tempfile
 import time
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from sqlalchemy import Float, Integer, LargeBinary, String, Text, delete, exc, func, select, update
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from whestboard import config
 from whestboard.store import _atomic
@@ -195,7 +196,8 @@ def namespace_size(namespace: str) -> tuple[int, int]:
 
 # --------------------------------------------------------------------------- bounded at the moment of storing
 
-#: The namespace of the rows :func:`put_blob_within` locks (one per bounded namespace, no bytes).
+#: The namespace of the rows :func:`locked` takes (one per lock name, no bytes): a bounded namespace's name for
+#: :func:`put_blob_within`.
 LOCKS = "lock"
 
 
@@ -220,11 +222,18 @@ class QuotaExceeded(ValueError):
         self.what, self.size, self.used, self.limit, self.retry_after_s = what, size, used, limit, retry_after_s
 
 
-def _lock_namespace(s, namespace: str) -> None:
-    """Hold the namespace's lock row until the transaction ends: an UPDATE, so SQLite takes its write lock
-    first (the reads after it see every committed blob) and PostgreSQL a row lock other writers wait on."""
-    if s.execute(update(Blob).where(_where(Blob, LOCKS, namespace)).values(size=0)).rowcount == 0:
-        raise LookupError(namespace)
+@contextmanager
+def locked(name: str) -> Iterator[Session]:
+    """A transaction that holds the lock ``name`` until it ends, on every process and machine sharing the
+    database: what a check-then-write must run in when two requests at once may both pass the check (a
+    namespace's quota, a client's job slots). The lock is a row of ``LOCKS``, taken by an UPDATE, so SQLite
+    takes its write lock first (the reads after it see every committed row) and PostgreSQL a row lock other
+    writers wait on."""
+    put_blob(LOCKS, name, b"", replace=False)  # the lock row, once per name and database
+    with session() as s:
+        if s.execute(update(Blob).where(_where(Blob, LOCKS, name)).values(size=0)).rowcount == 0:
+            raise LookupError(name)
+        yield s
 
 
 def put_blob_within(namespace: str, key: str, data: bytes, quota: Quota, *, meta: dict[str, Any] | None = None,
@@ -239,11 +248,9 @@ def put_blob_within(namespace: str, key: str, data: bytes, quota: Quota, *, meta
     if len(data) > MAX_BLOB_BYTES:
         raise BlobTooLarge(f"{namespace}/{key} is {len(data) / 2**20:.1f} MiB, over the store's "
                            f"{MAX_BLOB_BYTES >> 20} MiB per artifact")
-    put_blob(LOCKS, namespace, b"", replace=False)  # the lock row, once per namespace and database
     size, now = len(data), time.time() if now is None else now
     cutoff = now - quota.keep_s
-    with session() as s:
-        _lock_namespace(s, namespace)
+    with locked(namespace) as s:
         if s.get(Blob, (namespace, key)) is not None:
             return []
         in_namespace = Blob.namespace == namespace
