@@ -74,7 +74,7 @@ def _view_controls(metric: str, highlight: str | None, options: list[dict]) -> d
 
 
 def _baseline_panel(missing: list[str]) -> html.Div:
-    names = ", ".join(BASELINE_LABELS[k].lower() for k in missing)
+    names = "; ".join(BASELINE_LABELS[k] for k in missing)  # as the legend names them (K and variants kept)
     return html.Div([
         dbc.Alert([f"White-box baselines not computed yet for this dataset: {names}. ",
                    dbc.Button("Compute them", id="convergence-compute", size="sm", color="primary",
