@@ -98,6 +98,7 @@ def test_the_runs_of_a_budget_curve_are_told_apart_by_their_budget(capsys):
     menu named them alike ("cov · lab run … · v1-warmup · 4 MLPs") with different scores; both now say B."""
     from whestboard.compare import candidates
     from whestboard.data import get_dataset
+    from whestboard.store import sci
 
     warmup = get_dataset("v1-warmup")
     budgets = (warmup.info.round.budget, 10**9)
@@ -108,7 +109,7 @@ def test_the_runs_of_a_budget_curve_are_told_apart_by_their_budget(capsys):
     assert listed[0].split()[5:7] == ["budget", "B"]
     rows = {line.split()[0]: line.split() for line in listed[1:-1]}
     for budget, outcome in runs.items():
-        assert rows[outcome.run_id[:8]][5] == f"{budget:.3g}"
+        assert rows[outcome.run_id[:8]][5] == sci(budget)
     labels = {c["id"]: c["label"] for c in candidates() if c["kind"] == "run"}
-    assert " · B = 1e+09 · " in labels[f"run:{runs[10**9].run_id}"]
+    assert f" · B = {sci(10**9)} · " in labels[f"run:{runs[10**9].run_id}"]
     assert " · B = " not in labels[f"run:{runs[budgets[0]].run_id}"]  # the round's own B goes without saying

@@ -110,9 +110,8 @@ def test_the_upload_result_leads_with_score_mse_and_mc_at_b_and_links_its_place_
     """The issue's try: a valid estimator on v2-phase2 MLPs 0:4. The result leads, above the verdicts, with the
     lab's own cards from the run's report (score, mean MSE, MC@B and "x better than sampling", C), and its link
     opens the convergence band with the run's dot highlighted."""
-    from components.figures.lab import sampling_verdict
     from components.format import sci
-    from whestboard.scoring import get_run
+    from whestboard.scoring import get_run, sampling_verdict
 
     page.goto(page.base_url + "/upload?dataset=v2-phase2")
     wait_for_dash(page)

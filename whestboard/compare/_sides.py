@@ -46,7 +46,7 @@ from whestboard.scoring import (
     served_handle,
     served_spec,
 )
-from whestboard.store import session
+from whestboard.store import sci, session
 
 KINDS = {"run": "run", "sub": "submission", "base": "baseline"}
 ID_HELP = ("run:<run id> (or its first 8 characters, as the pages and `runs` show it), sub:<submission id> or "
@@ -284,7 +284,7 @@ def _custom_budget(run: dict) -> str:
         budget, round_budget = run.get("budget"), get_round(run["round_tag"]).budget
     except (KeyError, TypeError, ValueError):
         return ""
-    return f" · B = {budget:.3g}" if budget and budget != round_budget else ""
+    return f" · B = {sci(budget)}" if budget and budget != round_budget else ""
 
 
 def _baseline_candidates(dataset: str | None, wanted: set[int] | None) -> list[dict]:
