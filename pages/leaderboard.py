@@ -871,13 +871,21 @@ def _team_panel(team: str, round_tag: str, organizer: bool) -> dbc.Card:
         _per_mlp_share_line(view.share),
         html.Div(flags, className="small lb-team-flags", id="lb-team-flags"),
         margins_panel(stored_margins(view.best_mlps, round_tag), "lb-team",
-                      title=f"How close its best submission ({best['submission_id']}) came to each cap"),
+                      title=f"How close its best submission ({best['submission_id']}) came to each cap"
+                            + _stored_mlps_phrase(view.best_mlps)),
         dcc.Graph(id="lb-history", figure=figs.history_figure(view.history, team=team), config=GRAPH_CONFIG),
         html.Div([html.Div("Failed MLPs by kind:", className="small fw-semibold"),
                   html.Ul(failures, className="small mb-0")] if failures else
                  "No failed MLP among its per-MLP results.", className="small", id="lb-team-failures"),
     ]
     return dbc.Card(dbc.CardBody(body), id="lb-team-card")
+
+
+def _stored_mlps_phrase(rows) -> str:
+    """" on its 50 public MLPs": the panel reads the public split it stores (a grader record's withheld half
+    carries no scores and is not stored, so its import note, over all 100, can name another MLP)."""
+    n = 0 if rows is None else len(rows)
+    return f" on its {n} public MLP{'s' if n != 1 else ''}" if n else ""
 
 
 def _per_mlp_share_line(share) -> html.Div | None:
