@@ -14,7 +14,8 @@ from components.url_state import href
 from whestboard.compare import mlps_needed_text, verdict_sentence
 
 COMPARE_PATH = "/compare"
-#: Under this many shared MLPs a percentile bootstrap interval is too narrow to trust.
+#: Under this many shared MLPs a percentile bootstrap interval is too narrow to trust (said only where an
+#: interval is drawn: under the fewest MLPs a verdict needs, none is).
 SMALL_SAMPLE = 10
 SMALL_SAMPLE_NOTE = (f" With fewer than {SMALL_SAMPLE} MLPs the bootstrap interval comes out too narrow; "
                      "the sign-flip p-value (exact here) is the one to trust.")
@@ -94,7 +95,7 @@ def verdict_panel(verdict: dict) -> html.Div:
     return html.Div([
         html.P([html.B("A: "), verdict["a"]["label"], html.Br(), html.B("B: "), verdict["b"]["label"], html.Br(),
                 f"Paired on {n} shared MLP(s) of {verdict['a']['dataset'] or 'the same dataset'}."
-                + (SMALL_SAMPLE_NOTE if n < SMALL_SAMPLE else ""),
+                + (SMALL_SAMPLE_NOTE if n < SMALL_SAMPLE and verdict["score"].get("verdict_possible") else ""),
                 *[html.Div(f"{side.upper()}: {text}; those MLPs count at the grader's fallback (the all-zero "
                            "prediction, multiplier 1.0), drawn as crosses below.", className="text-danger",
                            id=f"compare-failures-{side}")

@@ -10,6 +10,7 @@ from dash import html
 from components.compare_panels import compare_url
 from components.figures.lab import summary_cards
 from components.figures.margins import margins_panel
+from components.figures.upload import LABELS
 from components.format import integer, sci
 from components.url_state import href
 from whestboard.jobs import RERUN
@@ -275,7 +276,7 @@ def _compare_links(result: dict) -> html.Div:
                         className="mb-2")
     parts: list = ["Paired comparison with "]
     for k, (name, run_id) in enumerate(baselines):
-        parts += [", " if k else "", html.A(f"{name} propagation", href=compare_url(run, f"run:{run_id}"),
+        parts += [", " if k else "", html.A(LABELS.get(name, name), href=compare_url(run, f"run:{run_id}"),
                                             id=f"upload-compare-{name}")]
     return html.Div([*parts, " on the same MLPs, or with ",
                      html.A("any other run", href=compare_url(run), id="upload-compare-link"), "."], className="mb-2")

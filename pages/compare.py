@@ -379,7 +379,11 @@ def _curves(dataset_key, ca, cb, budgets, mlps, metric, _refresh):
     ])
 
 
-def _difference_table(rows: list[dict]) -> dbc.Table:
+def _difference_table(rows: list[dict]) -> dbc.Table | None:
+    """A − B per budget as a table; none at all while no budget has a point on either side (the figure beside
+    says so), rather than headers over nothing."""
+    if not rows:
+        return None
     head = html.Thead(html.Tr([html.Th(h) for h in ("B", "paired MLPs", "A − B [95%]", "A lower / B lower", "p",
                                                     "verdict", "left out")]))
     body = []

@@ -73,7 +73,7 @@ def _view_controls(metric: str, highlight: str | None, options: list[dict]) -> d
 
 
 def _baseline_panel(missing: list[str]) -> html.Div:
-    names = ", ".join(BASELINE_LABELS[k].lower() for k in missing)
+    names = "; ".join(BASELINE_LABELS[k] for k in missing)  # as the legend names them (K and variants kept)
     return html.Div([
         dbc.Alert([f"White-box baselines not computed yet for this dataset: {names}. ",
                    dbc.Button("Compute them", id="convergence-compute", size="sm", color="primary",
@@ -238,16 +238,20 @@ clientside_callback(
     Input("curve-mlps", "value"),
     Input("curve-x", "value"),
     Input("curve-y", "value"),
+    Input("paper-shape", "value"),
     State("convergence-dataset", "data"),
     State("convergence-round", "data"),
     prevent_initial_call=True,
 )
-def _sync_url(metric: str, highlight: str | None, curves, budgets, mlps, x_axis, y_axis, dataset_key: str,
+def _sync_url(metric: str, highlight: str | None, curves, budgets, mlps, x_axis, y_axis, paper, dataset_key: str,
               round_tag: str | None):
+    """Every choice of the page, the paper's shape too (left out where it is the one the round opens on)."""
+    opens_on = _paper_shape(round_tag, [o["value"] for o in paper_view().options()])
     params = {"round": round_tag, "dataset": dataset_key, "view": "all" if metric == "all" else None,
               "highlight": highlight, "curves": "|".join(curves or []) or None,
               "budgets": None if budgets == DEFAULT_LADDER else budgets, "mlps": mlps,
-              "x": None if x_axis == "flops" else x_axis, "y": None if y_axis == "mse" else y_axis}
+              "x": None if x_axis == "flops" else x_axis, "y": None if y_axis == "mse" else y_axis,
+              "paper": paper if isinstance(paper, str) and paper != opens_on else None}
     return query_string(params)
 
 
@@ -401,10 +405,15 @@ PAPER_NOTE = (
 )
 
 
+def _paper_shape(chosen: str | None, keys: list[str]) -> str | None:
+    """The shape the section shows: the one asked for if measured, else the paper's default, else the first."""
+    return chosen if chosen in keys else PAPER_DEFAULT if PAPER_DEFAULT in keys else (keys[0] if keys else None)
+
+
 def _paper_section(chosen: str | None) -> dbc.Card:
     view = paper_view()
     keys = [o["value"] for o in view.options()]
-    value = chosen if chosen in keys else PAPER_DEFAULT if PAPER_DEFAULT in keys else (keys[0] if keys else None)
+    value = _paper_shape(chosen, keys)
     return dbc.Card(dbc.CardBody([
         html.H5("The paper's figure: cumulant propagation against sampling", className="mb-2"),
         html.P(PAPER_NOTE, className="small text-muted"),

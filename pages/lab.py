@@ -44,6 +44,7 @@ from whestboard.scoring import (
     run_and_record,
     run_curve,
     run_margins,
+    selection_text,
     served_choices,
     stored_curve,
 )
@@ -331,6 +332,13 @@ def _layer(layer, run_id):
     prevent_initial_call=True,
 )
 def _sync_url(mlps, estimator, mc, budget, budgets, dataset_key, round_tag):
+    """Every choice of the form; an empty selection (every MLP) is written as the dataset's whole range, since
+    an address without ``mlps`` opens on the first MLP."""
+    if not (mlps or "").strip() and dataset_key:
+        try:
+            mlps = selection_text(get_dataset(dataset_key).indices)
+        except (KeyError, FileNotFoundError):
+            mlps = None
     return query_string({"round": round_tag, "dataset": dataset_key, "mlps": mlps, "estimator": estimator,
                          "mc": mc if estimator == "mc" else None, "budget": budget,
                          "budgets": None if budgets == DEFAULT_LADDER else budgets})

@@ -156,13 +156,15 @@ SPLIT_CHOICES = [{"label": "public", "value": "public"}, {"label": "private (org
                  {"label": "rerun of the nominated (organizer)", "value": "rerun"}]
 COLOUR_DEFAULT = "flag"
 COLOUR_CHOICES = [{"label": "colour: flag", "value": "flag"}, {"label": "colour: F / C", "value": "share"}]
+COLOUR_VALUES = tuple(c["value"] for c in COLOUR_CHOICES)
 
 
 def _query(round_tag: str, team: str | None, y: str, x: str, split: str = "public",
-           standings: str | None = None, ranking: TableState | None = None) -> str:
+           standings: str | None = None, ranking: TableState | None = None, colour: str = COLOUR_DEFAULT) -> str:
     params = {"round": round_tag, "team": team or None, "y": None if y == "score" else y,
               "x": None if x == "flops" else x, "split": None if split == "public" else split,
               "standings": None if standings in (None, STANDINGS_DEFAULT) else standings,
+              "colour": None if colour not in COLOUR_VALUES or colour == COLOUR_DEFAULT else colour,
               **(ranking.query() if ranking else {})}
     return query_string(params)
 
@@ -174,7 +176,8 @@ def _query(round_tag: str, team: str | None, y: str, x: str, split: str = "publi
 
 def layout(round: str | None = None, team: str | None = None, y: str | None = None,  # noqa: A002
            x: str | None = None, split: str | None = None, standings: str | None = None, sort: str | None = None,
-           page: str | None = None, filter: str | None = None, **_query) -> html.Div:  # noqa: A002
+           page: str | None = None, filter: str | None = None, colour: str | None = None,  # noqa: A002
+           **_query) -> html.Div:
     problem = None
     if round and round not in ALL_ROUNDS:
         problem = f"There is no round called {round!r}; showing {default_round()}. Known rounds: {', '.join(ALL_ROUNDS)}."
@@ -184,7 +187,8 @@ def layout(round: str | None = None, team: str | None = None, y: str | None = No
     split = split if split in SPLITS else "public"
     ranking = TableState.from_query(RANKING_COLUMNS, sort, page, filter)
     standings = standings if standings in STANDINGS_TABS else STANDINGS_DEFAULT
-    first = _first_view(round_tag, team or None, y, x, split, standings, ranking)
+    colour = colour if colour in COLOUR_VALUES else COLOUR_DEFAULT
+    first = _first_view(round_tag, team or None, y, x, split, standings, ranking, colour)
     return html.Div(
         [
             html.H2("Leaderboard"),
@@ -194,7 +198,7 @@ def layout(round: str | None = None, team: str | None = None, y: str | None = No
                 className="text-muted",
             ),
             dbc.Alert(problem, color="warning", id="lb-problem") if problem else None,
-            _controls(round_tag, team, y, x, split, standings, ranking, first.team_options),
+            _controls(round_tag, team, y, x, split, standings, ranking, first.team_options, colour),
             html.Div(first.summary, id="lb-summary", className="small text-muted mb-2"),
             dcc.Loading(dcc.Graph(id="lb-scatter", figure=first.scatter, config=GRAPH_CONFIG,
                                   style={"height": "560px"}), delay_show=300),
@@ -262,30 +266,31 @@ class FirstView(NamedTuple):
     pubpriv: object
     pubpriv_note: object
     standings: tuple
+    colour: str
 
 
 def _first_view(round_tag: str, team: str | None, y: str, x: str, split: str, standings: str,
-                ranking: TableState) -> FirstView:
+                ranking: TableState, colour: str = COLOUR_DEFAULT) -> FirstView:
     """The public view the address asks for (the organizer token is typed after the page opens)."""
     scatter, index, summary, options, split_note, flags, ties = _render_board(y, x, 0, split, None, round_tag, team)
-    pubpriv, pubpriv_note = _render_public_private(COLOUR_DEFAULT, None, 0, team, round_tag)
+    pubpriv, pubpriv_note = _render_public_private(colour, None, 0, team, round_tag)
     return FirstView(
         scatter=scatter, highlight_index=index, summary=summary, team_options=options, split_note=split_note,
         flags=flags, ties=ties, ranking=_ranking_page(round_tag, split, False, team, ranking),
         versions_warning=_render_versions_warning(0, split, None, round_tag),
         team_panel=_render_team_panel(team, 0, None, round_tag), pubpriv=pubpriv, pubpriv_note=pubpriv_note,
-        standings=_render_standings(standings, None, 0, team, round_tag),
+        standings=_render_standings(standings, None, 0, team, round_tag), colour=colour,
     )
 
 
 def _round_links(round_tag: str, team: str | None, y: str, x: str, split: str, standings: str | None,
-                 ranking: TableState) -> html.Div:
+                 ranking: TableState, colour: str = COLOUR_DEFAULT) -> html.Div:
     """Plain links (no callback touches the shared Location): choosing a round navigates, keeping the view
     (a link to another round starts at its ranking's first page); ``_address`` keeps them in step."""
     first_page = replace(ranking, page=1)
     return html.Div(
         [
-            dcc.Link(f"{tag} ({r.shape_label})", href=PATH + _query(tag, team, y, x, split, standings, first_page),
+            dcc.Link(f"{tag} ({r.shape_label})", href=PATH + _query(tag, team, y, x, split, standings, first_page, colour),
                      id={"type": "lb-round-link", "round": tag},
                      className="btn btn-sm me-1 " + ("btn-primary active" if tag == round_tag else "btn-outline-primary"))
             for tag, r in ALL_ROUNDS.items()
@@ -295,11 +300,11 @@ def _round_links(round_tag: str, team: str | None, y: str, x: str, split: str, s
 
 
 def _controls(round_tag: str, team: str | None, y: str, x: str, split: str, standings: str | None,
-              ranking: TableState, team_options: list) -> dbc.Row:
+              ranking: TableState, team_options: list, colour: str = COLOUR_DEFAULT) -> dbc.Row:
     return dbc.Row(
         [
             dbc.Col(html.Label("Round", className="col-form-label-sm fw-semibold"), width="auto"),
-            dbc.Col(_round_links(round_tag, team, y, x, split, standings, ranking), width="auto"),
+            dbc.Col(_round_links(round_tag, team, y, x, split, standings, ranking, colour), width="auto"),
             dbc.Col(html.Label("Highlight team", className="col-form-label-sm fw-semibold"), width="auto"),
             dbc.Col(dcc.Dropdown(id="lb-team", value=team or None, options=team_options,
                                  placeholder="choose a team…", clearable=True, style={"minWidth": "16rem"}),
@@ -398,7 +403,7 @@ def _integrity_section(first: FirstView) -> html.Div:
         html.Div(first.team_panel, id="lb-team-panel", className="mt-2"),
         dbc.Row([
             dbc.Col(html.H6("Public against private (organizer)", className="mb-0"), width="auto"),
-            dbc.Col(dbc.RadioItems(id="lb-colour", options=COLOUR_CHOICES, value=COLOUR_DEFAULT, inline=True),
+            dbc.Col(dbc.RadioItems(id="lb-colour", options=COLOUR_CHOICES, value=first.colour, inline=True),
                     width="auto", className="small"),
         ], className="g-2 align-items-center mt-3"),
         html.Div(first.pubpriv_note, id="lb-pubpriv-note", className="small text-muted"),
@@ -866,13 +871,21 @@ def _team_panel(team: str, round_tag: str, organizer: bool) -> dbc.Card:
         _per_mlp_share_line(view.share),
         html.Div(flags, className="small lb-team-flags", id="lb-team-flags"),
         margins_panel(stored_margins(view.best_mlps, round_tag), "lb-team",
-                      title=f"How close its best submission ({best['submission_id']}) came to each cap"),
+                      title=f"How close its best submission ({best['submission_id']}) came to each cap"
+                            + _stored_mlps_phrase(view.best_mlps)),
         dcc.Graph(id="lb-history", figure=figs.history_figure(view.history, team=team), config=GRAPH_CONFIG),
         html.Div([html.Div("Failed MLPs by kind:", className="small fw-semibold"),
                   html.Ul(failures, className="small mb-0")] if failures else
                  "No failed MLP among its per-MLP results.", className="small", id="lb-team-failures"),
     ]
     return dbc.Card(dbc.CardBody(body), id="lb-team-card")
+
+
+def _stored_mlps_phrase(rows) -> str:
+    """" on its 50 public MLPs": the panel reads the public split it stores (a grader record's withheld half
+    carries no scores and is not stored, so its import note, over all 100, can name another MLP)."""
+    n = 0 if rows is None else len(rows)
+    return f" on its {n} public MLP{'s' if n != 1 else ''}" if n else ""
 
 
 def _per_mlp_share_line(share) -> html.Div | None:
@@ -925,17 +938,18 @@ clientside_callback(
 
 @callback(Output("lb-address", "data"), Output({"type": "lb-round-link", "round": ALL}, "href"),
           Input("lb-team", "value"), Input("lb-y", "value"), Input("lb-x", "value"), Input("lb-split", "value"),
-          Input("lb-standings-tab", "active_tab"), Input("lb-ranking-state", "data"),
+          Input("lb-standings-tab", "active_tab"), Input("lb-ranking-state", "data"), Input("lb-colour", "value"),
           State("lb-round", "data"), State({"type": "lb-round-link", "round": ALL}, "id"),
           prevent_initial_call=True)  # the layout writes the links of the address it was opened at
-def _address(team, y, x, split, standings, ranking, round_tag, link_ids):
+def _address(team, y, x, split, standings, ranking, colour, round_tag, link_ids):
     """The address (on a change the user made) and the round links follow the team, axes, split, the
-    standings view and the ranking's sort, page and filter in place (a link to another round starts at
-    its first page)."""
+    standings view, the ranking's sort, page and filter, and the public-against-private colouring in place
+    (a link to another round starts at its first page)."""
     state = TableState.from_store(RANKING_COLUMNS, ranking)
-    links = [PATH + _query(link["round"], team, y, x, split, standings, replace(state, page=1))
+    links = [PATH + _query(link["round"], team, y, x, split, standings, replace(state, page=1), colour)
              for link in link_ids]
-    return (no_update if ctx.triggered_id is None else _query(round_tag, team, y, x, split, standings, state)), links
+    return (no_update if ctx.triggered_id is None
+            else _query(round_tag, team, y, x, split, standings, state, colour)), links
 
 
 keep_address_in_step("lb-address")

@@ -27,6 +27,7 @@ from components.upload_panels import (
     session_entries,
     upload_summary,
 )
+from components.url_state import address_store, keep_address_in_step, query_string
 from server import faults
 from server.background import visitor_id
 from server.identity import client_address
@@ -49,6 +50,7 @@ from whestboard.scoring import (
     parse_upload_run,
     run_upload_job,
     select_mlps,
+    selection_text,
     upload_comparison,
     upload_run,
 )
@@ -87,19 +89,22 @@ def _selection(dataset: str | None, round_tag: str | None):
     return resolve_selection(dataset=dataset, round=round_tag)
 
 
-def _form(selection) -> html.Div:
+def _form(selection, mlps: str | None = None, team: str | None = None) -> html.Div:
+    """The form, opened on the address's MLPs and team (the dataset's first MLPs and no team without them)."""
     dataset = get_dataset(selection.dataset_key)
     return html.Div([
         selector_row(selection, target_path="/upload"),
         dbc.Row([
             dbc.Col([dbc.Label("MLPs", html_for="upload-mlps"),
-                     dbc.Input(id="upload-mlps", value=default_mlps(dataset.indices), size="sm", debounce=False,
+                     dbc.Input(id="upload-mlps", value=default_mlps(dataset.indices) if mlps is None else mlps[:200],
+                               size="sm", debounce=False,
                                placeholder="0:8, 3 or 0,2,5 (empty: all)"),
                      dbc.FormFeedback(id="upload-mlps-feedback", type="invalid"),
                      dbc.FormText(f"this dataset holds MLPs {index_range(dataset)}",
                                   id="upload-mlps-help")], width=3),
             dbc.Col([dbc.Label("Team (optional)", html_for="upload-team"),
-                     dbc.Input(id="upload-team", size="sm", maxlength=100)], width=3),
+                     dbc.Input(id="upload-team", value=(team or "")[:100] or None, size="sm", maxlength=100)],
+                    width=3),
         ], className="g-2 mb-2"),
         dcc.Upload(
             id="upload-file", max_size=config.upload_max_bytes(), multiple=True,
@@ -116,7 +121,8 @@ def _form(selection) -> html.Div:
     ])
 
 
-def layout(dataset: str | None = None, round: str | None = None, **_query) -> html.Div:  # noqa: A002
+def layout(dataset: str | None = None, round: str | None = None, mlps: str | None = None,  # noqa: A002
+           team: str | None = None, **_query) -> html.Div:
     intro = html.P([
         "Your estimator runs in its own confined worker process under the round's rules, exactly as the grader "
         "scores it. ", UPLOAD_RULES, " Results join the ", html.A("convergence page", href="/convergence"),
@@ -128,7 +134,8 @@ def layout(dataset: str | None = None, round: str | None = None, **_query) -> ht
     if not selection.ok:
         return html.Div([html.H2("Score your estimator"), not_found_panel("Dataset not found", selection.problem)])
     return html.Div([
-        html.H2("Score your estimator"), intro, _form(selection),
+        html.H2("Score your estimator"), intro, _form(selection, mlps, team),
+        address_store("upload-address"),
         dcc.Store(id="upload-sha", storage_type="session"),
         dcc.Store(id="upload-job", storage_type="session"),
         dcc.Store(id="upload-dataset", data=selection.dataset_key),
@@ -183,6 +190,22 @@ def _accept(contents: list[str] | str | None, filenames: list[str] | str | None)
     except UploadError as exc:
         return None, error_alert(str(exc)), True
     return upload.sha256, upload_summary(upload), False
+
+
+@callback(Output("upload-address", "data"), Input("upload-mlps", "value"), Input("upload-team", "value"),
+          State("upload-dataset", "data"), prevent_initial_call=True)
+def _sync_url(mlps: str | None, team: str | None, dataset_key: str | None):
+    """The MLPs and team are in the address, as every choice a page offers (the file cannot be); an empty
+    selection, every MLP, is written as the dataset's whole range (an empty value would reopen on the first four)."""
+    if not (mlps or "").strip() and dataset_key:
+        try:
+            mlps = selection_text(get_dataset(dataset_key).indices)
+        except (KeyError, FileNotFoundError):
+            mlps = None
+    return query_string({"dataset": dataset_key, "mlps": mlps, "team": team or None})
+
+
+keep_address_in_step("upload-address")
 
 
 @callback(Output("upload-mlps", "invalid"), Output("upload-mlps-feedback", "children"),

@@ -262,8 +262,8 @@ def curve_difference_figure(rows: list[dict], metric: str = "score", ladder: lis
             continue
         fig.add_annotation(x=math.log10(r["budget"]), y=0, text=text, showarrow=False, yshift=14,
                            font={"size": 11, "color": LINE_COLOR})
-    if not shown:
+    if not shown:  # a ladder with nothing stored yet is chosen budgets without a pair, not no budgets
         fig.add_annotation(x=0.5, y=0.95, xref="paper", yref="paper", showarrow=False, name="no-difference",
-                           text="no budget has a pair to draw yet" if rows else "no budgets chosen",
+                           text="no budget has a pair to draw yet" if budgets else "no budgets chosen",
                            font={"size": 12, "color": LINE_COLOR})
     return fig

@@ -19,7 +19,7 @@ from components.figures.style import FAILED_COLOR
 from components.figures.text import plain_all
 from components.format import integer, sci
 from whestboard.rules import failure_kind, failures_sentence
-from whestboard.scoring import charged_compute, operation_flops
+from whestboard.scoring import charged_compute, operation_flops, sampling_verdict
 
 NOISE_HELP = (
     "Noise floor = avg_variance / N_ref: the error the reference's own Monte Carlo noise adds to any "
@@ -293,13 +293,6 @@ def _card(title: str, value: str, detail, *, card_id: str, help_text: str | None
         html.Div(value, className="fs-4 fw-semibold"),
         html.Div(detail, className="small"),
     ]), id=card_id, className="h-100"), md=3, className="mb-2")
-
-
-def sampling_verdict(ratio: float | None) -> str:
-    """MC@B against a score (or MSE) in words: "N x better than sampling", or worse; "—" without one."""
-    if not ratio:
-        return "—"
-    return f"{ratio:.3g}x better than sampling" if ratio >= 1 else f"{1 / ratio:.3g}x worse than sampling"
 
 
 def summary_cards(report: dict, *, cached: bool = False, prefix: str = "lab") -> dbc.Row:

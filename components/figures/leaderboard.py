@@ -845,6 +845,11 @@ def public_private_figure(table: pd.DataFrame | None, *, colour_by: str = "flag"
     return fig
 
 
+#: The least time a team's history spans: one submission (or several graded at once) on a day's axis, not on
+#: the millisecond plotly.js zooms a single moment to.
+HISTORY_MIN_SPAN = pd.Timedelta(days=1)
+
+
 def history_figure(history: pd.DataFrame, *, team: str) -> go.Figure:
     """A team's submissions by time and its best-so-far score as a step line, one colour per round."""
     fig = go.Figure()
@@ -856,9 +861,14 @@ def history_figure(history: pd.DataFrame, *, team: str) -> go.Figure:
                                  hovertemplate="%{customdata}<br>%{x}<br>score %{y:.4g}<extra></extra>"))
         fig.add_trace(go.Scatter(x=times, y=rows["best_so_far"], mode="lines", line=dict(color=colour, shape="hv"),
                                  name=f"{tag}: best so far", hoverinfo="skip"))
+    moments = pd.to_datetime(history["submitted_at"], utc=True) if len(history) else pd.Series(dtype=object)
+    x_range = None
+    if len(moments) and moments.max() - moments.min() < HISTORY_MIN_SPAN:  # one moment: plotly spans a millisecond
+        middle = moments.min() + (moments.max() - moments.min()) / 2
+        x_range = [_plotly_time(middle - HISTORY_MIN_SPAN / 2), _plotly_time(middle + HISTORY_MIN_SPAN / 2)]
     fig.update_layout(
         title=dict(text=f"{plain(team)}: score over time and best so far", x=0.01, font=dict(size=14)),
-        xaxis=dict(title="submitted (UTC)", type="date"),
+        xaxis=dict(title="submitted (UTC)", type="date", range=x_range),
         yaxis=dict(type="log", title="score (lower is better)", exponentformat="power"),
         height=340, margin=dict(l=70, r=20, t=45, b=50), legend=dict(orientation="h", y=-0.25, x=0),
     )

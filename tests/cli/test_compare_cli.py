@@ -91,3 +91,25 @@ def test_the_eight_characters_the_pages_show_name_the_run_and_runs_lists_them(ca
     [newest] = json.loads(capsys.readouterr().out)
     assert newest["run_id"] in (a, b) and len(newest["run_id"]) == 32
 
+
+
+def test_the_runs_of_a_budget_curve_are_told_apart_by_their_budget(capsys):
+    """A budget sweep records one run per budget: the same estimator on the same MLPs. ``runs`` and compare's
+    menu named them alike ("cov · lab run … · v1-warmup · 4 MLPs") with different scores; both now say B."""
+    from whestboard.compare import candidates
+    from whestboard.data import get_dataset
+    from whestboard.store import sci
+
+    warmup = get_dataset("v1-warmup")
+    budgets = (warmup.info.round.budget, 10**9)
+    runs = {b: run_and_record(RunRequest(warmup, [0], resolve_estimator("mean"), rulebook_for("v1-warmup", b)))
+            for b in budgets}
+    assert main(["runs", "--dataset", "v1-warmup"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[0].split()[5:7] == ["budget", "B"]
+    rows = {line.split()[0]: line.split() for line in listed[1:-1]}
+    for budget, outcome in runs.items():
+        assert rows[outcome.run_id[:8]][5] == sci(budget)
+    labels = {c["id"]: c["label"] for c in candidates() if c["kind"] == "run"}
+    assert f" · B = {sci(10**9)} · " in labels[f"run:{runs[10**9].run_id}"]
+    assert " · B = " not in labels[f"run:{runs[budgets[0]].run_id}"]  # the round's own B goes without saying

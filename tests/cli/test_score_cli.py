@@ -112,6 +112,23 @@ def test_round_and_budget_flags_restore_the_rulebook(capsys, official):
     assert [e["mlp_index"] for e in report["results"]["per_mlp"]] == [2]
 
 
+def test_human_output_says_mc_at_b_as_the_lab_card_does(capsys, official):
+    """``score``'s text and the lab's and upload's MC@B card read one sentence of the same report
+    (``scoring.sampling_verdict``), so a reader moving between them sees one verdict."""
+    from components.format import sci
+    from whestboard.scoring import get_run, sampling_verdict
+
+    report = score_json(capsys, "--dataset", str(official), "--estimator", "mean", "--round", "v1-warmup",
+                        "--mlps", "0:2")
+    mc = get_run(report["whestboard"]["run_id"])["mc_reference"]
+    assert main(["score", "--dataset", str(official), "--estimator", "mean", "--round", "v1-warmup",
+                 "--mlps", "0:2"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("MC@B"))
+    assert line == (f"MC@B {sci(mc['mc_at_budget'])} (score of spending B on Monte Carlo): "
+                    f"{sampling_verdict(mc['score_vs_mc'])}")
+    assert "than sampling" in line
+
+
 def test_human_output_names_failures_and_the_noise_floor(capsys, official, tmp_path):
     path = tmp_path / "broken.py"
     path.write_text("from whestbench import BaseEstimator\nclass Estimator(BaseEstimator):\n"

@@ -76,6 +76,7 @@ def test_on_four_mlps_no_claim_contradicts_another(runs):
     page = str(verdict_panel(out))
     assert "limited by" not in page and "MLPs needed (95% test, 80% power; at least 6)" in page
     assert page.count("none on 4 MLP(s)") == 2 and page.count("no interval on 4 MLP(s)") == 2  # interval, ratio
+    assert "bootstrap interval" not in page  # no note about an interval that is not drawn
 
 
 def test_on_six_mlps_the_verdict_rests_on_an_interval_and_mlps_needed_never_undercuts_it(runs):
@@ -85,6 +86,7 @@ def test_on_six_mlps_the_verdict_rests_on_an_interval_and_mlps_needed_never_unde
     assert verdict_sentence(stat, "score").startswith("B's score is lower (better)")
     assert int(mlps_needed_text(stat)) == max(FEWEST_MLPS_FOR_A_VERDICT, int(np.ceil(stat["mlps_needed"])))
     assert out["noise"]["available"] and out["noise"]["limited_by"] in out["noise"]["sentence"]
+    assert "With fewer than 10 MLPs the bootstrap interval comes out too narrow" in str(verdict_panel(out))
 
 
 @pytest.mark.parametrize("n", range(2, 13))

@@ -104,3 +104,17 @@ def test_a_teams_highlight_is_bounded_to_its_lowest_dots(monkeypatch):
     assert len(own) > 5 and len(trace.x) == 5
     assert sorted(row[1] for row in trace.customdata) == sorted(own.nsmallest(5, "adjusted_score")["submission_id"])
     assert trace.name == f"team: t3 (its 5 lowest of {len(own)})"
+
+
+def test_a_history_of_one_moment_is_drawn_on_a_day_not_a_millisecond():
+    """One submission (or a few graded at once, as the grader's records of one batch are): plotly.js zooms a
+    single date to a millisecond ("16:18:30.999 ... 16:18:31.0005"); the axis spans a day around it. A history
+    over several days keeps plotly's own range."""
+    one = pd.DataFrame({"round": ["v1-phase1"], "submission_id": ["324969"], "adjusted_score": [3.9e-10],
+                        "best_so_far": [3.9e-10], "submitted_at": ["2026-08-06T16:18:31+00:00"]})
+    low, high = (pd.Timestamp(t) for t in figs.history_figure(one, team="a").layout.xaxis.range)
+    assert high - low == pd.Timedelta(days=1)
+    assert low < pd.Timestamp("2026-08-06 16:18:31") < high
+    days = one.assign(submitted_at="2026-08-06T16:18:31+00:00")
+    days = pd.concat([days, days.assign(submitted_at="2026-08-09T10:00:00+00:00", submission_id="2")])
+    assert figs.history_figure(days, team="a").layout.xaxis.range is None

@@ -53,3 +53,32 @@ def test_a_finished_upload_links_to_its_paired_comparison_with_each_baseline():
     assert "upload-compare-cov" not in links  # a baseline that could not be scored has no link
     assert links["upload-compare-link"] == compare_url("run:r-up")
     assert parse_qs(urlparse(links["upload-compare-mean"]).query) == {"a": ["run:r-up"], "b": ["run:r-mean"]}
+
+
+def _texts(component) -> dict[str, str]:
+    """id -> text of every link in a rendered component tree."""
+    found, stack = {}, [component]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (list, tuple)):
+            stack.extend(node)
+            continue
+        if getattr(node, "href", None) is not None and getattr(node, "id", None):
+            found[node.id] = node.children
+        children = getattr(node, "children", None)
+        if children is not None and not isinstance(children, str):
+            stack.append(children)
+    return found
+
+
+def test_the_compare_links_name_the_baselines_as_the_figure_beside_them_does():
+    """"covariance propagation", as the per-layer figure's legend and every other page name it (the link read
+    "cov propagation", its spec glued to a word)."""
+    from components.figures.upload import LABELS
+
+    job = SimpleNamespace(id=8, result={"ok": True, "run_id": "r-up", "upload": {"filename": "est.py"},
+                                        "baselines": {"mean": "r-mean", "cov": "r-cov"}},
+                          progress=None, started_at=2.0, created_at=1.0, status="finished", spec={"dataset": "v1-warmup"})
+    texts = _texts(job_card(job, now=3.0))
+    assert texts["upload-compare-mean"] == LABELS["mean"] == "mean propagation"
+    assert texts["upload-compare-cov"] == LABELS["cov"] == "covariance propagation"

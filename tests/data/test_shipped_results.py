@@ -2,6 +2,9 @@
 judged by the rules (``rules.failure_kind``) from the evidence kept with it, and none is one the rules attribute
 to waiting for a core (``rules.load_caused``).
 
+And none is an older estimator's: the cheaper baselines and sweep submissions are scored again on their first
+MLP and must give their stored FLOPs and MSE (``STALE`` names what an estimator's change left to re-bake).
+
 A failure here is fixed by re-measuring on a quiet machine (load average under 1), never by editing this test:
 ``python -m whestboard band --dataset <round> --baseline <kind>`` for a baseline file (it scores again every
 MLP whose failure is a load accident or unrecorded), ``python -m whestboard sweep --round <round> --only <key>
@@ -117,3 +120,82 @@ def test_the_check_finds_a_failure_that_waiting_caused():
     assert not runs[0.0][0]["failed"] and accidents(runs[0.0], rulebook) == []
     legacy = {k: v for k, v in slept.items() if k not in ("combined_budget_exhausted", "cpu_wait_s")}
     assert "does not record why" in accidents([legacy], rulebook)[0]
+
+
+#: The most metered FLOPs per MLP a baseline may spend to be scored again here (a few seconds on one core).
+RESCORED_UP_TO = 2e10
+#: Files an estimator's change left behind, to be baked again on a quiet machine (their wall and residual times
+#: count in the priced rounds' scores): cumulant:3 keeps the square of the third-cumulant correction to the mean
+#: since commit 2087790, after v1-warmup's (and v1-phase1's, too costly to score here) K = 3 file was baked.
+STALE = {"v1-warmup/cumulant-3.json"}
+
+
+def _cheap_files() -> list:
+    out = []
+    for path in BASELINE_FILES:
+        entries = json.loads(path.read_text())["per_mlp"]
+        if entries and max(float(e["flops_used"]) for e in entries) <= RESCORED_UP_TO:
+            key = f"{path.parts[-4]}/{path.name}"
+            out.append(pytest.param(path, id=key, marks=[pytest.mark.xfail(
+                strict=True, reason="baked before its estimator changed; re-bake on a quiet machine")]
+                if key in STALE else []))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", _cheap_files())
+def test_a_shipped_baseline_is_what_its_estimator_computes_now(path):
+    """A baseline file is the estimator's result on the embedded data, not an older estimator's: its first MLP
+    scored again by the code that serves the lab gives the file's FLOPs exactly and its MSE. (An estimator that
+    changes after its data was baked leaves the convergence band, compare's baselines and the lab disagreeing
+    about one estimator.) Fixed by deleting the file and baking it again on a quiet machine: ``python -m
+    whestboard band --dataset <round> --baseline <kind>``, and its sweep row with ``python -m whestboard sweep
+    --round <round> --only <kind> --again --no-store``."""
+    from whestboard.data import get_dataset
+    from whestboard.scoring import resolve_estimator
+
+    data = json.loads(path.read_text())
+    first = min(data["per_mlp"], key=lambda e: int(e["mlp_index"]))
+    rulebook = rulebook_for(data["round_tag"], int(data["budget"]))
+    [now] = execute(RunRequest(get_dataset(data["dataset"]), str(first["mlp_index"]),
+                               resolve_estimator(data["estimator"]), rulebook)).report["results"]["per_mlp"]
+    assert not now["failed"], now.get("failure_reason")
+    assert (now["flops_used"], now["final_layer_mse"]) == (first["flops_used"], pytest.approx(
+        first["final_layer_mse"], rel=1e-6)), f"{path}: baked by another version of {data['estimator']}"
+
+
+#: Sweep submissions graded by an older version of their estimator (see ``STALE``): v1-warmup's cumulant:3.
+STALE_SUBMISSIONS = {"baseline:v1-warmup:v1-warmup:cumulant:3"}
+
+
+def _cheap_submissions() -> list:
+    from whestboard.scoring import BUILTIN_KINDS
+
+    subs = pd.read_csv(SUBMISSIONS)
+    out = []
+    for row in subs.itertuples():
+        key = row.submission_id.split(":", 3)[3]
+        if key in BUILTIN_KINDS and float(row.mean_flops_used) <= RESCORED_UP_TO:
+            out.append(pytest.param(row.submission_id, key, row.dataset, row.round, id=row.submission_id,
+                                    marks=[pytest.mark.xfail(strict=True, reason="graded before its estimator "
+                                                             "changed; grade again on a quiet machine")]
+                                    if row.submission_id in STALE_SUBMISSIONS else []))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("submission_id", "key", "dataset", "round_tag"), _cheap_submissions())
+def test_a_shipped_sweep_submission_is_what_its_estimator_computes_now(submission_id, key, dataset, round_tag):
+    """The leaderboard's baseline rows likewise: the first MLP of a built-in estimator's sweep submission, scored
+    again now, gives its stored FLOPs and MSE (else: ``python -m whestboard sweep --round <round> --only <key>
+    --again --no-store`` on a quiet machine)."""
+    from whestboard.data import get_dataset
+    from whestboard.scoring import resolve_estimator
+
+    rows = pd.read_csv(PER_MLP)
+    first = rows[rows["submission_id"] == submission_id].sort_values("mlp_index").iloc[0]
+    [now] = execute(RunRequest(get_dataset(dataset), str(int(first["mlp_index"])), resolve_estimator(key),
+                               rulebook_for(round_tag))).report["results"]["per_mlp"]
+    assert not now["failed"], now.get("failure_reason")
+    assert (now["flops_used"], now["final_layer_mse"]) == (int(first["flops_used"]), pytest.approx(
+        float(first["final_layer_mse"]), rel=1e-6)), f"{submission_id}: graded by another version of {key}"

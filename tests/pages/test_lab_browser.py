@@ -197,3 +197,19 @@ def test_results_stream_in_the_page_keeps_serving_and_cancel_stops_the_run(cance
     assert cancelled_run["results"] == 0  # a cancelled run shows no result panel and is not recorded
     assert 1 <= cancelled_run["rows"] < 6  # finished MLPs streamed in before the cancel
     assert not cancelled_run["errors"], cancelled_run["errors"]  # a cancel is not an error
+
+
+def test_every_mlp_asked_for_stays_every_mlp_in_the_address(page, warmup):
+    """Emptying the MLPs field asks for every MLP; the address wrote nothing for it, and a reload opened on the
+    first MLP alone. It is written as the dataset's whole range."""
+    from whestboard.scoring import selection_text
+
+    every = selection_text(warmup.indices)
+    page.goto(page.base_url + f"/lab?dataset={DATASET}&mlps=0:4")
+    wait_for_dash(page)
+    page.fill("#lab-mlps", "")
+    page.locator("#lab-mlps").press("Tab")
+    page.wait_for_function("all => new URLSearchParams(location.search).get('mlps') === all", arg=every)
+    page.reload()
+    wait_for_dash(page)
+    assert page.input_value("#lab-mlps") == every

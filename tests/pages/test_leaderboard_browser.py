@@ -212,6 +212,20 @@ FLOPS = ("() => Array.from(document.querySelectorAll('#lb-ranking tbody tr'), tr
          "Number(tr.querySelector('[data-col=mean_flops_used]').dataset.value)])")
 
 
+def test_the_public_against_private_colouring_goes_in_the_address_and_comes_back_from_it(page):
+    """Every choice the page offers is in its address: the colouring of public against private too (it
+    reverted to "flag" on a reload), and a round link keeps it."""
+    _open(page, "?round=v1-warmup")
+    page.get_by_text("colour: F / C", exact=True).click()
+    page.wait_for_function("() => new URLSearchParams(location.search).get('colour') === 'share'")
+    href = page.locator("#lb-round-choice a", has_text="v1-phase1").get_attribute("href")
+    assert parse_qs(urlparse(href).query)["colour"] == ["share"]
+    _open(page, "?" + urlparse(page.url).query)
+    assert page.locator("#lb-colour input[value=share]").is_checked()
+    page.get_by_text("colour: flag", exact=True).click()
+    page.wait_for_function("() => !new URLSearchParams(location.search).has('colour')")
+
+
 def test_sorting_and_filtering_the_ranking_go_in_the_address_and_come_back_from_it(page):
     served = _served(page.base_url)
     graded = served[(served["round"] == "v1-warmup") & (served["status"] == "graded")]

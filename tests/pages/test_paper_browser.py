@@ -83,3 +83,23 @@ def test_choosing_another_shape_redraws_the_figure(ppage):
     ppage.get_by_text("8 x 3 (2 MLPs)", exact=True).click()
     ppage.wait_for_function(f"() => document.querySelector('{GRAPH}').layout.title.text.includes('8 x 3')")
     assert any(t["name"] == "sampling: MSE / Var = 1/m" for t in _traces(ppage))
+
+
+def test_the_chosen_shape_is_in_the_address_and_a_reload_opens_on_it(ppage):
+    """Every choice a page offers is in its address: the section opens on its first shape here (8 x 3: the
+    round has none of its own measured), and choosing another writes ``paper=`` (the shape the page opens on
+    is left out), which a reload, or the link shared, opens on."""
+    ppage.goto(f"{ppage.base_url}/convergence")
+    wait_for_dash(ppage)
+    ppage.locator("#paper-section").scroll_into_view_if_needed()
+    assert "8 x 3" in _title(ppage)
+    ppage.click("#paper-shape")
+    ppage.get_by_text("12 x 3 (2 MLPs)", exact=True).click()
+    ppage.wait_for_function("() => new URLSearchParams(location.search).get('paper') === '12x3'")
+    ppage.reload()
+    wait_for_dash(ppage)
+    ppage.locator("#paper-section").scroll_into_view_if_needed()
+    assert "12 x 3" in _title(ppage)
+    ppage.click("#paper-shape")
+    ppage.get_by_text("8 x 3 (2 MLPs)", exact=True).click()
+    ppage.wait_for_function("() => !new URLSearchParams(location.search).has('paper')")

@@ -12,6 +12,7 @@ import json
 import threading
 import time
 from pathlib import Path
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 import requests
@@ -110,9 +111,8 @@ def test_the_upload_result_leads_with_score_mse_and_mc_at_b_and_links_its_place_
     """The issue's try: a valid estimator on v2-phase2 MLPs 0:4. The result leads, above the verdicts, with the
     lab's own cards from the run's report (score, mean MSE, MC@B and "x better than sampling", C), and its link
     opens the convergence band with the run's dot highlighted."""
-    from components.figures.lab import sampling_verdict
     from components.format import sci
-    from whestboard.scoring import get_run
+    from whestboard.scoring import get_run, sampling_verdict
 
     page.goto(page.base_url + "/upload?dataset=v2-phase2")
     wait_for_dash(page)
@@ -146,6 +146,29 @@ def test_the_upload_result_leads_with_score_mse_and_mc_at_b_and_links_its_place_
         report["run_id"],
     )
     assert dots == [f"highlighted: estimator:{report['estimator']['label']}"], dots
+
+
+def test_the_mlps_and_team_are_in_the_address_and_a_reload_keeps_them(page):
+    """Every choice a page offers is in its address (the file cannot be): the MLPs and the team typed are
+    written there and a reload opens on them; an empty selection (every MLP) is written as the whole range."""
+    page.goto(page.base_url + f"/upload?dataset={DATASET}")
+    wait_for_dash(page)
+    page.fill("#upload-mlps", "2:5")
+    page.fill("#upload-team", "team x")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('team') === 'team x'")
+    assert parse_qs(urlparse(page.url).query) == {"dataset": [DATASET], "mlps": ["2:5"], "team": ["team x"]}
+    page.reload()
+    wait_for_dash(page)
+    assert page.input_value("#upload-mlps") == "2:5" and page.input_value("#upload-team") == "team x"
+    from whestboard.data import get_dataset
+    from whestboard.scoring import selection_text
+
+    every = selection_text(get_dataset(DATASET).indices)
+    page.fill("#upload-mlps", "")
+    page.wait_for_function("all => new URLSearchParams(location.search).get('mlps') === all", arg=every)
+    page.reload()
+    wait_for_dash(page)
+    assert page.input_value("#upload-mlps") == every
 
 
 def test_hostile_upload_fails_the_contract_with_a_fix_while_the_app_answers(page, live_server):

@@ -12,7 +12,7 @@ from tests.conftest import HOSTILE
 from tests.scoring.test_runs import assert_entries_equal
 from whestboard.data import TRUTH_CACHE, parse_shape
 from whestboard.sandbox import ingest_upload
-from whestboard.scoring import CumulantPropagationEstimator, _playground, rulebook_for
+from whestboard.scoring import CumulantPropagationEstimator, _playground, builtin_choices, rulebook_for
 from whestboard.scoring._estimators import MonteCarloEstimator
 
 pytestmark = [pytest.mark.filterwarnings("ignore::whestbench.scoring.ScoringExhaustionWarning"),
@@ -101,3 +101,12 @@ def test_an_upload_gone_from_the_store_is_left_out_in_words():
     result = _playground.play(shape, 1000, _playground.estimator_specs(100, [gone]), rulebook_for(None))
     assert [s.spec for s in result.results] == _playground.estimator_specs(100)
     assert result.problems == (f"upload:{gone} was left out: no upload {gone!r}. Upload it again on the Upload page.",)
+
+
+def test_the_table_names_each_cumulant_variant_as_the_lab_menu_does():
+    """"cumulant propagation, K = 3 (BASE)" had dropped what the menu and the convergence legend say of BASE."""
+    menu = {c["value"]: c["label"] for c in builtin_choices()}
+    played = [spec for spec in _playground.BUILTIN_SPECS if spec.startswith("cumulant:")]
+    assert played
+    for spec in played:
+        assert _playground.BUILTIN_LABELS[spec] == menu[spec][:1].lower() + menu[spec][1:], spec

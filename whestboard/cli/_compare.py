@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 
 from whestboard.compare import (
     ID_HELP,
@@ -22,6 +21,7 @@ from whestboard.compare import (
     too_few_sentence,
     verdict,
 )
+from whestboard.store import sci
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,21 +31,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--anatomy", action="store_true", help="add the error anatomy (needs stored predictions)")
 
 
-def _sci(x) -> str:
-    return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.3g}"
-
-
 def _print_stat(name: str, stat: dict) -> None:
     if not stat["verdict_possible"]:  # no interval and no winner: what the MLPs show, and how many to score
-        print(f"{name}: A {_sci(stat['mean_a'])}, B {_sci(stat['mean_b'])}; {too_few_sentence(stat, name)}")
-        print(f"  A / B (geometric mean) {_sci(stat['ratio'])}; A wins {stat['wins']}, loses {stat['losses']}, "
-              f"ties {stat['ties']}; sign-flip p = {_sci(stat['p_value'])}")
+        print(f"{name}: A {sci(stat['mean_a'])}, B {sci(stat['mean_b'])}; {too_few_sentence(stat, name)}")
+        print(f"  A / B (geometric mean) {sci(stat['ratio'])}; A wins {stat['wins']}, loses {stat['losses']}, "
+              f"ties {stat['ties']}; sign-flip p = {sci(stat['p_value'])}")
         return
     verdict_word = {"A lower": "A lower (better)", "B lower": "B lower (better)"}.get(stat["verdict"], "not resolved")
-    print(f"{name}: A {_sci(stat['mean_a'])}, B {_sci(stat['mean_b'])}; mean A - B {_sci(stat['mean_difference'])} "
-          f"[95% {_sci(stat['ci_low'])}, {_sci(stat['ci_high'])}] -> {verdict_word}")
-    print(f"  A / B (geometric mean) {_sci(stat['ratio'])} [{_sci(stat['ratio_low'])}, {_sci(stat['ratio_high'])}]; "
-          f"A wins {stat['wins']}, loses {stat['losses']}, ties {stat['ties']}; sign-flip p = {_sci(stat['p_value'])}; "
+    print(f"{name}: A {sci(stat['mean_a'])}, B {sci(stat['mean_b'])}; mean A - B {sci(stat['mean_difference'])} "
+          f"[95% {sci(stat['ci_low'])}, {sci(stat['ci_high'])}] -> {verdict_word}")
+    print(f"  A / B (geometric mean) {sci(stat['ratio'])} [{sci(stat['ratio_low'])}, {sci(stat['ratio_high'])}]; "
+          f"A wins {stat['wins']}, loses {stat['losses']}, ties {stat['ties']}; sign-flip p = {sci(stat['p_value'])}; "
           f"MLPs needed {mlps_needed_text(stat)}")
 
 
@@ -62,8 +58,8 @@ def _print_human(out: dict) -> None:
     anatomy = out.get("anatomy")
     if anatomy:
         shares = anatomy["shares_a"]["shares"]
-        print("A's final-layer squared error: " + ", ".join(f"{k} {_sci(v)}" for k, v in shares.items()))
-        print("A's per-layer MSE: " + " ".join(_sci(x) for x in anatomy["per_layer_mse_a"]))
+        print("A's final-layer squared error: " + ", ".join(f"{k} {sci(v)}" for k, v in shares.items()))
+        print("A's per-layer MSE: " + " ".join(sci(x) for x in anatomy["per_layer_mse_a"]))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -34,10 +34,12 @@ from whestboard.scoring import (
     resolve_estimator,
     rulebook_for,
     run_and_record,
+    sampling_verdict,
     sandboxed_handle,
     shipped_spec,
     whest_shaped,
 )
+from whestboard.store import sci
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -68,10 +70,6 @@ def _progress_printer(stream):
     return show
 
 
-def sci(x: float | None) -> str:
-    return "—" if x is None else f"{x:.3g}"
-
-
 def _print_human(outcome) -> None:
     report = outcome.report
     results = report["results"]
@@ -96,10 +94,8 @@ def _print_human(outcome) -> None:
     print(f"score {sci(results['adjusted_final_layer_score'])}, mean multiplier {results['mean_score_multiplier']:.3g}, "
           f"failed {results['n_failed_mlps']}")
     if mc.get("mc_at_budget"):
-        ratio = mc.get("score_vs_mc")
-        verdict = "—" if not ratio else (f"{ratio:.3g}x better than sampling" if ratio >= 1
-                                         else f"{1 / ratio:.3g}x worse than sampling")
-        print(f"MC@B {sci(mc['mc_at_budget'])} (score of spending B on Monte Carlo): {verdict}")
+        print(f"MC@B {sci(mc['mc_at_budget'])} (score of spending B on Monte Carlo): "
+              f"{sampling_verdict(mc.get('score_vs_mc'))}")
     mattered = (report.get("machine") or {}).get("waiting_mattered")
     if mattered:
         print(f"note: MLP(s) {', '.join(map(str, mattered))} failed on a time rule they would have met without the "

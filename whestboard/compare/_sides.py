@@ -33,7 +33,7 @@ from whestboard.leaderboard import (
     get_submission,
     mlp_frame,
 )
-from whestboard.rules import failure_kind
+from whestboard.rules import failure_kind, get_round
 from whestboard.scoring import (
     RunError,
     get_run,
@@ -46,7 +46,7 @@ from whestboard.scoring import (
     served_handle,
     served_spec,
 )
-from whestboard.store import session
+from whestboard.store import sci, session
 
 KINDS = {"run": "run", "sub": "submission", "base": "baseline"}
 ID_HELP = ("run:<run id> (or its first 8 characters, as the pages and `runs` show it), sub:<submission id> or "
@@ -270,10 +270,21 @@ def _run_candidates(dataset: str | None, wanted: set[int] | None) -> list[dict]:
         out.append({"id": f"run:{run['run_id']}", "kind": "run", "dataset": run["dataset_key"],
                     "n_mlps": run["n_mlps"],
                     "label": f"{run['estimator_label']} · {run['source']} run {run['run_id'][:8]} · "
-                             f"{run['dataset_key']} · {run['n_mlps']} MLPs · {run['created_at'][:16]}"})
+                             f"{run['dataset_key']} · {run['n_mlps']} MLPs{_custom_budget(run)} · "
+                             f"{run['created_at'][:16]}"})
         if len(out) >= MAX_LISTED:
             break
     return out
+
+
+def _custom_budget(run: dict) -> str:
+    """" · B = 6.8e+08" for a run under a budget other than its round's (a budget curve's point), else "": the
+    runs of one curve are the same estimator on the same MLPs, told apart only by B."""
+    try:
+        budget, round_budget = run.get("budget"), get_round(run["round_tag"]).budget
+    except (KeyError, TypeError, ValueError):
+        return ""
+    return f" · B = {sci(budget)}" if budget and budget != round_budget else ""
 
 
 def _baseline_candidates(dataset: str | None, wanted: set[int] | None) -> list[dict]:

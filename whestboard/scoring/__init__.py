@@ -71,7 +71,13 @@ from whestboard.scoring._playground import (
     playground_margins,
     rulebook_for_shape,
 )
-from whestboard.scoring._report import charged_compute, failure_report, run_margins, whest_shaped
+from whestboard.scoring._report import (
+    charged_compute,
+    failure_report,
+    run_margins,
+    sampling_verdict,
+    whest_shaped,
+)
 from whestboard.scoring._requests import MENU_ONLY, LabRun, Sweep, parse_lab_run, parse_sweep
 from whestboard.scoring._rulebook import Rulebook, rulebook_for
 from whestboard.scoring._run_records import (
@@ -223,5 +229,6 @@ __all__ = [
     "upload_run",
     "verdict_row",
     "run_margins",
+    "sampling_verdict",
     "whest_shaped",
 ]

@@ -34,7 +34,7 @@ from whestboard.data import (
 )
 from whestboard.jobs import sandbox_turn
 from whestboard.rules import ALL_ROUNDS, CapMargins, Caps, cap_margins, library_versions, telemetry_of
-from whestboard.scoring._estimators import resolve_estimator
+from whestboard.scoring._estimators import builtin_choices, resolve_estimator
 from whestboard.scoring._handle import EstimatorHandle
 from whestboard.scoring._inputs import RunError, quoted
 from whestboard.scoring._rulebook import Rulebook, rulebook_for
@@ -43,9 +43,11 @@ from whestboard.scoring._served import is_sandboxed_spec, served_spec
 from whestboard.store import get_blob_arrays, prune_blobs, put_blob_arrays
 
 BUILTIN_SPECS = ("mean", "cov", "combined", "cumulant:3", "cumulant:3:simple")
+#: The table's names: a cumulant variant is named as the lab's menu and the convergence legend name it
+#: (``builtin_choices``), only its first letter lowered to sit among the others.
 BUILTIN_LABELS = {"mean": "mean propagation", "cov": "covariance propagation", "combined": "combined",
-                  "cumulant:3": "cumulant propagation, K = 3 (BASE)",
-                  "cumulant:3:simple": "cumulant propagation, K = 3 (SIMPLE)"}
+                  **{c["value"]: c["label"][:1].lower() + c["label"][1:] for c in builtin_choices()
+                     if c["value"] in BUILTIN_SPECS and c["value"].startswith("cumulant:")}}
 DEFAULT_MC_SAMPLES = 1_000
 SCORE_FILES_KEPT = 2048
 SCORES = "playground-score"

@@ -43,6 +43,14 @@ def run_margins(report: dict) -> CapMargins:
     return cap_margins(mlps, Caps.of(report["rulebook"]), setups=[("setup()", report.get("setup_wall_s"))])
 
 
+def sampling_verdict(ratio: float | None) -> str:
+    """MC@B against a score (or MSE), ``mc_reference``'s ``score_vs_mc``, in words: "N x better than sampling",
+    or worse; "—" without one. The lab's and the upload's cards and ``score``'s text say it with this."""
+    if not ratio:
+        return "—"
+    return f"{ratio:.3g}x better than sampling" if ratio >= 1 else f"{1 / ratio:.3g}x worse than sampling"
+
+
 def charged_compute(report: dict) -> dict:
     """Where a run's charged compute C per MLP comes from: the metered FLOPs F (what the per-MLP table lists)
     and, in a round that prices residual wall time, lambda x R on top (C = F + lambda R). Means over the
