@@ -367,9 +367,18 @@ def _curves(dataset_key, ca, cb, budgets, mlps, metric, _refresh):
         return dbc.Alert(exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc), color="warning",
                          className="py-2 small", id="compare-curve-error")
     reports = [stored_reports(requests) for _, requests in pair]
+    sides = "AB" if len(pair) == 2 else ["A = B"]  # one estimator on both sides is one curve
     curves = [curve_data(f"{side}: {spec}", [point_summary(r) for r in found.values()])
-              for side, (spec, _), found in zip("AB", pair, reports, strict=True)]
+              for side, (spec, _), found in zip(sides, pair, reports, strict=True)]
     missing = sum(len(requests) - len(found) for (_, requests), found in zip(pair, reports, strict=True))
+    if len(pair) == 1:
+        return html.Div([
+            html.P(f"A and B are the same estimator ({pair[0][0]}): its curve is drawn once, and A − B is 0 at "
+                   "every budget. Choose another estimator for A or B to compare two curves.",
+                   className="small text-warning-emphasis", id="compare-curve-same"),
+            budget_curve_panel(view, curves, prefix="compare-curve", y_axis=metric, missing=missing,
+                               to_score="press Sweep both"),
+        ])
     rows = paired_curves(reports[0], reports[1], metric=metric)
     return html.Div([
         budget_curve_panel(view, curves, prefix="compare-curve", y_axis=metric, missing=missing,
