@@ -80,12 +80,12 @@ def test_navigation_target_keeps_choices_in_the_url(served):
 
     assert page_url("/explorer", "a b", None) == "/explorer?dataset=a+b"
     on_warmup = {"path": "/explorer", "dataset": "toy-warmup", "round": "v1-warmup"}
-    on_custom = {"path": "/x", "dataset": "a-custom", "round": None}
+    on_custom = {"path": "/lab", "dataset": "a-custom", "round": None}
     assert navigation_target("v1-warmup", "toy-warmup", on_warmup) is None  # values reported on mount
     assert navigation_target(None, "a-custom", on_custom) is None
     assert navigation_target("v1-warmup", "a-custom", on_warmup) == "/explorer?dataset=a-custom"
-    assert navigation_target(None, "toy-warmup", on_custom) == "/x?dataset=toy-warmup&round=v1-warmup"
-    assert navigation_target("v1-warmup", "a-custom", on_custom) == "/x?dataset=toy-warmup&round=v1-warmup"
+    assert navigation_target(None, "toy-warmup", on_custom) == "/lab?dataset=toy-warmup&round=v1-warmup"
+    assert navigation_target("v1-warmup", "a-custom", on_custom) == "/lab?dataset=toy-warmup&round=v1-warmup"
     assert navigation_target("v2-phase2", "toy-warmup", on_warmup) is None  # nothing served there
     assert navigation_target("v1-warmup", "gone", on_warmup) is None
 

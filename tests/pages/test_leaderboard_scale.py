@@ -276,7 +276,7 @@ def test_the_rankings_sort_page_and_filter_go_in_the_address_and_come_back_from_
                "inputs": [{"id": i, "property": p, "value": v} for i, p, v in (
                    ("lb-team", "value", None), ("lb-y", "value", "score"), ("lb-x", "value", "flops"),
                    ("lb-split", "value", "public"), ("lb-standings-tab", "active_tab", "shakeup"),
-                   ("lb-ranking-state", "data", state))],
+                   ("lb-ranking-state", "data", state), ("lb-colour", "value", "spend"))],
                "state": [{"id": "lb-round", "property": "data", "value": ROUND},
                          [{"id": {"type": "lb-round-link", "round": ROUND}, "property": "id",
                            "value": {"type": "lb-round-link", "round": ROUND}}]],

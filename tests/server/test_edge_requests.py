@@ -268,15 +268,15 @@ def test_a_launched_final_runs_after_waiting_past_its_grants_ten_minutes(http):
     """A final queued behind other jobs longer than its grant's 10 minutes (or delivered again after its Celery
     worker died) ended "grant has expired" in the job; its launcher checked the clock, so the job runs: here
     it gets as far as the request's own fault."""
-    from pages.final import _grant_subject, _run_job
+    from pages import final
     from whestboard.leaderboard import GRANT_TTL_S, organizer_grant
 
     job = {"round": "no-such-round", "seed": "7", "n": "2", "samples": "1000", "extra": "2",
            "lines": ["alpha=kept:nothing"]}
-    job["grant"] = organizer_grant(TOKEN, _grant_subject(job), now=time.time() - 3 * GRANT_TTL_S)
+    job["grant"] = organizer_grant(TOKEN, final._grant_subject(job), now=time.time() - 3 * GRANT_TTL_S)
     launched = post(http, "final-done.data", "final-job.data", {"final-job.data": job})
     assert "grant has expired" in notice(launched)  # the launcher still refuses a stale grant
-    answer = _run_job(lambda _progress: None, job)  # the job body, as a worker takes it long after its launch
+    answer = final._run_job(lambda _progress: None, job)  # the job body, as a worker takes it long after its launch
     assert "grant" not in answer["error"] and "no-such-round" in answer["error"], answer
 
 
@@ -435,7 +435,10 @@ def test_dash_jobs_are_kept_as_json_and_a_pickle_planted_in_the_state_folder_is_
     assert answer.status_code == 200 and answer.get_json()["response"]["lab-job-result"]["data"]["run_id"]
     key = handles["cacheKey"].split("~")[0]
     marker = tmp_path / "planted-pickle-ran"
-    with diskcache.Cache(str(config.state_dir() / "dash-jobs")) as jobs:
+    import app
+
+    # the folder the app's job store reads (the app is built once per process, with the state folder of then)
+    with diskcache.Cache(app.the_app()._background_manager.handle.directory) as jobs:
         for suffix in ("", "-progress", "-set_props"):
             jobs.set(key + suffix, _Planted(marker))
     body = {"output": _key(http, "lab-job-result.data", "lab-job.data"),
