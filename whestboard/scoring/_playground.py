@@ -42,10 +42,13 @@ from whestboard.scoring._runs import MLPCase, score_one
 from whestboard.scoring._served import is_sandboxed_spec, served_spec
 from whestboard.store import get_blob_arrays, prune_blobs, put_blob_arrays
 
-BUILTIN_SPECS = ("mean", "cov", "combined", "cumulant:3", "cumulant:3:simple")
+BUILTIN_SPECS = ("mean", "cov", "combined", "cumulant:3", "cumulant:3:simple", "cumulant:3:augment-factored",
+                 "cumulant:3:augment")
 BUILTIN_LABELS = {"mean": "mean propagation", "cov": "covariance propagation", "combined": "combined",
                   "cumulant:3": "cumulant propagation, K = 3 (BASE)",
-                  "cumulant:3:simple": "cumulant propagation, K = 3 (SIMPLE)"}
+                  "cumulant:3:simple": "cumulant propagation, K = 3 (SIMPLE)",
+                  "cumulant:3:augment-factored": "cumulant propagation, K = 3 (AUGMENT, factored)",
+                  "cumulant:3:augment": "cumulant propagation, K = 3 (AUGMENT, dense third cumulant)"}
 DEFAULT_MC_SAMPLES = 1_000
 SCORE_FILES_KEPT = 2048
 SCORES = "playground-score"
