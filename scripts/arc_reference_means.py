@@ -71,10 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shapes", default=",".join(f"{w}x{d}" for w, d in SHAPES))
     parser.add_argument("--seeds", default=",".join(map(str, SEEDS)))
     parser.add_argument("--skip", default="", help="variants left out, e.g. 3:AUGMENT:unfactored (comma-separated)")
+    parser.add_argument("--only", default="", help="the only variants run, e.g. 3:AUGMENT:factored (comma-separated)")
     parser.add_argument("--append", action="store_true", help="add these cases to an existing --out file")
     parser.add_argument("--note", default="", help="a sentence kept in the file (how the environment was made)")
     args = parser.parse_args(argv)
     skipped = {tuple(part.split(":")) for part in args.skip.split(",") if part}
+    only = {tuple(part.split(":")) for part in args.only.split(",") if part}
     sys.path.insert(0, args.arc_src)
     import torch
 
@@ -87,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         for seed in seeds:
             weights = whestbench_weights(width, depth, seed)
             for k_max, kind, factor in VARIANTS:
-                if (str(k_max), kind, "factored" if factor else "unfactored") in skipped:
+                name = (str(k_max), kind, "factored" if factor else "unfactored")
+                if name in skipped or only and name not in only:
                     continue
                 start = time.perf_counter()
                 means = arc_means(weights, k_max, kind, factor)

@@ -67,6 +67,28 @@ def test_the_view_averages_the_mlps_and_keeps_each_points_floor(baked):
     np.testing.assert_allclose(xs * ys, shape.flops_per_sample, rtol=1e-12)  # MSE/Var = 1/m
 
 
+def test_a_spec_added_later_is_measured_alone_against_the_same_reference(baked, tmp_path, monkeypatch):
+    """A file made before a spec existed keeps its results and only the new spec is measured, against the
+    reference drawn again from the same stream: what rerunning ``python -m whestboard paper`` does after a new
+    cumulant variant. The file then holds what a bake with every spec holds."""
+    from whestboard.band import _paper
+
+    folder = tmp_path / "paper"
+    older = [s for s in CUMULANT_KINDS if s != "cumulant:3:augment"]
+    assert measure_paper_shape(WIDTH, DEPTH, SEEDS, n_ref=N_REF, out=folder, specs=older, log=lambda _: None) == 2
+    before = json.loads((folder / f"{WIDTH}x{DEPTH}" / "mlp-0.json").read_text())
+    asked: list[list[str]] = []
+    measure = _paper.measure_mlp
+    monkeypatch.setattr(_paper, "measure_mlp", lambda *args: asked.append(list(args[-1])) or measure(*args))
+    assert measure_paper_shape(WIDTH, DEPTH, SEEDS, n_ref=N_REF, out=folder, log=lambda _: None) == 2
+    assert asked == [["cumulant:3:augment"]] * 2
+    for seed in SEEDS:
+        record = json.loads((folder / f"{WIDTH}x{DEPTH}" / f"mlp-{seed}.json").read_text())
+        assert record == json.loads((baked / f"{WIDTH}x{DEPTH}" / f"mlp-{seed}.json").read_text())
+    after = json.loads((folder / f"{WIDTH}x{DEPTH}" / "mlp-0.json").read_text())
+    assert {s: after["results"][s] for s in older} == before["results"]
+
+
 def test_the_job_resumes_and_remeasures_other_settings(baked, tmp_path):
     import shutil
 

@@ -22,7 +22,10 @@ SAMPLES = 3000
 MC_SAMPLES = 500
 REFERENCE = {"mean": MeanPropagationEstimator, "cov": CovariancePropagationEstimator,
              "combined": CombinedEstimator, "cumulant:3": lambda: CumulantPropagationEstimator(3),
-             "cumulant:3:simple": lambda: CumulantPropagationEstimator(3, "simple"), f"mc:{MC_SAMPLES}": lambda: MonteCarloEstimator(n_samples=MC_SAMPLES)}
+             "cumulant:3:simple": lambda: CumulantPropagationEstimator(3, "simple"),
+             "cumulant:3:augment-factored": lambda: CumulantPropagationEstimator(3, "augment-factored"),
+             "cumulant:3:augment": lambda: CumulantPropagationEstimator(3, "augment"),
+             f"mc:{MC_SAMPLES}": lambda: MonteCarloEstimator(n_samples=MC_SAMPLES)}
 
 
 def grader_entry(gen, drawn, rulebook, estimator) -> dict:

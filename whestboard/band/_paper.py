@@ -16,7 +16,9 @@ Two kinds of shape:
   ``cumulant:3`` carries there), against the dataset's own reference.
 
 The job is resumable: one JSON file per (shape, MLP) under ``data/paper/`` (``WHESTBOARD_PAPER_DIR``), kept when its settings
-match. ``paper_view`` reads them back into the plain view the figure is drawn from.
+match; a file made before a spec was added keeps its results, and only the new spec is measured (against the
+same reference, drawn again from the same stream, or the dataset's). ``paper_view`` reads them back into the
+plain view the figure is drawn from.
 """
 
 from __future__ import annotations
@@ -132,6 +134,32 @@ def _stored(path: Path, settings: dict) -> dict | None:
     return record if record.get("settings") == settings else None
 
 
+def _extendable(path: Path, settings: dict) -> dict | None:
+    """A record made with these settings but fewer specs (a spec added since): kept, and only what is missing
+    is measured against the same reference."""
+    try:
+        record = json.loads(path.read_text())
+        stored = dict(record["settings"])
+        specs = stored.pop("specs")
+        results = record["results"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    wanted = {k: v for k, v in settings.items() if k != "specs"}
+    if stored != wanted or not set(specs) < set(settings["specs"]) or not all(s in results for s in specs):
+        return None
+    return record
+
+
+def _merged(earlier: dict | None, mlp, truth_final: np.ndarray, avg_variance: float, budget: int,
+            specs: Sequence[str]) -> dict[str, dict]:
+    """Every spec's result (``measure_mlp``): an earlier record's where it holds one and was measured against
+    the same reference (the same avg_variance), the rest measured now."""
+    if earlier is None or not math.isclose(earlier["avg_variance"], avg_variance, rel_tol=1e-12):
+        return measure_mlp(mlp, truth_final, avg_variance, budget, specs)
+    fresh = measure_mlp(mlp, truth_final, avg_variance, budget, [s for s in specs if s not in earlier["results"]])
+    return {s: earlier["results"].get(s, fresh.get(s)) for s in specs}
+
+
 def paper_shape_key(width: int, depth: int) -> str:
     return f"{width}x{depth}"
 
@@ -149,7 +177,8 @@ def measure_paper_shape(width: int, depth: int, seeds: Sequence[int], *, n_ref: 
         generated = generate(Shape(width, depth, int(seed)))
         _weight_ss, sample_ss, _ = derive_seed_streams(int(seed))
         means, avg_variance = layer_statistics(list(generated.weights), n_ref, np.random.default_rng(sample_ss))
-        results = measure_mlp(generated.mlp, means[-1], avg_variance, UNBOUNDED_BUDGET, specs)
+        results = _merged(_extendable(path, settings), generated.mlp, means[-1], avg_variance, UNBOUNDED_BUDGET,
+                          specs)
         write_json(path, {"settings": settings, "mlp_seed": int(seed), "avg_variance": float(avg_variance),
                           "results": results})
         log(f"{width} x {depth}, MLP seed {seed}: " + ", ".join(
@@ -171,7 +200,7 @@ def measure_round_shape(round_tag: str, indices: Sequence[int], *, out: Path | N
         if _stored(path, settings):
             continue
         means, avg_variance = dataset.truth(index)
-        results = measure_mlp(dataset.mlp(index), means[-1], avg_variance, budget, specs)
+        results = _merged(_extendable(path, settings), dataset.mlp(index), means[-1], avg_variance, budget, specs)
         write_json(path, {"settings": settings, "mlp_index": int(index), "avg_variance": float(avg_variance),
                           "results": results})
         log(f"{round_tag}, MLP {index}: " + ", ".join(f"{s} {r['mse_over_var']:.3g}" for s, r in results.items()))

@@ -3,7 +3,8 @@
 Every ``cumulant:K[:VARIANT]`` spec on the paper's shapes (widths 8..256 at depth 16, MLPs of seeds
 0..m-1, Monte Carlo reference of ``--samples`` on each MLP's own stream) and, with ``--rounds``, on the
 first MLPs of each round's embedded dataset under its budget. One JSON file per (shape, MLP) under
-``--out`` (default ``data/paper``): re-running skips what is stored with the same settings.
+``--out`` (default ``data/paper``): re-running skips what is stored with the same settings, and where a
+spec was added since a file was made, measures that spec alone.
 """
 
 from __future__ import annotations

@@ -37,18 +37,26 @@ Variants (the paper's ``Kind``: which cumulants are tracked), named ``cumulant:K
   the ReLU (c4 its projection onto ``Sym(I x I)``), which the linear step maps to ``c4 Sym(g x g)``,
   ``g = W W^T``; it enters through kappa_iiii and kappa_iijj. The paper's best variant at K = 3.
 
+* ``augment`` at K = 3: the paper's AUGMENT, unfactored: mean, covariance, the whole third cumulant as a
+  dense n^3 tensor, and the radial fourth ``Sym(A x I)`` with A a matrix; the nonlinear step sums every
+  diagram of cost <= 3 (``_cumulant_augment``). Its linear step costs O(n^4).
+* ``augment-factored`` at K = 3: the reference's factored AUGMENT, which is another estimate: the third
+  cumulant in factored form, and only the augmented diagrams that factor (the covariance triangle and the
+  products of kappa_ijk with another block are dropped).
+
 The reference factors the third cumulant at K = 3; for ``simple`` and ``base`` its factored and
-unfactored estimates are the same (every diagram they keep factors), so one name covers both.
+unfactored estimates are the same (every diagram they keep factors), so one name covers both; for AUGMENT
+they differ, hence two names.
 
-Not implemented, and refused with a sentence: ``augment`` at K = 3 (it carries a radial fourth
-cumulant ``Sym(A x I)`` with A a matrix and sums the diagrams of cost 3; factored, the reference drops
-the augmented diagrams that do not factor, so it is two estimates), and K >= 4.
+Not implemented, and refused with a sentence: K >= 4.
 
-The one deliberate deviation from the reference: at K = 3, when the whole history of the factored
-third cumulant does not fit the FLOP budget (or 2 GiB of factors), only the third cumulant generated
-in the last J layers is carried, J the largest that fits; J = 0 keeps the diagrams of the covariance
-(and, for ``simple``, the fourth cumulant) alone. ``third_order_window`` says which J a budget buys;
-with the whole history (J = depth - 1) the estimate is the reference's.
+The one deliberate deviation from the reference: at K = 3, when the whole history of the third cumulant
+does not fit the FLOP budget (or 2 GiB of memory), only the third cumulant generated in the last J layers
+is carried, J the largest that fits; J = 0 keeps the diagrams of the covariance (and, for ``simple`` and
+AUGMENT, the fourth cumulant) alone. Factored, the last J generations are kept at every layer; the dense
+tensor of ``augment`` holds every generation at once, so it is carried through the last J linear steps
+only. ``third_order_window`` says which J a budget buys; with the whole history (J = depth - 1) the
+estimate is the reference's.
 """
 
 from __future__ import annotations
@@ -59,15 +67,20 @@ import flopscope as flops
 import flopscope.numpy as fnp
 from whestbench.sdk import BaseEstimator
 
-VARIANTS = ("diagonal", "simple", "base", "augment")
+from whestboard.scoring import _cumulant_augment
+
+VARIANTS = ("diagonal", "simple", "base", "augment", "augment-factored")
 MAX_ORDER = 3
-#: The most memory the factored third cumulant may take (the grader gives an estimator 8 GB).
+#: The most memory the third cumulant may take (the grader gives an estimator 8 GB).
 MAX_FACTOR_BYTES = 2 * 1024**3
+#: Dense n^3 float32 arrays alive at once while ``augment`` at K = 3 carries its third cumulant (9 measured).
+DENSE_ARRAYS = 12
 #: Share of the budget the order-3 window may plan to spend (the rest is headroom for the estimate).
 PLAN_SHARE = 0.9
 #: Every (K, variant) computed here; ``cumulant:K`` alone is the first of its order.
 IMPLEMENTED = ((1, "diagonal"), (1, "simple"), (1, "augment"), (1, "base"),
-               (2, "simple"), (2, "base"), (2, "augment"), (3, "base"), (3, "simple"))
+               (2, "simple"), (2, "base"), (2, "augment"), (3, "base"), (3, "simple"), (3, "augment"),
+               (3, "augment-factored"))
 #: What each name computes, when it is the same estimate as another name.
 SAME_AS = {(1, "augment"): (1, "simple"), (2, "base"): (2, "simple")}
 
@@ -84,14 +97,12 @@ def default_variant(order: int) -> str:
 def check_order(order: int, variant: str) -> None:
     """Raise ``CumulantRefused`` for what this implementation does not compute."""
     if variant not in VARIANTS:
-        raise CumulantRefused(f"unknown cumulant variant {variant!r}; use simple, base (K = 1, 2, 3), "
-                              "augment (K = 1, 2) or diagonal (K = 1)")
+        raise CumulantRefused(f"unknown cumulant variant {variant!r}; use simple, base, augment (K = 1, 2, 3), "
+                              "augment-factored (K = 3) or diagonal (K = 1)")
     if not 1 <= order <= MAX_ORDER:
         raise CumulantRefused(f"cumulant order K = {order} is not implemented; use K = 1, 2 or 3")
-    if variant == "augment" and order > 2:
-        raise CumulantRefused(f"cumulant:{order}:augment is not implemented (it carries a radial fourth cumulant "
-                              "Sym(A x I) and sums the diagrams of cost 3, and factored it drops the ones that do not "
-                              f"factor, so it is two estimates); use cumulant:{order}:simple or cumulant:{order}:base")
+    if variant == "augment-factored" and order != 3:
+        raise CumulantRefused(f"the reference factors the third cumulant at K = 3 only; use cumulant:{order}:augment")
     if variant == "diagonal" and order > 1:
         raise CumulantRefused(f"the diagonal variant is mean propagation (K = 1); use cumulant:{order}:simple "
                               f"or cumulant:{order}:base")
@@ -111,12 +122,13 @@ def _order3_layer_flops(n: int, carried: int, held: int, first: bool, radial: bo
     ``held`` columns whose diagonal slices are taken. The matmuls are flopscope's exact prices (the
     covariance's float64 ones at the doubled dtype-aware price, an upper bound where billing is flat;
     with ``radial`` the float32 metric); the O(n^2) and O(nR) elementwise work is an upper bound
-    (64 n^2, 80 n^2 more with ``radial``, + 12 n R)."""
+    (64 n^2, 80 n^2 more with ``radial``, 48 n^2 more with a third cumulant, + 12 n R)."""
     cost = 64 * n * n + 2 * 2 * _matmul(n, n, n)  # mean and covariance: w.T @ cov @ w in float64
     if radial:
         cost += _matmul(n, n, n) + 80 * n * n  # the metric w.T @ w and the fourth cumulant's slices
     if not first:
         cost += 3 * _matmul(n, n, carried) + 3 * n * carried + 2 * _matmul(n, n, n)  # map factors, new block
+        cost += 48 * n * n  # the nonlinear step's work on kappa_iii and kappa_iij
         cost += 3 * n * held  # concatenating each factor
         cost += 3 * _matmul(n, held, n) + 12 * n * held  # diagonal slices kappa_iij, kappa_iii
     return cost
@@ -125,6 +137,8 @@ def _order3_layer_flops(n: int, carried: int, held: int, first: bool, radial: bo
 def order3_flops(width: int, depth: int, window: int, variant: str = "base") -> int:
     """Planned FLOPs (an upper bound) of ``cumulant:3:VARIANT`` carrying the third cumulants generated in
     the last ``window`` layers."""
+    if variant in ("augment", "augment-factored"):
+        return _cumulant_augment.planned_flops(width, depth, window, factored=variant == "augment-factored")
     total = 0
     for layer in range(depth):
         carried = 2 * width * max(0, min(layer - 1, window - 1))
@@ -136,7 +150,11 @@ def order3_flops(width: int, depth: int, window: int, variant: str = "base") -> 
 
 def third_order_window(width: int, depth: int, budget: int | None, variant: str = "base") -> int:
     """The largest window J (layers of third-cumulant history kept) that fits the budget and memory."""
-    by_memory = MAX_FACTOR_BYTES // (3 * 4 * width * 2 * width)  # three float32 factors, 2n columns a block
+    if variant == "augment":  # one dense float32 tensor and its temporaries, whatever J
+        by_memory = depth if DENSE_ARRAYS * 4 * width**3 <= MAX_FACTOR_BYTES else 0
+    else:  # three float32 factors, 2n columns a generation (4n for augment-factored)
+        per_generation = _cumulant_augment.generation_columns(width, 1) if variant == "augment-factored" else 2 * width
+        by_memory = MAX_FACTOR_BYTES // (3 * 4 * width * per_generation)
     best = 0
     for window in range(1, depth):
         if window > by_memory:
@@ -166,7 +184,8 @@ def _gaussian_pieces(mu_pre, var_pre):
 class _Wick:
     """``E_G[d^k ReLU(z)^p]`` for z ~ N(mu, var) per neuron, the Gaussian with the pre-activation's mean and
     variance. Below p it is ``p!/(p-k)! E[z^(p-k) 1(z > 0)]``; from p on ``p!`` times the k - p + 1-th
-    derivative's, ``Phi, phi/s, -a phi/s^2, (a^2 - 1) phi/s^3`` (a = mu/s)."""
+    derivative's, ``Phi, phi/s, -a phi/s^2, (a^2 - 1) phi/s^3`` and, when asked for, ``-(a^3 - 3a) phi/s^4``
+    (a = mu/s)."""
 
     def __init__(self, mu_pre, var_pre) -> None:
         sigma, phi, cdf, m1, m2 = _gaussian_pieces(mu_pre, var_pre)
@@ -178,10 +197,14 @@ class _Wick:
         alpha = mu_pre / sigma
         g3 = -alpha * g2 / sigma
         self.derivatives = [cdf, g2, g3, (alpha * alpha - 1.0) * g2 / var_pre]
+        self._fifth = (alpha, sigma, var_pre)
 
     def __call__(self, k: int, p: int):
         if k < p:
             return (math.factorial(p) // math.factorial(p - k)) * self.truncated[p - k] if k else self.truncated[p]
+        if k - p == len(self.derivatives):  # E_G[d^5 ReLU] = -He_3(a) phi / s^4, read by AUGMENT at K = 3 alone
+            alpha, sigma, var_pre = self._fifth
+            self.derivatives.append(alpha * (3.0 - alpha * alpha) * self.derivatives[1] / (var_pre * sigma))
         return math.factorial(p) * self.derivatives[k - p] if p > 1 else self.derivatives[k - p]
 
 
@@ -458,7 +481,11 @@ class CumulantPropagationEstimator(BaseEstimator):
             return _predict_order1(mlp, "simple" if self.variant == "augment" else self.variant)
         if self.order == 2:
             return _predict_augment2(mlp) if self.variant == "augment" else _predict_order2(mlp)
-        return _predict_order3(mlp, self.window_for(mlp.width, mlp.depth, budget), radial=self.variant == "simple")
+        window = self.window_for(mlp.width, mlp.depth, budget)
+        if self.variant in ("augment", "augment-factored"):
+            return _cumulant_augment.predict(mlp, window, factored=self.variant == "augment-factored",
+                                             wick_class=_Wick, cp_slices=_slices)
+        return _predict_order3(mlp, window, radial=self.variant == "simple")
 
 
 def label(order: int, variant: str) -> str:
@@ -470,7 +497,9 @@ def short_label(order: int, variant: str) -> str:
     """How menus and legends name a (K, variant)."""
     what = {(1, "diagonal"): "= mean propagation", (2, "simple"): "= covariance propagation",
             (2, "augment"): "AUGMENT, radial third and fourth cumulants",
-            (3, "base"): "BASE, factored third cumulant"}.get((order, variant), variant.upper())
+            (3, "base"): "BASE, factored third cumulant",
+            (3, "augment"): "AUGMENT, dense third cumulant",
+            (3, "augment-factored"): "AUGMENT, factored"}.get((order, variant), variant.upper())
     return f"Cumulant propagation, K = {order} ({what})"
 
 
@@ -483,5 +512,9 @@ def describe(order: int, variant: str) -> str:
             (2, "base"): "mean and covariance, the same as simple at K = 2",
             (2, "augment"): "the paper's AUGMENT: covariance plus the radial third and fourth cumulants",
             (3, "base"): "the paper's BASE: mean, covariance and factored third cumulant",
-            (3, "simple"): "the paper's SIMPLE: BASE plus the radial fourth cumulant"}[(order, variant)]
+            (3, "simple"): "the paper's SIMPLE: BASE plus the radial fourth cumulant",
+            (3, "augment"): "the paper's AUGMENT, unfactored: dense third cumulant, radial fourth Sym(A x I), every "
+                            "diagram of cost 3",
+            (3, "augment-factored"): "the paper's AUGMENT, factored: factored third cumulant, radial fourth "
+                                     "Sym(A x I), the diagrams of cost 3 that factor"}[(order, variant)]
     return f"cumulant propagation to order {order} ({variant}: {what})"

@@ -29,7 +29,7 @@ import flopscope.numpy as fnp
 from whestbench.sdk import BaseEstimator
 
 from whestboard.rules import library_versions, metered_mc_flops_per_sample
-from whestboard.scoring import _cumulant
+from whestboard.scoring import _cumulant, _cumulant_augment
 from whestboard.scoring._handle import EstimatorHandle
 from whestboard.scoring._inputs import RunError, quoted
 from whestboard.scoring._sandboxed import is_file_spec, sandboxed_handle
@@ -238,14 +238,15 @@ def _mc_handle(text: str) -> EstimatorHandle:
     )
 
 
-CUMULANT_HELP = ("write cumulant:K or cumulant:K:VARIANT with K = 1, 2 or 3 and VARIANT simple or base "
-                 "(also augment at K = 1, 2 and diagonal at K = 1)")
+CUMULANT_HELP = ("write cumulant:K or cumulant:K:VARIANT with K = 1, 2 or 3 and VARIANT simple, base or augment "
+                 "(also augment-factored at K = 3 and diagonal at K = 1)")
 
 
 @functools.cache
 def _cumulant_handle(order: int, variant: str) -> EstimatorHandle:
     canonical = _cumulant.label(order, variant)
-    code = _sha256(inspect.getsource(_cumulant), library_versions()["flopscope_version"], canonical)
+    code = _sha256(inspect.getsource(_cumulant), inspect.getsource(_cumulant_augment),
+                   library_versions()["flopscope_version"], canonical)
     return EstimatorHandle(
         label=canonical,
         kind=canonical,

@@ -42,7 +42,8 @@ from whestboard.scoring._runs import MLPCase, score_one
 from whestboard.scoring._served import is_sandboxed_spec, served_spec
 from whestboard.store import get_blob_arrays, prune_blobs, put_blob_arrays
 
-BUILTIN_SPECS = ("mean", "cov", "combined", "cumulant:3", "cumulant:3:simple")
+BUILTIN_SPECS = ("mean", "cov", "combined", "cumulant:3", "cumulant:3:simple", "cumulant:3:augment-factored",
+                 "cumulant:3:augment")
 #: The table's names: a cumulant variant is named as the lab's menu and the convergence legend name it
 #: (``builtin_choices``), only its first letter lowered to sit among the others.
 BUILTIN_LABELS = {"mean": "mean propagation", "cov": "covariance propagation", "combined": "combined",
