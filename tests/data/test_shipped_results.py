@@ -125,9 +125,10 @@ def test_the_check_finds_a_failure_that_waiting_caused():
 #: The most metered FLOPs per MLP a baseline may spend to be scored again here (a few seconds on one core).
 RESCORED_UP_TO = 2e10
 #: Files an estimator's change left behind, to be baked again on a quiet machine (their wall and residual times
-#: count in the priced rounds' scores): cumulant:3 keeps the square of the third-cumulant correction to the mean
-#: since commit 2087790, after v1-warmup's (and v1-phase1's, too costly to score here) K = 3 file was baked.
-STALE = {"v1-warmup/cumulant-3.json"}
+#: count in the priced rounds' scores), each a strict expected failure until then. None now: v1-warmup's and
+#: v1-phase1's K = 3 files, baked before cumulant:3 kept the square of the third-cumulant correction to the
+#: mean (commit 2087790), were baked again on 2026-12-07.
+STALE: set[str] = set()
 
 
 def _cheap_files() -> list:
@@ -164,8 +165,8 @@ def test_a_shipped_baseline_is_what_its_estimator_computes_now(path):
         first["final_layer_mse"], rel=1e-6)), f"{path}: baked by another version of {data['estimator']}"
 
 
-#: Sweep submissions graded by an older version of their estimator (see ``STALE``): v1-warmup's cumulant:3.
-STALE_SUBMISSIONS = {"baseline:v1-warmup:v1-warmup:cumulant:3"}
+#: Sweep submissions graded by an older version of their estimator (see ``STALE``): none now.
+STALE_SUBMISSIONS: set[str] = set()
 
 
 def _cheap_submissions() -> list:
