@@ -113,9 +113,16 @@ class WhestboardDash(dash.Dash):
         return page.replace("</head>", tags + "</head>", 1) if tags else page
 
     def finish_setup(self) -> None:
-        """Register every page's callbacks and every servable script now, as the first request would."""
+        """Register every page's callbacks and every servable script now, as the first request would.
+
+        Dash registers the pages' router callback in a ``before_request`` hook of the first request, after
+        marking it done: a request on another thread meanwhile named a callback that did not exist yet
+        (the edge refused the page's own first post, 400). It is run here, before any request exists."""
         with self.server.test_request_context("/"):
             self._setup_server()
+            for hook in self.server.before_request_funcs.get(None, []):
+                if getattr(hook, "__name__", "") == "router_sync":  # the app is not async
+                    hook()
 
 
 def create_app() -> dash.Dash:

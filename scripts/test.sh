@@ -31,4 +31,15 @@ fi
 unset PYTHONDONTWRITEBYTECODE
 .venv/bin/ruff check .
 .venv/bin/lint-imports --no-cache  # the layering in pyproject.toml: one-way imports, no cycles
-exec .venv/bin/python -m pytest "$@"
+# The whole suite, asked for with nothing that selects tests, runs in two passes: the fast tier spread over
+# the cores (pytest-xdist, tests/conftest.py), then the browser and services tests in one process, since
+# their servers and timing-aware tests want the cores to themselves. Both passes run; either failing fails.
+selects=
+for arg in "$@"; do case "$arg" in -m|-m*|-k|-k*|--lf|--last-failed|--sw|tests*|*.py|*::*) selects=1 ;; esac; done
+if [ -n "$selects" ]; then
+  exec .venv/bin/python -m pytest "$@"
+fi
+status=0
+.venv/bin/python -m pytest -m "not browser and not services" "$@" || status=$?
+.venv/bin/python -m pytest -m "browser or services" "$@" || status=$?
+exit "$status"

@@ -4,7 +4,10 @@ sentence: one check in server/ for every page, before Dash dispatches (server/do
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
+import sys
 
 import pytest
 
@@ -211,3 +214,15 @@ def test_an_organizer_edit_naming_a_field_twice_is_refused_naming_it(sqlite_stor
                                      headers={"Authorization": "Bearer token"}, content_type="application/json")
     assert answer.status_code == 400 and answer.get_json()["error"].startswith("duplicate key 'team'")
     assert get_submission("s-1").team == "alpha"
+
+
+def test_the_pages_router_is_a_callback_before_the_first_request(tmp_path):
+    """Dash registers the pages' router callback in a hook of the first request, after marking it done: a
+    page's first post on another thread meanwhile named no callback yet and the edge answered 400 (a fresh
+    gunicorn worker met by several visitors at once). A freshly built app has it before any request."""
+    probe = ("import app; a = app.the_app(); "
+             "print('.._pages_content.children..._pages_store.data..' in a.callback_map)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "WHESTBOARD_STATE_DIR": str(tmp_path / "state")})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "True"

@@ -291,7 +291,7 @@ class CurveSweep(Job):
         again = dashclient.PageSession(dashclient.DashClient(base, timeout=120),
                                        f"/convergence?dataset={SWEPT}&curves=mc:0.5B&budgets={q['budgets']}"
                                        f"&mlps={q['mlps']}").load()
-        readout = again.values["curve-readout"].get("children")
+        readout = again.values["curve-body"].get("children")
         assert "curve-missing" not in _ids(readout), f"curve sweep: points not kept ({_text(readout)!r})"
         return Answer("kept", "every point of its curve is drawn when the convergence page opens it")
 

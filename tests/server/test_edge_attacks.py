@@ -249,7 +249,7 @@ def test_a_spec_is_never_a_path_and_a_thousand_are_refused_at_once(stacks, tmp_p
     specs = [str(tmp_path / f"probe-{i}.py") for i in range(1000)]
     curves = {"curve-estimators.value": specs, "curve-budgets.value": "1B", "curve-mlps.value": "0",
               "convergence-dataset.data": "v1-warmup"}
-    drawn = _fire(off, "/convergence?dataset=v1-warmup", "curve-graph.figure", "curve-estimators.value", curves)
+    drawn = _fire(off, "/convergence?dataset=v1-warmup", "curve-body.children", "curve-estimators.value", curves)
     assert "1,000 estimators in one request: at most 12 are scored at once" in _text(drawn)
     swept = _fire(off, "/convergence?dataset=v1-warmup", "curve-refresh.data", "curve-sweep.n_clicks",
                   {**curves, "curve-sweep.n_clicks": 1})
