@@ -60,8 +60,11 @@ def test_every_readme_command_runs_as_written(preloaded, workdir, tmp_path):
     commands = readme_commands()
     assert [c[0] for c in commands] == ["bake", "datasets", "band", "paper", "score", "score", "check", "score", "compare",
                                         "runs", "compare", "import", "import", "export", "sweep"]
-    env = {k: v for k, v in os.environ.items() if k != "WHESTBOARD_DATABASE_URL"}
-    env.update(WHESTBOARD_STATE_DIR=str(tmp_path / "state"), HF_DATASETS_OFFLINE="1")
+    env = {k: v for k, v in os.environ.items() if k not in ("WHESTBOARD_DATABASE_URL", "WHESTBOARD_PAPER_DIR")}
+    # the reader's checkout is the workdir: its data/ is the embedded data the commands read and write
+    env.update(WHESTBOARD_STATE_DIR=str(tmp_path / "state"), WHESTBOARD_DATA_DIR=str(workdir / "data"),
+               HF_DATASETS_OFFLINE="1")
+    shipped = {path: path.read_bytes() for path in (REPO / "data").rglob("*.json")}
     outputs: dict[str, list[str]] = {}
     run_id = None
     for args in commands:
@@ -98,3 +101,5 @@ def test_every_readme_command_runs_as_written(preloaded, workdir, tmp_path):
     assert "readme-1" in set(exported["submission_id"])
     assert "(dry run)" in outputs["sweep"][0]
     assert not any((REPO / "data").glob("my-warmup")), "the checkout's data/ was written"
+    changed = [str(p) for p, data in shipped.items() if not p.is_file() or p.read_bytes() != data]
+    assert not changed, f"the commands wrote the project's own data/ (the paper's figure resumed there?): {changed[:5]}"
