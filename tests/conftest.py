@@ -41,9 +41,9 @@ FAST_TIER = "not browser and not services"
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config) -> None:
     """Spread the fast tier over pytest-xdist processes unless ``-n`` says otherwise: two per core, up to
-    four, since much of its time is spent waiting on the sandbox's and the CLI's own processes (on two
-    cores, 4 processes took 211 s where 2 took 587 s). The browser and services tests stay in one process:
-    their servers and timing-aware tests want the cores to themselves."""
+    four, since part of its time is spent waiting on the sandbox's and the CLI's own processes (on two
+    cores, 4 processes ran it in 211 s, CPU time 393 s). The browser and services tests stay in one
+    process: their servers and timing-aware tests want the cores to themselves."""
     if (config.option.markexpr.strip() != FAST_TIER or not hasattr(config.option, "numprocesses")
             or hasattr(config, "workerinput") or os.environ.get("PYTEST_XDIST_WORKER")):
         return
