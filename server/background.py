@@ -338,6 +338,11 @@ class _Ledger:
         """What a poll answers: the job's value once the ledger says it finished, a sentence once it cannot
         finish, else nothing yet. Never an exception: what a poll raises never reaches the page, which
         then stops polling in silence."""
+        value = self._poll_answer(key, job)
+        _poll.pending = value is self.UNDEFINED  # job_running() below decides whether the page polls on
+        return value
+
+    def _poll_answer(self, key, job):
         if str(job).startswith(UNSENT):
             return unsent_payload(str(job))
         _poll.key = key  # job_running() below is asked about this same poll
@@ -431,6 +436,7 @@ class _Ledger:
         """Dash asks this right after get_result(): a job that stored its result and exited in
         between would read as "not running, no result", and the poll would silently give up."""
         key, _poll.key = getattr(_poll, "key", None), None
+        pending, _poll.pending = getattr(_poll, "pending", False), False
         if str(job).startswith(UNSENT):
             return False
         if getattr(_poll, "broker_down", False):
@@ -440,11 +446,24 @@ class _Ledger:
             running = super().job_running(job)
             if not running and key is not None and self.result_ready(key):
                 return True  # the next poll collects the result
+            if not running and pending and key is not None and self._ended_unsaid(key, job):
+                return True  # the next poll, finding the process gone, says how it ended
         except Exception as exc:
             if not broker_trouble(exc):
                 raise
             return True
         return running
+
+    def _ended_unsaid(self, key, job) -> bool:
+        """A job whose process exited between this poll's read and Dash's question, leaving no value (its
+        disk full, or killed): Dash would close the loop with no update and the page wait in silence. Unless
+        the user cancelled it, one more poll finds the process gone and answers with its value or sentence."""
+        try:
+            row = find_job(key, str(job))
+        except Exception as exc:  # noqa: BLE001 - the store cannot be read: the next poll says so
+            logs.error("job.poll_fault", exc, job=str(job), fault=faults.classify(exc))
+            return True
+        return row is not None and row.status != CANCELLED
 
     def clear_cache_entry(self, key):
         """Drop a value (or progress) once read: a full disk or an absent broker refusing the removal must

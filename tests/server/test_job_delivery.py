@@ -79,3 +79,40 @@ def test_an_error_the_job_left_is_passed_on_whatever_the_ledger_says(manager):
     manager.handle.set(key, error)
     assert manager.get_result(key, handle) == error
 
+
+
+def test_a_job_that_exits_without_its_value_between_a_poll_and_dash_asking_keeps_the_page_polling(manager):
+    """A poll reads no value while the job's process is still alive; the process then exits without leaving
+    one (its disk full, or killed) before Dash asks whether the job runs. Dash would take "not running, no
+    value" as a cancel and the page would wait in silence (a playground job on a filled disk, 1 of 4 once
+    more); the poll goes on instead, and the next one says how the job ended."""
+    key, job_id = uuid.uuid4().hex, uuid.uuid4().hex
+    alive = subprocess.Popen(["sleep", "60"])
+    handle = process_handle(alive.pid)
+    enqueue(job_id, result_key=key, kind="test-result.children", backend="diskcache")
+    set_handle(job_id, handle)
+    try:
+        assert manager.get_result(key, handle) is manager.UNDEFINED  # alive: nothing yet
+    finally:
+        alive.kill()
+        alive.wait()
+    assert manager.job_running(handle) is True  # exited meanwhile, no value: poll once more
+    answer = manager.get_result(key, handle)
+    assert "worker died" in answer["background_callback_error"]["msg"], answer
+    assert find_job(key, handle).status == "failed"
+
+
+def test_a_cancelled_job_that_exits_closes_the_loop_as_dash_expects(manager):
+    key, job_id = uuid.uuid4().hex, uuid.uuid4().hex
+    alive = subprocess.Popen(["sleep", "60"])
+    handle = process_handle(alive.pid)
+    enqueue(job_id, result_key=key, kind="test-result.children", backend="diskcache")
+    set_handle(job_id, handle)
+    try:
+        assert manager.get_result(key, handle) is manager.UNDEFINED
+        manager.terminate_job(handle)  # the user's cancel: the row says so, the process is killed
+    finally:
+        alive.kill()
+        alive.wait()
+    manager.get_result(key, handle)
+    assert manager.job_running(handle) is False
