@@ -79,7 +79,9 @@ def test_highlighting_a_team_marks_its_dots_and_row_and_goes_in_the_address(page
     team = graded.groupby("team").size().idxmax()
     _open(page, "?round=v1-warmup")
     page.click("#lb-team")
+    page.locator(".dash-dropdown-options").wait_for()  # the dropdown's code loads on demand: open before typing
     page.keyboard.type(team)
+    page.locator(".dash-dropdown-option", has_text=team).first.wait_for()
     page.keyboard.press("Enter")
     page.wait_for_function("t => new URLSearchParams(location.search).get('team') === t", arg=team)
     wait_for_dash(page)
