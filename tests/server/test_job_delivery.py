@@ -52,6 +52,16 @@ def _launch(manager, *, compute=None) -> tuple[str, str, str]:
     return key, handle, job_id
 
 
+def _launch_running() -> tuple[str, str, subprocess.Popen]:
+    """A launch whose job process is still alive (queued in the ledger): its key, handle and process."""
+    key, job_id = uuid.uuid4().hex, uuid.uuid4().hex
+    alive = subprocess.Popen(["sleep", "60"])
+    handle = process_handle(alive.pid)
+    enqueue(job_id, result_key=key, kind="test-result.children", backend="diskcache")
+    set_handle(job_id, handle)
+    return key, handle, alive
+
+
 def test_a_value_whose_job_finished_in_the_ledger_is_delivered(manager):
     key, handle, _ = _launch(manager, compute=lambda: {"run_id": "abc"})
     manager.handle.set(key, {"run_id": "abc"})
@@ -86,11 +96,7 @@ def test_a_job_that_exits_without_its_value_between_a_poll_and_dash_asking_keeps
     one (its disk full, or killed) before Dash asks whether the job runs. Dash would take "not running, no
     value" as a cancel and the page would wait in silence (a playground job on a filled disk, 1 of 4 once
     more); the poll goes on instead, and the next one says how the job ended."""
-    key, job_id = uuid.uuid4().hex, uuid.uuid4().hex
-    alive = subprocess.Popen(["sleep", "60"])
-    handle = process_handle(alive.pid)
-    enqueue(job_id, result_key=key, kind="test-result.children", backend="diskcache")
-    set_handle(job_id, handle)
+    key, handle, alive = _launch_running()
     try:
         assert manager.get_result(key, handle) is manager.UNDEFINED  # alive: nothing yet
     finally:
@@ -103,11 +109,7 @@ def test_a_job_that_exits_without_its_value_between_a_poll_and_dash_asking_keeps
 
 
 def test_a_cancelled_job_that_exits_closes_the_loop_as_dash_expects(manager):
-    key, job_id = uuid.uuid4().hex, uuid.uuid4().hex
-    alive = subprocess.Popen(["sleep", "60"])
-    handle = process_handle(alive.pid)
-    enqueue(job_id, result_key=key, kind="test-result.children", backend="diskcache")
-    set_handle(job_id, handle)
+    key, handle, alive = _launch_running()
     try:
         assert manager.get_result(key, handle) is manager.UNDEFINED
         manager.terminate_job(handle)  # the user's cancel: the row says so, the process is killed
